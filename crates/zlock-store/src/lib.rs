@@ -1,0 +1,1 @@
+//! zlock-store (to be written)

@@ -1,0 +1,1 @@
+//! zlock-testkit
