@@ -1,1 +1,27 @@
-//! zlock-core
+//! ZooKeeper semantics as pure, synchronous code: no tokio, no clock, no I/O.
+//!
+//! Time, session ids and zxids come in through [`Txn`]s, so applying one log gives one
+//! state everywhere.
+//!
+//! # Layout
+//! - [`txn`]: the log payload and its versioned encoding.
+//! - [`state`]: the state machine ([`State::apply`] for writes, [`State::read`] for reads).
+//! - `write`, `read`: the operations, in ZooKeeper's check order.
+//! - [`tree`]: znodes, Stat, children, ephemeral/container/TTL indexes.
+//! - [`watches`]: the watch registry and which events a change fires.
+//! - [`path`], [`acl`]: validation and permission checks.
+//! - [`snapshot`]: the state's snapshot encoding.
+
+pub mod acl;
+pub mod path;
+pub mod read;
+pub mod snapshot;
+pub mod state;
+pub mod tree;
+pub mod txn;
+pub mod watches;
+mod write;
+
+pub use state::{Applied, Config, Reply, Session, State};
+pub use tree::SessionId;
+pub use txn::Txn;

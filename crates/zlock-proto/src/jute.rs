@@ -76,6 +76,10 @@ impl<'a> Reader<'a> {
         Ok(i64::from_be_bytes(a))
     }
 
+    pub fn read_u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
     pub fn read_bool(&mut self) -> Result<bool, DecodeError> {
         Ok(self.take(1)?[0] != 0)
     }
@@ -264,7 +268,7 @@ impl Field for Vec<String> {
 macro_rules! record {
     ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
         pub struct $name { $($(#[$fm])* pub $f: $t),* }
         impl $crate::jute::Record for $name {
             fn encode(&self, out: &mut Vec<u8>) {

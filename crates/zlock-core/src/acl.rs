@@ -1,0 +1,215 @@
+//! ACL checks and identities (`world`, `auth`, `digest`, `ip`, `super`).
+
+use base64::Engine;
+use sha1::{Digest, Sha1};
+use zlock_proto::records::{perms, Acl, Id};
+use zlock_proto::ErrorCode;
+
+/// The identity a `digest` auth packet `user:password` authenticates as:
+/// `user:base64(sha1("user:password"))`.
+pub fn digest_id(user_password: &str) -> Option<String> {
+    let (user, _) = user_password.split_once(':')?;
+    let hash = Sha1::digest(user_password.as_bytes());
+    Some(format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    ))
+}
+
+/// Does `acl` grant `perm` to a caller holding `auth` identities?
+///
+/// `auth` always includes the caller's `ip` identity. A `super` identity passes every
+/// check, as in ZooKeeper.
+pub fn check(acl: &[Acl], perm: i32, auth: &[Id]) -> Result<(), ErrorCode> {
+    if auth.iter().any(|a| a.scheme == "super") || acl.is_empty() {
+        return Ok(());
+    }
+    for a in acl {
+        if a.perms & perm == 0 {
+            continue;
+        }
+        match a.id.scheme.as_str() {
+            "world" if a.id.id == "anyone" => return Ok(()),
+            "ip" => {
+                if auth
+                    .iter()
+                    .any(|x| x.scheme == "ip" && ip_matches(&a.id.id, &x.id))
+                {
+                    return Ok(());
+                }
+            }
+            scheme => {
+                if auth.iter().any(|x| x.scheme == scheme && x.id == a.id.id) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Err(ErrorCode::NoAuth)
+}
+
+/// Rewrites a create/setACL ACL list as ZooKeeper's `fixupACL` does: `auth` entries
+/// become one entry per authenticated (non-ip) identity of the caller; an empty list,
+/// an unknown scheme, a malformed id or `auth` without any identity is InvalidACL.
+pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+    if acl.is_empty() {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
+    for a in acl {
+        match a.id.scheme.as_str() {
+            "world" => {
+                if a.id.id != "anyone" {
+                    return Err(ErrorCode::InvalidAcl);
+                }
+                out.push(a.clone());
+            }
+            "auth" => {
+                let mut any = false;
+                for x in auth.iter().filter(|x| x.scheme != "ip") {
+                    any = true;
+                    out.push(Acl {
+                        perms: a.perms,
+                        id: x.clone(),
+                    });
+                }
+                if !any {
+                    return Err(ErrorCode::InvalidAcl);
+                }
+            }
+            "digest" => {
+                if !a.id.id.contains(':') {
+                    return Err(ErrorCode::InvalidAcl);
+                }
+                out.push(a.clone());
+            }
+            "ip" => {
+                if parse_cidr(&a.id.id).is_none() {
+                    return Err(ErrorCode::InvalidAcl);
+                }
+                out.push(a.clone());
+            }
+            "super" | "sasl" | "x509" => out.push(a.clone()),
+            _ => return Err(ErrorCode::InvalidAcl),
+        }
+    }
+    // ZooKeeper drops exact duplicates (its ACL list is de-duplicated by the ACL cache).
+    let mut dedup: Vec<Acl> = Vec::with_capacity(out.len());
+    for a in out {
+        if !dedup.contains(&a) {
+            dedup.push(a);
+        }
+    }
+    Ok(dedup)
+}
+
+fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u32)> {
+    let (addr, bits) = match s.split_once('/') {
+        Some((a, b)) => (a, Some(b.parse::<u32>().ok()?)),
+        None => (s, None),
+    };
+    let ip: std::net::IpAddr = addr.parse().ok()?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let bits = bits.unwrap_or(max);
+    (bits <= max).then_some((ip, bits))
+}
+
+fn ip_matches(acl_id: &str, client: &str) -> bool {
+    let (Some((net, bits)), Ok(ip)) = (parse_cidr(acl_id), client.parse::<std::net::IpAddr>())
+    else {
+        return false;
+    };
+    match (net, ip) {
+        (std::net::IpAddr::V4(n), std::net::IpAddr::V4(c)) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits)
+            };
+            u32::from(n) & mask == u32::from(c) & mask
+        }
+        (std::net::IpAddr::V6(n), std::net::IpAddr::V6(c)) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits)
+            };
+            u128::from(n) & mask == u128::from(c) & mask
+        }
+        _ => false,
+    }
+}
+
+/// A convenience for tests and callers: `perms` for `scheme:id`.
+pub fn acl(perms: i32, scheme: &str, id: &str) -> Acl {
+    Acl {
+        perms,
+        id: Id::new(scheme, id),
+    }
+}
+
+/// All permissions.
+pub const ALL: i32 = perms::ALL;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_matches_zookeeper() {
+        // DigestAuthenticationProvider.generateDigest("super:test")
+        assert_eq!(
+            digest_id("super:test").unwrap(),
+            "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+        );
+    }
+
+    #[test]
+    fn checks() {
+        let ip = Id::new("ip", "127.0.0.1");
+        let open = Acl::open_unsafe();
+        assert_eq!(check(&open, perms::READ, std::slice::from_ref(&ip)), Ok(()));
+        let d = vec![acl(perms::READ, "digest", "u:h")];
+        assert_eq!(
+            check(&d, perms::READ, &[ip.clone()]),
+            Err(ErrorCode::NoAuth)
+        );
+        assert_eq!(
+            check(&d, perms::READ, &[ip.clone(), Id::new("digest", "u:h")]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&d, perms::WRITE, &[Id::new("digest", "u:h")]),
+            Err(ErrorCode::NoAuth)
+        );
+        let net = vec![acl(perms::ALL, "ip", "127.0.0.0/8")];
+        assert_eq!(check(&net, perms::READ, &[ip]), Ok(()));
+        assert_eq!(
+            check(&net, perms::READ, &[Id::new("ip", "10.0.0.1")]),
+            Err(ErrorCode::NoAuth)
+        );
+    }
+
+    #[test]
+    fn fixups() {
+        let ip = Id::new("ip", "127.0.0.1");
+        assert_eq!(
+            fixup(&[acl(31, "auth", "")], std::slice::from_ref(&ip)),
+            Err(ErrorCode::InvalidAcl)
+        );
+        let d = Id::new("digest", "u:h");
+        assert_eq!(
+            fixup(&[acl(31, "auth", "")], &[ip, d.clone()]).unwrap(),
+            vec![Acl { perms: 31, id: d }]
+        );
+        assert_eq!(fixup(&[], &[]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&[acl(31, "foo", "x")], &[]),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(31, "ip", "nope")], &[]),
+            Err(ErrorCode::InvalidAcl)
+        );
+    }
+}

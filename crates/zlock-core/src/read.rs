@@ -1,0 +1,244 @@
+//! Read operations: exists, getData, getChildren(2), getACL, sync, getEphemerals,
+//! getAllChildrenNumber, multiRead, and the watch-management requests (addWatch,
+//! checkWatches, removeWatches, setWatches, whoAmI).
+
+use zlock_proto::records::{
+    add_watch_mode, event_type, keeper_state, perms, watcher_type, ClientInfo, ErrorResponse,
+    GetAclResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
+    GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResult, PathRequest, SetWatches2,
+    StatResponse, WatcherEvent, WhoAmIResponse,
+};
+use zlock_proto::{ErrorCode, Record, Request};
+
+use crate::acl;
+use crate::path;
+use crate::state::State;
+use crate::tree::{Node, SessionId};
+use crate::watches::{Notification, WatchKind};
+
+fn node<'a>(st: &'a State, p: &str) -> Result<&'a Node, ErrorCode> {
+    path::validate(p, false)?;
+    st.tree.get(p).ok_or(ErrorCode::NoNode)
+}
+
+pub(crate) fn read(
+    st: &mut State,
+    session: SessionId,
+    auth: &[Id],
+    req: &Request,
+) -> Result<Vec<u8>, ErrorCode> {
+    match req {
+        Request::Exists(r) => {
+            path::validate(&r.path, false)?;
+            if r.watch {
+                st.watches.add(session, &r.path, WatchKind::Data);
+            }
+            let n = st.tree.get(&r.path).ok_or(ErrorCode::NoNode)?;
+            Ok(StatResponse { stat: n.stat() }.to_bytes())
+        }
+        Request::GetData(r) => {
+            let (data, stat) = get_data(st, session, auth, &r.path, r.watch)?;
+            Ok(GetDataResponse { data, stat }.to_bytes())
+        }
+        Request::GetChildren(r) => {
+            let (children, _) = get_children(st, session, auth, &r.path, r.watch)?;
+            Ok(GetChildrenResponse { children }.to_bytes())
+        }
+        Request::GetChildren2(r) => {
+            let (children, stat) = get_children(st, session, auth, &r.path, r.watch)?;
+            Ok(GetChildren2Response { children, stat }.to_bytes())
+        }
+        Request::GetAcl(r) => {
+            let n = node(st, &r.path)?;
+            acl::check(&n.acl, perms::READ | perms::ADMIN, auth)?;
+            Ok(GetAclResponse {
+                acl: n.acl.as_ref().clone(),
+                stat: n.stat(),
+            }
+            .to_bytes())
+        }
+        Request::Sync(r) => Ok(PathRequest {
+            path: r.path.clone(),
+        }
+        .to_bytes()),
+        Request::GetEphemerals(r) => {
+            let prefix = r.path.as_str();
+            let ephemerals = st
+                .tree
+                .ephemerals_of(session)
+                .into_iter()
+                .filter(|p| prefix.is_empty() || prefix == "/" || p.starts_with(prefix))
+                .collect();
+            Ok(GetEphemeralsResponse { ephemerals }.to_bytes())
+        }
+        Request::GetAllChildrenNumber(r) => {
+            let n = node(st, &r.path)?;
+            acl::check(&n.acl, perms::READ, auth)?;
+            let mut total: i64 = 0;
+            let mut stack = vec![r.path.clone()];
+            while let Some(p) = stack.pop() {
+                if let Some(n) = st.tree.get(&p) {
+                    for c in &n.children {
+                        total += 1;
+                        stack.push(path::join(&p, c));
+                    }
+                }
+            }
+            Ok(GetAllChildrenNumberResponse {
+                total_number: i32::try_from(total).unwrap_or(i32::MAX),
+            }
+            .to_bytes())
+        }
+        Request::MultiRead(ops) => {
+            let mut results = Vec::with_capacity(ops.len());
+            for op in ops {
+                let res = match op {
+                    MultiOp::GetData(r) => get_data(st, session, auth, &r.path, r.watch)
+                        .map(|(d, s)| MultiResult::GetData(d, s)),
+                    MultiOp::GetChildren(r) => get_children(st, session, auth, &r.path, r.watch)
+                        .map(|(c, _)| MultiResult::GetChildren(c)),
+                    _ => Err(ErrorCode::BadArguments),
+                };
+                results.push(res.unwrap_or_else(|e| MultiResult::Error(e.code())));
+            }
+            let mut out = Vec::new();
+            zlock_proto::records::encode_multi_results(&results, &mut out);
+            Ok(out)
+        }
+        Request::AddWatch(r) => {
+            path::validate(&r.path, false)?;
+            let kind = match r.mode {
+                add_watch_mode::PERSISTENT => WatchKind::Persistent,
+                add_watch_mode::PERSISTENT_RECURSIVE => WatchKind::Recursive,
+                _ => return Err(ErrorCode::BadArguments),
+            };
+            st.watches.add(session, &r.path, kind);
+            Ok(ErrorResponse { err: 0 }.to_bytes())
+        }
+        Request::CheckWatches(r) => {
+            if watch_kinds(r.watcher_type)?
+                .iter()
+                .any(|k| st.watches.contains(session, &r.path, *k))
+            {
+                Ok(Vec::new())
+            } else {
+                Err(ErrorCode::NoWatcher)
+            }
+        }
+        Request::RemoveWatches(r) => {
+            let mut any = false;
+            for k in watch_kinds(r.watcher_type)? {
+                any |= st.watches.remove(session, &r.path, k);
+            }
+            if any {
+                Ok(Vec::new())
+            } else {
+                Err(ErrorCode::NoWatcher)
+            }
+        }
+        Request::WhoAmI => Ok(WhoAmIResponse {
+            client_info: auth
+                .iter()
+                .map(|id| ClientInfo {
+                    auth_scheme: id.scheme.clone(),
+                    user: id.id.clone(),
+                })
+                .collect(),
+        }
+        .to_bytes()),
+        _ => Err(ErrorCode::Unimplemented),
+    }
+}
+
+fn watch_kinds(ty: i32) -> Result<Vec<WatchKind>, ErrorCode> {
+    Ok(match ty {
+        watcher_type::CHILDREN => vec![WatchKind::Child],
+        watcher_type::DATA => vec![WatchKind::Data],
+        watcher_type::PERSISTENT => vec![WatchKind::Persistent],
+        watcher_type::PERSISTENT_RECURSIVE => vec![WatchKind::Recursive],
+        watcher_type::ANY => vec![
+            WatchKind::Child,
+            WatchKind::Data,
+            WatchKind::Persistent,
+            WatchKind::Recursive,
+        ],
+        _ => return Err(ErrorCode::BadArguments),
+    })
+}
+
+fn get_data(
+    st: &mut State,
+    session: SessionId,
+    auth: &[Id],
+    p: &str,
+    watch: bool,
+) -> Result<(Vec<u8>, zlock_proto::records::Stat), ErrorCode> {
+    let n = node(st, p)?;
+    acl::check(&n.acl, perms::READ, auth)?;
+    let res = (n.data.clone(), n.stat());
+    if watch {
+        st.watches.add(session, p, WatchKind::Data);
+    }
+    Ok(res)
+}
+
+fn get_children(
+    st: &mut State,
+    session: SessionId,
+    auth: &[Id],
+    p: &str,
+    watch: bool,
+) -> Result<(Vec<String>, zlock_proto::records::Stat), ErrorCode> {
+    let n = node(st, p)?;
+    acl::check(&n.acl, perms::READ, auth)?;
+    let res = (n.children.iter().map(|c| c.to_string()).collect(), n.stat());
+    if watch {
+        st.watches.add(session, p, WatchKind::Child);
+    }
+    Ok(res)
+}
+
+/// Re-arms a reconnecting session's watches (setWatches / setWatches2), first sending
+/// the events it missed since `relative_zxid`, as ZooKeeper's `DataTree.setWatches` does.
+pub fn set_watches(st: &mut State, session: SessionId, w: &SetWatches2) -> Vec<Notification> {
+    let rel = w.relative_zxid;
+    let mut out = Vec::new();
+    let ev = |ty: i32, p: &str| {
+        (
+            session,
+            WatcherEvent {
+                event_type: ty,
+                state: keeper_state::SYNC_CONNECTED,
+                path: p.to_owned(),
+            },
+        )
+    };
+    for p in &w.data_watches {
+        match st.tree.get(p) {
+            None => out.push(ev(event_type::NODE_DELETED, p)),
+            Some(n) if n.mzxid > rel => out.push(ev(event_type::NODE_DATA_CHANGED, p)),
+            Some(_) => st.watches.add(session, p, WatchKind::Data),
+        }
+    }
+    for p in &w.exist_watches {
+        if st.tree.contains(p) {
+            out.push(ev(event_type::NODE_CREATED, p));
+        } else {
+            st.watches.add(session, p, WatchKind::Data);
+        }
+    }
+    for p in &w.child_watches {
+        match st.tree.get(p) {
+            None => out.push(ev(event_type::NODE_DELETED, p)),
+            Some(n) if n.pzxid > rel => out.push(ev(event_type::NODE_CHILDREN_CHANGED, p)),
+            Some(_) => st.watches.add(session, p, WatchKind::Child),
+        }
+    }
+    for p in &w.persistent_watches {
+        st.watches.add(session, p, WatchKind::Persistent);
+    }
+    for p in &w.persistent_recursive_watches {
+        st.watches.add(session, p, WatchKind::Recursive);
+    }
+    out
+}

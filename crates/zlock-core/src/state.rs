@@ -1,0 +1,253 @@
+//! The replicated state machine: tree + sessions + last zxid, plus the in-memory watch
+//! registry. [`State::apply`] is the apply stage: deterministic, no clock, no I/O.
+
+use std::collections::BTreeMap;
+
+use zlock_proto::records::{event_type, Id};
+use zlock_proto::{ErrorCode, OpCode, Request};
+
+use crate::tree::{DataTree, SessionId};
+use crate::txn::Txn;
+use crate::watches::{Notification, Trigger, Watches};
+use crate::write::{Ctx, Undo};
+
+/// Settings that change semantics; must be identical on every replica.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// ZooKeeper's `extendedTypesEnabled`: allows TTL nodes (createTTL).
+    pub extended_types: bool,
+}
+
+/// A session as the state machine knows it. Liveness (when it was last heard from) is
+/// the server's business, not replicated state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub timeout_ms: i32,
+    pub passwd: Vec<u8>,
+}
+
+/// The reply to one request: error code (0 = ok) and the encoded response record.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reply {
+    pub err: i32,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn ok(body: Vec<u8>) -> Reply {
+        Reply { err: 0, body }
+    }
+    pub fn error(e: ErrorCode) -> Reply {
+        Reply {
+            err: e.code(),
+            body: Vec::new(),
+        }
+    }
+}
+
+/// What applying one Txn produced.
+#[derive(Debug, Clone, Default)]
+pub struct Applied {
+    /// The zxid this Txn was given.
+    pub zxid: i64,
+    /// The answer for the session that sent the request (if any).
+    pub reply: Reply,
+    /// Watch notifications, in the order they fire.
+    pub events: Vec<Notification>,
+    /// A session that this Txn ended (close or expiry).
+    pub closed_session: Option<SessionId>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub tree: DataTree,
+    pub sessions: BTreeMap<SessionId, Session>,
+    /// zxid of the last applied Txn; Txn number n (1-based in the log) gets zxid n.
+    pub zxid: i64,
+    pub watches: Watches,
+    pub config: Config,
+}
+
+impl State {
+    pub fn new(config: Config) -> State {
+        State {
+            tree: DataTree::new(),
+            sessions: BTreeMap::new(),
+            zxid: 0,
+            watches: Watches::default(),
+            config,
+        }
+    }
+
+    /// Applies the next Txn of the log. Never fails: a write that is invalid against the
+    /// current tree is answered with its ZooKeeper error code and changes nothing.
+    pub fn apply(&mut self, txn: &Txn) -> Applied {
+        self.zxid += 1;
+        let zxid = self.zxid;
+        let mut out = Applied {
+            zxid,
+            ..Applied::default()
+        };
+        match txn {
+            Txn::CreateSession {
+                session_id,
+                passwd,
+                timeout_ms,
+            } => {
+                self.sessions.insert(
+                    *session_id,
+                    Session {
+                        timeout_ms: *timeout_ms,
+                        passwd: passwd.clone(),
+                    },
+                );
+            }
+            Txn::CloseSession { session_id } => {
+                self.close_session(*session_id, zxid, &mut out.events);
+                out.closed_session = Some(*session_id);
+            }
+            Txn::Request {
+                session_id,
+                time_ms,
+                auth,
+                request,
+            } => {
+                let cx = Ctx {
+                    session: *session_id,
+                    time: *time_ms,
+                    auth,
+                    zxid,
+                };
+                out.reply = self.write(&cx, request, &mut out.events);
+            }
+            Txn::DeleteExpired { time_ms, paths } => {
+                self.delete_expired(*time_ms, paths, zxid, &mut out.events);
+            }
+        }
+        out
+    }
+
+    fn write(&mut self, cx: &Ctx<'_>, req: &Request, events: &mut Vec<Notification>) -> Reply {
+        let mut none: Option<&mut Undo> = None;
+        match req {
+            Request::Multi(ops) => self.multi(cx, ops, events),
+            Request::CloseSession => {
+                self.close_session(cx.session, cx.zxid, events);
+                Reply::ok(Vec::new())
+            }
+            other => {
+                let mut trig = Vec::new();
+                let r = match self.write_one(cx, other, &mut none, &mut trig) {
+                    Ok(body) => Reply::ok(body),
+                    Err(e) => Reply::error(e),
+                };
+                self.fire(trig, events);
+                r
+            }
+        }
+    }
+
+    /// Fires the watches of `trig`, in order.
+    pub(crate) fn fire(&mut self, trig: Vec<Trigger>, events: &mut Vec<Notification>) {
+        for (p, ty) in trig {
+            self.watches.trigger(&p, ty, events);
+        }
+    }
+
+    fn close_session(&mut self, session: SessionId, zxid: i64, events: &mut Vec<Notification>) {
+        let mut trig = Vec::new();
+        for p in self.tree.ephemerals_of(session) {
+            self.unlink(&p, zxid, &mut trig);
+        }
+        self.fire(trig, events);
+        self.sessions.remove(&session);
+        self.watches.remove_session(session);
+    }
+
+    /// Removes a childless node, updating its parent and firing watches.
+    pub(crate) fn unlink(&mut self, p: &str, zxid: i64, trig: &mut Vec<Trigger>) {
+        if self.tree.remove(p).is_none() {
+            return;
+        }
+        let parent = crate::path::parent(p);
+        if let Some(par) = self.tree.get_mut(parent) {
+            par.cversion = par.cversion.wrapping_add(1);
+            par.pzxid = zxid;
+        }
+        trig.push((p.to_owned(), event_type::NODE_DELETED));
+        trig.push((parent.to_owned(), event_type::NODE_CHILDREN_CHANGED));
+    }
+
+    fn delete_expired(
+        &mut self,
+        time_ms: i64,
+        paths: &[String],
+        zxid: i64,
+        events: &mut Vec<Notification>,
+    ) {
+        use crate::tree::NodeKind;
+        let mut trig = Vec::new();
+        for p in paths {
+            let Some(n) = self.tree.get(p) else { continue };
+            if !n.children.is_empty() {
+                continue;
+            }
+            let expired = match n.kind {
+                NodeKind::Container => n.cversion > 0,
+                NodeKind::Ttl(ttl) => time_ms.saturating_sub(n.mtime) > ttl,
+                _ => false,
+            };
+            if expired {
+                self.unlink(p, zxid, &mut trig);
+            }
+        }
+        self.fire(trig, events);
+    }
+
+    /// Containers and TTL nodes that look removable at `now_ms`; the server proposes
+    /// them in a [`Txn::DeleteExpired`], which re-checks at apply time.
+    pub fn expired_candidates(&self, now_ms: i64) -> Vec<String> {
+        use crate::tree::NodeKind;
+        let mut v = Vec::new();
+        for p in self.tree.containers().chain(self.tree.ttl_nodes()) {
+            if let Some(n) = self.tree.get(p) {
+                let gone = n.children.is_empty()
+                    && match n.kind {
+                        NodeKind::Container => n.cversion > 0,
+                        NodeKind::Ttl(ttl) => now_ms.saturating_sub(n.mtime) > ttl,
+                        _ => false,
+                    };
+                if gone {
+                    v.push(p.clone());
+                }
+            }
+        }
+        v
+    }
+
+    /// Serves a read-only request for `session` (identities `auth`), registering any
+    /// watch it asks for. Writes must go through [`State::apply`].
+    pub fn read(&mut self, session: SessionId, auth: &[Id], req: &Request) -> Reply {
+        match crate::read::read(self, session, auth, req) {
+            Ok(body) => Reply::ok(body),
+            Err(e) => Reply::error(e),
+        }
+    }
+
+    /// Is this request a write (must be logged)?
+    pub fn is_write(req: &Request) -> bool {
+        matches!(
+            req.op_code(),
+            OpCode::Create
+                | OpCode::Create2
+                | OpCode::CreateContainer
+                | OpCode::CreateTtl
+                | OpCode::Delete
+                | OpCode::SetData
+                | OpCode::SetAcl
+                | OpCode::Check
+                | OpCode::Multi
+                | OpCode::CloseSession
+        )
+    }
+}

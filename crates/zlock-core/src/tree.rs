@@ -1,0 +1,288 @@
+//! The DataTree: znodes by path, their Stat, children, and the indexes kept beside them
+//! (ephemerals by session, containers, TTL nodes).
+//!
+//! The tree knows nothing of zxids or clocks: callers pass them in. Every mutation goes
+//! through [`DataTree::insert`], [`DataTree::remove`] or [`DataTree::get_mut`], so the
+//! indexes cannot drift from the nodes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use zlock_proto::records::{Acl, Stat};
+
+/// Session ids are ZooKeeper's 64-bit session ids.
+pub type SessionId = i64;
+
+/// What kind of node this is; decides when it goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Persistent,
+    /// Deleted when its owning session ends.
+    Ephemeral(SessionId),
+    /// Deleted once empty after having had a child.
+    Container,
+    /// Deleted once childless and unmodified for this many ms.
+    Ttl(i64),
+}
+
+/// One znode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub data: Vec<u8>,
+    /// Shared between nodes with the same list, like ZooKeeper's ACL cache.
+    pub acl: Arc<Vec<Acl>>,
+    pub kind: NodeKind,
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub pzxid: i64,
+    /// Child names (not paths), ordered so replies and sequential scans are stable.
+    pub children: BTreeSet<Box<str>>,
+}
+
+impl Node {
+    pub fn new(data: Vec<u8>, acl: Arc<Vec<Acl>>, kind: NodeKind, zxid: i64, time: i64) -> Node {
+        Node {
+            data,
+            acl,
+            kind,
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: time,
+            mtime: time,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            pzxid: zxid,
+            children: BTreeSet::new(),
+        }
+    }
+
+    /// The Stat a client sees. Containers and TTL nodes report ephemeralOwner 0, as
+    /// ZooKeeper does (it keeps their type in that field internally).
+    pub fn stat(&self) -> Stat {
+        Stat {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            ctime: self.ctime,
+            mtime: self.mtime,
+            version: self.version,
+            cversion: self.cversion,
+            aversion: self.aversion,
+            ephemeral_owner: match self.kind {
+                NodeKind::Ephemeral(s) => s,
+                _ => 0,
+            },
+            data_length: self.data.len() as i32,
+            num_children: self.children.len() as i32,
+            pzxid: self.pzxid,
+        }
+    }
+}
+
+/// All znodes plus the indexes derived from them.
+#[derive(Debug, Clone, Default)]
+pub struct DataTree {
+    nodes: HashMap<Box<str>, Node>,
+    ephemerals: HashMap<SessionId, BTreeSet<String>>,
+    containers: BTreeSet<String>,
+    ttls: BTreeSet<String>,
+    acl_cache: HashMap<Vec<Acl>, Arc<Vec<Acl>>>,
+}
+
+impl DataTree {
+    /// A tree holding `/`, `/zookeeper`, `/zookeeper/quota` and `/zookeeper/config`, as a
+    /// fresh ZooKeeper 3.8 server has.
+    pub fn new() -> DataTree {
+        let mut t = DataTree::default();
+        let open = t.intern_acl(Acl::open_unsafe());
+        t.nodes.insert(
+            "/".into(),
+            Node::new(Vec::new(), open.clone(), NodeKind::Persistent, 0, 0),
+        );
+        for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
+            t.insert(
+                p,
+                Node::new(Vec::new(), open.clone(), NodeKind::Persistent, 0, 0),
+            );
+        }
+        t
+    }
+
+    /// An empty tree without even `/`, for loading snapshots.
+    pub fn empty() -> DataTree {
+        DataTree::default()
+    }
+
+    /// Shares identical ACL lists.
+    pub fn intern_acl(&mut self, acl: Vec<Acl>) -> Arc<Vec<Acl>> {
+        if let Some(a) = self.acl_cache.get(&acl) {
+            return a.clone();
+        }
+        let a = Arc::new(acl.clone());
+        self.acl_cache.insert(acl, a.clone());
+        a
+    }
+
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        self.nodes.get(path)
+    }
+
+    /// Mutable access for data, ACL and Stat changes. The node's kind and children must
+    /// not be changed through this (use insert/remove).
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
+        self.nodes.get_mut(path)
+    }
+
+    pub fn contains(&self, path: &str) -> bool {
+        self.nodes.contains_key(path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Inserts (or replaces) `path`, linking it under its parent, which must exist
+    /// (except for `/`). Parent Stat changes are the caller's business.
+    pub fn insert(&mut self, path: &str, node: Node) {
+        if path != "/" {
+            let (parent, name) = split(path);
+            if let Some(p) = self.nodes.get_mut(parent) {
+                p.children.insert(name.into());
+            }
+        }
+        let kind = node.kind;
+        if let Some(old) = self.nodes.insert(path.into(), node) {
+            self.index(path, old.kind, false);
+        }
+        self.index(path, kind, true);
+    }
+
+    /// Removes `path` (which should have no children) and unlinks it from its parent.
+    pub fn remove(&mut self, path: &str) -> Option<Node> {
+        let node = self.nodes.remove(path)?;
+        if path != "/" {
+            let (parent, name) = split(path);
+            if let Some(p) = self.nodes.get_mut(parent) {
+                p.children.remove(name);
+            }
+        }
+        self.index(path, node.kind, false);
+        Some(node)
+    }
+
+    fn index(&mut self, path: &str, kind: NodeKind, add: bool) {
+        match kind {
+            NodeKind::Persistent => {}
+            NodeKind::Ephemeral(s) => {
+                if add {
+                    self.ephemerals
+                        .entry(s)
+                        .or_default()
+                        .insert(path.to_owned());
+                } else if let Some(set) = self.ephemerals.get_mut(&s) {
+                    set.remove(path);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&s);
+                    }
+                }
+            }
+            NodeKind::Container => {
+                if add {
+                    self.containers.insert(path.to_owned());
+                } else {
+                    self.containers.remove(path);
+                }
+            }
+            NodeKind::Ttl(_) => {
+                if add {
+                    self.ttls.insert(path.to_owned());
+                } else {
+                    self.ttls.remove(path);
+                }
+            }
+        }
+    }
+
+    /// The ephemeral node paths a session owns, in path order.
+    pub fn ephemerals_of(&self, session: SessionId) -> Vec<String> {
+        self.ephemerals
+            .get(&session)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Number of ephemeral nodes in the tree.
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(|s| s.len()).sum()
+    }
+
+    /// Sessions owning at least one ephemeral node.
+    pub fn ephemeral_sessions(&self) -> impl Iterator<Item = (&SessionId, &BTreeSet<String>)> {
+        self.ephemerals.iter()
+    }
+
+    pub fn containers(&self) -> impl Iterator<Item = &String> {
+        self.containers.iter()
+    }
+
+    pub fn ttl_nodes(&self) -> impl Iterator<Item = &String> {
+        self.ttls.iter()
+    }
+
+    /// Every (path, node), unordered.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
+        self.nodes.iter().map(|(k, v)| (&**k, v))
+    }
+
+    /// Approximate bytes of node data (for `mntr`'s approximate_data_size).
+    pub fn approximate_data_size(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|(k, n)| (k.len() + n.data.len()) as u64)
+            .sum()
+    }
+}
+
+fn split(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("/", path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_remove_keeps_indexes() {
+        let mut t = DataTree::new();
+        let acl = t.intern_acl(Acl::open_unsafe());
+        t.insert(
+            "/a",
+            Node::new(vec![], acl.clone(), NodeKind::Persistent, 1, 0),
+        );
+        t.insert(
+            "/a/e",
+            Node::new(vec![], acl.clone(), NodeKind::Ephemeral(7), 2, 0),
+        );
+        t.insert("/c", Node::new(vec![], acl, NodeKind::Container, 3, 0));
+        assert_eq!(t.ephemerals_of(7), vec!["/a/e".to_string()]);
+        assert_eq!(t.containers().count(), 1);
+        assert!(t.get("/a").unwrap().children.contains("e"));
+        t.remove("/a/e");
+        assert!(t.ephemerals_of(7).is_empty());
+        assert!(t.get("/a").unwrap().children.is_empty());
+        assert_eq!(t.get("/").unwrap().stat().num_children, 3);
+    }
+}

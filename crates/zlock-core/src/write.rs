@@ -1,0 +1,376 @@
+//! Write operations: create (all modes), delete, setData, setACL, check, multi.
+//!
+//! Each op checks in ZooKeeper's order (path, ACL fix-up, parent, permission, version,
+//! ...) so the first failing check decides the error code, as in ZooKeeper's
+//! PrepRequestProcessor. Inside a multi every mutation first saves the nodes it touches
+//! in an [`Undo`] so a later failing op rolls the whole multi back.
+
+use std::collections::HashSet;
+
+use zlock_proto::records::{
+    event_type, perms, Create2Response, CreateRequest, CreateResponse, Id, MultiOp, MultiResult,
+    StatResponse,
+};
+use zlock_proto::{ErrorCode, OpCode, Record, Request};
+
+use crate::acl;
+use crate::path;
+use crate::state::{Reply, State};
+use crate::tree::{Node, NodeKind, SessionId};
+use crate::watches::{Notification, Trigger};
+
+/// Largest TTL ZooKeeper accepts (`EphemeralType.TTL`'s max: 2^40 - 1 ms).
+pub const MAX_TTL_MS: i64 = 0xFF_FFFF_FFFF;
+
+/// The inputs of one write, all fixed in its Txn.
+pub struct Ctx<'a> {
+    pub session: SessionId,
+    pub time: i64,
+    pub auth: &'a [Id],
+    pub zxid: i64,
+}
+
+/// Nodes as they were before a multi touched them, to restore on failure.
+#[derive(Default)]
+pub struct Undo {
+    saved: Vec<(String, Option<Node>)>,
+    seen: HashSet<String>,
+}
+
+impl Undo {
+    fn save(&mut self, state: &State, p: &str) {
+        if self.seen.insert(p.to_owned()) {
+            self.saved.push((p.to_owned(), state.tree.get(p).cloned()));
+        }
+    }
+}
+
+fn save(undo: &mut Option<&mut Undo>, state: &State, p: &str) {
+    if let Some(u) = undo.as_deref_mut() {
+        u.save(state, p);
+    }
+}
+
+fn check_version(current: i32, expected: i32) -> Result<(), ErrorCode> {
+    if expected != -1 && current != expected {
+        return Err(ErrorCode::BadVersion);
+    }
+    Ok(())
+}
+
+struct Mode {
+    ephemeral: bool,
+    sequential: bool,
+    container: bool,
+    ttl: bool,
+}
+
+fn mode(flags: i32) -> Result<Mode, ErrorCode> {
+    let m = |ephemeral, sequential, container, ttl| Mode {
+        ephemeral,
+        sequential,
+        container,
+        ttl,
+    };
+    Ok(match flags {
+        0 => m(false, false, false, false),
+        1 => m(true, false, false, false),
+        2 => m(false, true, false, false),
+        3 => m(true, true, false, false),
+        4 => m(false, false, true, false),
+        5 => m(false, false, false, true),
+        6 => m(false, true, false, true),
+        _ => return Err(ErrorCode::BadArguments),
+    })
+}
+
+impl State {
+    /// One write outside or inside a multi; returns the encoded response record.
+    pub(crate) fn write_one(
+        &mut self,
+        cx: &Ctx<'_>,
+        req: &Request,
+        undo: &mut Option<&mut Undo>,
+        trig: &mut Vec<Trigger>,
+    ) -> Result<Vec<u8>, ErrorCode> {
+        match req {
+            Request::Create(op, r) => {
+                let (p, stat) = self.create(cx, *op, r, -1, undo, trig)?;
+                Ok(create_body(*op, p, stat))
+            }
+            Request::CreateTtl(r) => {
+                let cr = CreateRequest {
+                    path: r.path.clone(),
+                    data: r.data.clone(),
+                    acl: r.acl.clone(),
+                    flags: r.flags,
+                };
+                let (p, stat) = self.create(cx, OpCode::CreateTtl, &cr, r.ttl, undo, trig)?;
+                Ok(create_body(OpCode::CreateTtl, p, stat))
+            }
+            Request::Delete(r) => {
+                self.delete(cx, &r.path, r.version, undo, trig)?;
+                Ok(Vec::new())
+            }
+            Request::SetData(r) => {
+                let stat = self.set_data(cx, &r.path, &r.data, r.version, undo, trig)?;
+                Ok(StatResponse { stat }.to_bytes())
+            }
+            Request::SetAcl(r) => {
+                let stat = self.set_acl(cx, &r.path, &r.acl, r.version, undo)?;
+                Ok(StatResponse { stat }.to_bytes())
+            }
+            Request::Check(r) => {
+                self.check(cx, &r.path, r.version)?;
+                Ok(Vec::new())
+            }
+            _ => Err(ErrorCode::BadArguments),
+        }
+    }
+
+    fn create(
+        &mut self,
+        cx: &Ctx<'_>,
+        op: OpCode,
+        r: &CreateRequest,
+        ttl: i64,
+        undo: &mut Option<&mut Undo>,
+        trig: &mut Vec<Trigger>,
+    ) -> Result<(String, zlock_proto::records::Stat), ErrorCode> {
+        let m = mode(r.flags)?;
+        if m.ttl && !self.config.extended_types {
+            return Err(ErrorCode::Unimplemented);
+        }
+        if op == OpCode::CreateTtl && !self.config.extended_types {
+            return Err(ErrorCode::Unimplemented);
+        }
+        if m.ttl {
+            if ttl <= 0 || ttl > MAX_TTL_MS {
+                return Err(ErrorCode::BadArguments);
+            }
+        } else if ttl >= 0 {
+            return Err(ErrorCode::BadArguments);
+        }
+        path::validate(&r.path, m.sequential)?;
+        let acl_list = acl::fixup(&r.acl, cx.auth)?;
+        let parent_path = path::parent(&r.path).to_owned();
+        let parent = self.tree.get(&parent_path).ok_or(ErrorCode::NoNode)?;
+        acl::check(&parent.acl, perms::CREATE, cx.auth)?;
+        let mut p = r.path.clone();
+        if m.sequential {
+            p.push_str(&format!("{:010}", parent.cversion));
+        }
+        path::validate(&p, false)?;
+        if self.tree.contains(&p) {
+            return Err(ErrorCode::NodeExists);
+        }
+        if matches!(parent.kind, NodeKind::Ephemeral(_)) {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let kind = if m.ephemeral {
+            NodeKind::Ephemeral(cx.session)
+        } else if m.container {
+            NodeKind::Container
+        } else if m.ttl {
+            NodeKind::Ttl(ttl)
+        } else {
+            NodeKind::Persistent
+        };
+        save(undo, self, &parent_path);
+        save(undo, self, &p);
+        if let Some(par) = self.tree.get_mut(&parent_path) {
+            par.cversion = par.cversion.wrapping_add(1);
+            par.pzxid = cx.zxid;
+        }
+        let acl = self.tree.intern_acl(acl_list);
+        let node = Node::new(r.data.clone(), acl, kind, cx.zxid, cx.time);
+        let stat = node.stat();
+        self.tree.insert(&p, node);
+        trig.push((p.clone(), event_type::NODE_CREATED));
+        trig.push((parent_path, event_type::NODE_CHILDREN_CHANGED));
+        Ok((p, stat))
+    }
+
+    fn delete(
+        &mut self,
+        cx: &Ctx<'_>,
+        p: &str,
+        version: i32,
+        undo: &mut Option<&mut Undo>,
+        trig: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        path::validate(p, false)?;
+        if p == "/" {
+            return Err(ErrorCode::BadArguments);
+        }
+        let parent_path = path::parent(p);
+        let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        acl::check(&parent.acl, perms::DELETE, cx.auth)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        check_version(node.version, version)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        save(undo, self, parent_path);
+        save(undo, self, p);
+        self.unlink(p, cx.zxid, trig);
+        Ok(())
+    }
+
+    fn set_data(
+        &mut self,
+        cx: &Ctx<'_>,
+        p: &str,
+        data: &[u8],
+        version: i32,
+        undo: &mut Option<&mut Undo>,
+        trig: &mut Vec<Trigger>,
+    ) -> Result<zlock_proto::records::Stat, ErrorCode> {
+        path::validate(p, false)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perms::WRITE, cx.auth)?;
+        check_version(node.version, version)?;
+        save(undo, self, p);
+        let stat = match self.tree.get_mut(p) {
+            Some(n) => {
+                n.data = data.to_vec();
+                n.version = n.version.wrapping_add(1);
+                n.mzxid = cx.zxid;
+                n.mtime = cx.time;
+                n.stat()
+            }
+            None => return Err(ErrorCode::NoNode),
+        };
+        trig.push((p.to_owned(), event_type::NODE_DATA_CHANGED));
+        Ok(stat)
+    }
+
+    fn set_acl(
+        &mut self,
+        cx: &Ctx<'_>,
+        p: &str,
+        new_acl: &[zlock_proto::records::Acl],
+        version: i32,
+        undo: &mut Option<&mut Undo>,
+    ) -> Result<zlock_proto::records::Stat, ErrorCode> {
+        path::validate(p, false)?;
+        let list = acl::fixup(new_acl, cx.auth)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perms::ADMIN, cx.auth)?;
+        check_version(node.aversion, version)?;
+        save(undo, self, p);
+        let interned = self.tree.intern_acl(list);
+        match self.tree.get_mut(p) {
+            Some(n) => {
+                n.acl = interned;
+                n.aversion = n.aversion.wrapping_add(1);
+                Ok(n.stat())
+            }
+            None => Err(ErrorCode::NoNode),
+        }
+    }
+
+    fn check(&self, cx: &Ctx<'_>, p: &str, version: i32) -> Result<(), ErrorCode> {
+        path::validate(p, false)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perms::READ, cx.auth)?;
+        check_version(node.version, version)
+    }
+
+    /// An atomic multi: all ops apply or none. The reply header is always ok; a failure
+    /// is reported per op (0 before the failing op, its code, then -2 after it), exactly
+    /// as ZooKeeper 3.8 answers.
+    pub(crate) fn multi(
+        &mut self,
+        cx: &Ctx<'_>,
+        ops: &[MultiOp],
+        events: &mut Vec<Notification>,
+    ) -> Reply {
+        let mut undo = Undo::default();
+        let mut pending = Vec::new();
+        let mut results = Vec::with_capacity(ops.len());
+        let mut failed: Option<(usize, ErrorCode)> = None;
+        for (i, op) in ops.iter().enumerate() {
+            let req = match op.clone() {
+                MultiOp::Create(c, r) => Request::Create(c, r),
+                MultiOp::CreateTtl(r) => Request::CreateTtl(r),
+                MultiOp::Delete(r) => Request::Delete(r),
+                MultiOp::SetData(r) => Request::SetData(r),
+                MultiOp::Check(r) => Request::Check(r),
+                MultiOp::GetData(_) | MultiOp::GetChildren(_) => {
+                    failed = Some((i, ErrorCode::BadArguments));
+                    break;
+                }
+            };
+            let mut u = Some(&mut undo);
+            match self.write_one(cx, &req, &mut u, &mut pending) {
+                Ok(body) => results.push(multi_result(op, &body)),
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        match failed {
+            None => {
+                self.fire(pending, events);
+                zlock_proto::records::encode_multi_results(&results, &mut out);
+            }
+            Some((at, err)) => {
+                for (p, node) in undo.saved.into_iter().rev() {
+                    match node {
+                        Some(n) => self.tree.insert(&p, n),
+                        None => {
+                            self.tree.remove(&p);
+                        }
+                    }
+                }
+                // A failed multi changed nothing, so none of its triggers fire.
+                drop(pending);
+                let res: Vec<MultiResult> = (0..ops.len())
+                    .map(|i| {
+                        MultiResult::Error(if i < at {
+                            0
+                        } else if i == at {
+                            err.code()
+                        } else {
+                            ErrorCode::RuntimeInconsistency.code()
+                        })
+                    })
+                    .collect();
+                zlock_proto::records::encode_multi_results(&res, &mut out);
+            }
+        }
+        Reply::ok(out)
+    }
+}
+
+fn create_body(op: OpCode, path: String, stat: zlock_proto::records::Stat) -> Vec<u8> {
+    if op == OpCode::Create {
+        CreateResponse { path }.to_bytes()
+    } else {
+        Create2Response { path, stat }.to_bytes()
+    }
+}
+
+fn multi_result(op: &MultiOp, body: &[u8]) -> MultiResult {
+    use zlock_proto::Reader;
+    let mut r = Reader::new(body);
+    match op {
+        MultiOp::Create(OpCode::Create, _) => CreateResponse::decode(&mut r)
+            .map(|c| MultiResult::Create(c.path))
+            .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
+        MultiOp::Create(..) | MultiOp::CreateTtl(_) => Create2Response::decode(&mut r)
+            .map(|c| MultiResult::Create2(c.path, c.stat))
+            .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
+        MultiOp::Delete(_) => MultiResult::Delete,
+        MultiOp::SetData(_) => StatResponse::decode(&mut r)
+            .map(|s| MultiResult::SetData(s.stat))
+            .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
+        MultiOp::Check(_) => MultiResult::Check,
+        MultiOp::GetData(_) | MultiOp::GetChildren(_) => {
+            MultiResult::Error(ErrorCode::BadArguments.code())
+        }
+    }
+}
