@@ -1,0 +1,395 @@
+//! The write-ahead log: opaque payloads with consecutive indexes, in CRC-checked segment
+//! files, written in fsynced batches.
+//!
+//! # On-disk format (version 1)
+//!
+//! A WAL directory holds segment files named `log.<index>`, where `<index>` is the index
+//! of the segment's first record as 20 zero-padded decimal digits
+//! (`log.00000000000000000001`), so name order is log order. Other files are ignored.
+//! All integers are **little-endian**. A segment file is:
+//!
+//! ```text
+//! offset  size  field
+//! ------  ----  -----------------------------------------------------------------
+//!      0     8  magic, the ASCII bytes "ZLOCKWAL" (never changes)
+//!      8     4  u32 format version (1; see WalVersion)
+//!     12     8  u64 first index: index of the first record; always equals the name
+//!     20     4  u32 CRC32C (Castagnoli) of bytes 0..20
+//!     24        records, back to back: no padding, no end marker
+//! ```
+//!
+//! and each record is:
+//!
+//! ```text
+//! offset  size  field
+//! ------  ----  -----------------------------------------------------------------
+//!      0     4  u32 payload length N
+//!      4     4  u32 CRC32C of bytes 8..16+N (the index, then the payload)
+//!      8     8  u64 index
+//!     16     N  payload: opaque to this crate (the server's serialized Txn)
+//! ```
+//!
+//! The segment header carries its own CRC so that a header torn by a crash is told apart
+//! from a valid one; the record CRC covers the index so a record read at the wrong place
+//! or with a flipped index fails too. The length field is not covered: a damaged length
+//! makes the CRC fail on whatever bytes it then selects.
+//!
+//! # Invariants
+//!
+//! - Index 0 is never used. Within a segment the indexes are consecutive, starting at the
+//!   header's first index. The next segment starts at the index after the previous one's
+//!   last, except across a gap that a snapshot covers (below).
+//! - Only the last segment is ever written to (it is the *active* segment). Every other
+//!   segment was completely written and fsynced before the next one was created.
+//! - A record is durable, and may be acknowledged, once the [`Wal::sync`] that wrote it
+//!   has returned `Ok`.
+//!
+//! # Writing: group commit
+//!
+//! [`Wal::append`] only encodes into a memory buffer. [`Wal::sync`] writes the whole buffer
+//! with one `write_all` and calls `fdatasync` ([`std::fs::File::sync_data`]) once, so the
+//! caller gets group commit by appending everything that queued up during the previous
+//! sync and then syncing once. `sync` with nothing buffered does no system call.
+//!
+//! Segments roll *before* a batch: when the active segment has reached
+//! [`WalOptions::segment_bytes`], the next batch goes to a new file whose header is
+//! written by the same `write_all` as the batch, and the directory is fsynced after the
+//! file. A segment therefore exceeds `segment_bytes` by at most one batch, and no empty
+//! segment is left behind in normal operation. There is no preallocation: it would save
+//! a metadata update per sync on some file systems, but zero-filled preallocated space is
+//! what torn-tail detection has to look through, and correctness comes first.
+//!
+//! # Recovery and snapshots
+//!
+//! [`Wal::open`] replays every record with an index above `after_index` (the index of
+//! the snapshot the caller loaded, or 0) and then continues after the highest index
+//! known, so [`Wal::last_index`] is `max(last record on disk, after_index)`. A snapshot
+//! may be newer than the log (the log was purged or lost its unsynced tail after the
+//! snapshot was taken from memory): then nothing is replayed, the next append index is
+//! `after_index + 1`, and the first sync starts a new segment at that index, leaving a
+//! gap that the snapshot covers. A later recovery from that snapshot (or a newer one)
+//! accepts such a gap; one from an older snapshot reports it as corruption, because the
+//! records in it are truly gone. The rules for torn tails versus corruption are in the
+//! `recovery` module and summarised on [`Wal::open`].
+//!
+//! # Failure
+//!
+//! After a failed write or fsync the `Wal` is poisoned: every later `append` and `sync`
+//! returns [`StoreError::Poisoned`]. Retrying an fsync after an error can report success
+//! for data the kernel already dropped, so the server must restart and let recovery read
+//! what really is on disk.
+
+mod format;
+mod recovery;
+#[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
+mod tests;
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub use format::WalVersion;
+use format::{encode_header, encode_record, HEADER_LEN, MAX_PAYLOAD};
+
+use crate::error::{Result, StoreError};
+use crate::fsutil::{ensure_dir, fsync_dir, indexed_name, remove_file};
+
+/// File-name prefix of segment files.
+const SEGMENT_PREFIX: &str = "log.";
+
+/// Above this capacity the write buffer is given back to the allocator after a sync,
+/// so one huge batch does not pin its memory forever.
+const KEEP_BUFFER_CAPACITY: usize = 8 << 20;
+
+/// Tuning of a [`Wal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalOptions {
+    /// Once the active segment holds this many bytes, the next batch starts a new
+    /// segment. Smaller segments let [`Wal::purge_through`] reclaim space sooner; larger
+    /// ones mean fewer files and fewer directory fsyncs. Default 64 MiB.
+    pub segment_bytes: u64,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            segment_bytes: 64 << 20,
+        }
+    }
+}
+
+/// One segment file as recovery found it or the writer made it.
+#[derive(Debug)]
+struct Segment {
+    /// Index of its first record (also in its name and header).
+    first: u64,
+    /// Index after its last record (`first` when it holds none).
+    next: u64,
+    path: PathBuf,
+    /// Bytes written and synced, header included.
+    len: u64,
+}
+
+/// An open write-ahead log. Single writer: one `Wal` per directory at a time (nothing
+/// locks the directory against a second process; the server's data-dir handling must).
+///
+/// Records appended but not yet synced are lost when the `Wal` is dropped; they were
+/// never acknowledged.
+#[derive(Debug)]
+pub struct Wal {
+    dir: PathBuf,
+    opts: WalOptions,
+    /// Segments on disk, oldest first. The last one is the active segment.
+    segments: Vec<Segment>,
+    /// Append-mode handle to the last segment; `None` until the first segment exists.
+    active: Option<File>,
+    /// `HEADER_LEN` reserved bytes, then the encoded records not yet written. The reserve
+    /// lets a segment roll put the new header in front of the batch and still write both
+    /// with one `write_all`, without copying the batch.
+    buf: Vec<u8>,
+    /// Index of the first buffered record; meaningful only while records are buffered.
+    pending_first: u64,
+    /// Highest index appended (synced or not), or `after_index` if that is higher.
+    last_index: u64,
+    /// Highest index known to be durable.
+    synced_index: u64,
+    /// Set by the first failed write or fsync; see "Failure" in the module doc.
+    poisoned: Option<String>,
+}
+
+impl Wal {
+    /// Opens the log in `dir` (creating the directory if needed), recovers it and replays
+    /// every intact record with an index above `after_index`, in index order.
+    ///
+    /// Recovery cuts away a torn tail: damage (a record cut short, a CRC mismatch, zeros)
+    /// in the last segment with no intact record after it, or a last segment whose header
+    /// is cut short or damaged with no intact record after it (deleted). Each cut is
+    /// logged with `tracing::warn`.
+    ///
+    /// # Errors
+    ///
+    /// - [`StoreError::Corrupt`], naming the file and offset, for damage followed by an
+    ///   intact record, damage in any segment but the last, indexes that are not
+    ///   consecutive, or a log that does not reach back to `after_index + 1`. Startup
+    ///   must stop: acknowledged writes may be missing.
+    /// - [`StoreError::UnsupportedVersion`] for a segment of a newer format.
+    /// - [`StoreError::Replay`], wrapping the error `replay` returned (use
+    ///   [`StoreError::rejected`] to return your own), with the record's file and offset.
+    /// - [`StoreError::Io`] when the directory or a file cannot be read or changed.
+    pub fn open(
+        dir: &Path,
+        opts: WalOptions,
+        after_index: u64,
+        mut replay: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<Wal> {
+        ensure_dir(dir)?;
+        let recovered = recovery::recover(dir, after_index, &mut replay)?;
+        let mut segments = recovered.segments;
+        let last_index = recovered.last_record.max(after_index);
+
+        // An empty last segment that cannot take the next index (the snapshot is newer)
+        // would only sit there forever; drop it so the next sync starts a fresh one.
+        if segments
+            .last()
+            .is_some_and(|s| s.first == s.next && s.first != last_index.saturating_add(1))
+        {
+            if let Some(empty) = segments.pop() {
+                remove_file(&empty.path)?;
+                fsync_dir(dir)?;
+            }
+        }
+
+        let active = match segments.last() {
+            Some(seg) => Some(
+                OpenOptions::new()
+                    .append(true)
+                    .open(&seg.path)
+                    .map_err(|e| StoreError::io(&seg.path, e))?,
+            ),
+            None => None,
+        };
+
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            opts,
+            segments,
+            active,
+            buf: vec![0; HEADER_LEN],
+            pending_first: 0,
+            last_index,
+            synced_index: last_index,
+            poisoned: None,
+        })
+    }
+
+    /// The highest index appended, synced or not; after [`Wal::open`] it is
+    /// `max(last record on disk, after_index)`. 0 for an empty log opened with
+    /// `after_index` 0. The next append must use `last_index() + 1`.
+    pub fn last_index(&self) -> u64 {
+        self.last_index
+    }
+
+    /// The highest index that a successful [`Wal::sync`] made durable (or that recovery
+    /// found, or `after_index`).
+    pub fn synced_index(&self) -> u64 {
+        self.synced_index
+    }
+
+    /// The directory this log lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Buffers one record in memory. Nothing reaches the disk before [`Wal::sync`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::OutOfOrder`] unless `index == last_index() + 1`,
+    /// [`StoreError::PayloadTooLarge`] above `u32::MAX` bytes, [`StoreError::Poisoned`]
+    /// after an earlier failure. The log is unchanged on error.
+    pub fn append(&mut self, index: u64, payload: &[u8]) -> Result<()> {
+        self.check_poisoned()?;
+        let expected = self.last_index.saturating_add(1);
+        if index != expected {
+            return Err(StoreError::OutOfOrder {
+                expected,
+                got: index,
+            });
+        }
+        if payload.len() > MAX_PAYLOAD {
+            return Err(StoreError::PayloadTooLarge {
+                len: payload.len(),
+                max: MAX_PAYLOAD,
+            });
+        }
+        if self.buf.len() == HEADER_LEN {
+            self.pending_first = index;
+        }
+        encode_record(&mut self.buf, index, payload);
+        self.last_index = index;
+        Ok(())
+    }
+
+    /// Writes every buffered record with one `write_all` and makes it durable with one
+    /// `fdatasync`, rolling to a new segment first if the active one is full (see the
+    /// module doc). Returns at once when nothing is buffered.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Io`] if the write or an fsync fails; the `Wal` is then poisoned and
+    /// the buffered records must be treated as not written. [`StoreError::Poisoned`] after
+    /// an earlier failure.
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_poisoned()?;
+        if self.buf.len() == HEADER_LEN {
+            return Ok(());
+        }
+        if let Err(e) = self.write_batch() {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        self.synced_index = self.last_index;
+        self.buf.truncate(HEADER_LEN);
+        if self.buf.capacity() > KEEP_BUFFER_CAPACITY {
+            self.buf.shrink_to(KEEP_BUFFER_CAPACITY);
+        }
+        Ok(())
+    }
+
+    fn write_batch(&mut self) -> Result<()> {
+        let first = self.pending_first;
+        let batch_len = (self.buf.len() - HEADER_LEN) as u64;
+        let roll = match (self.active.as_ref(), self.segments.last()) {
+            (Some(_), Some(seg)) => {
+                // A segment that holds no record yet is never "full"; it is only left
+                // when the next index does not continue it (after a newer snapshot).
+                let full = seg.first != seg.next && seg.len >= self.opts.segment_bytes;
+                full || seg.next != first
+            }
+            _ => true,
+        };
+
+        if roll {
+            let path = self.dir.join(indexed_name(SEGMENT_PREFIX, first));
+            self.buf[..HEADER_LEN].copy_from_slice(&encode_header(first));
+            let mut file = OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| StoreError::io(&path, e))?;
+            file.write_all(&self.buf)
+                .map_err(|e| StoreError::io(&path, e))?;
+            file.sync_data().map_err(|e| StoreError::io(&path, e))?;
+            fsync_dir(&self.dir)?;
+            self.active = Some(file);
+            self.segments.push(Segment {
+                first,
+                next: self.last_index.saturating_add(1),
+                path,
+                len: HEADER_LEN as u64 + batch_len,
+            });
+            return Ok(());
+        }
+
+        let (Some(file), Some(seg)) = (self.active.as_mut(), self.segments.last_mut()) else {
+            // `roll` is true whenever either is missing.
+            return Err(StoreError::Poisoned {
+                cause: "internal error: no active segment".to_owned(),
+            });
+        };
+        file.write_all(&self.buf[HEADER_LEN..])
+            .map_err(|e| StoreError::io(&seg.path, e))?;
+        file.sync_data().map_err(|e| StoreError::io(&seg.path, e))?;
+        seg.len += batch_len;
+        seg.next = self.last_index.saturating_add(1);
+        Ok(())
+    }
+
+    /// Deletes, oldest first, every segment whose records all have an index `<= index`.
+    /// The active segment is never deleted, and deletion stops at the first segment that
+    /// still holds a record above `index`, so the remaining log stays contiguous.
+    ///
+    /// Call it with the index of the oldest snapshot you keep: recovery from that snapshot
+    /// needs every record after it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Io`] if a file cannot be deleted or the directory not fsynced; the
+    /// segments deleted before the failure stay deleted.
+    pub fn purge_through(&mut self, index: u64) -> Result<()> {
+        let removable = self.segments.len().saturating_sub(1);
+        let mut removed = 0;
+        let mut result = Ok(());
+        for seg in &self.segments[..removable] {
+            if seg.next > index.saturating_add(1) {
+                break;
+            }
+            if let Err(e) = remove_file(&seg.path) {
+                result = Err(e);
+                break;
+            }
+            removed += 1;
+        }
+        self.segments.drain(..removed);
+        if removed > 0 {
+            fsync_dir(&self.dir)?;
+        }
+        result
+    }
+
+    /// Paths of the segment files, oldest first (the last is the active one).
+    pub fn segment_paths(&self) -> impl Iterator<Item = &Path> {
+        self.segments.iter().map(|s| s.path.as_path())
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(StoreError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
