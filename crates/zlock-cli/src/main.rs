@@ -1,1 +1,163 @@
-fn main() {}
+//! `zlock`: the zlock server and tools.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use zlock_server::ServerConfig;
+
+#[derive(Parser)]
+#[command(
+    name = "zlock",
+    version,
+    about = "zlock: a ZooKeeper-compatible coordination service and distributed-lock toolkit",
+    long_about = "zlock speaks the ZooKeeper wire protocol: Curator, kazoo, zkCli and other \
+                  ZooKeeper clients work against it unchanged.\n\n\
+                  Start a single-node server on 127.0.0.1:2181 with data in ./zlock-data:\n  \
+                  zlock server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a single-node server (defaults: 127.0.0.1:2181, data in ./zlock-data).
+    #[command(
+        after_help = "Examples:\n  zlock server\n  zlock server --port 2182 --data-dir /var/lib/zlock\n  \
+                            zlock server --config /etc/zookeeper/zoo.cfg\n\n\
+                            Flags override the config file. Check a running server with:\n  \
+                            echo ruok | nc 127.0.0.1 2181"
+    )]
+    Server(ServerArgs),
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// A zoo.cfg-style file (tickTime, dataDir, dataLogDir, clientPort, clientPortAddress,
+    /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
+    /// jute.maxbuffer, snapCount, extendedTypesEnabled).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Client port (clientPort) [default: 2181]
+    #[arg(long, short = 'p')]
+    port: Option<u16>,
+    /// Address to listen on (clientPortAddress) [default: 127.0.0.1]
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
+    /// Data directory for snapshots and, unless --log-dir is given, the log (dataDir)
+    /// [default: ./zlock-data]
+    #[arg(long, short = 'd', value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Directory for the write-ahead log (dataLogDir) [default: the data directory]
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// Base time unit in ms (tickTime); session timeouts default to 2x..20x of it
+    #[arg(long, value_name = "MS")]
+    tick_time: Option<u64>,
+    /// Allow TTL nodes (extendedTypesEnabled=true)
+    #[arg(long)]
+    extended_types: bool,
+    /// Four-letter words to allow, comma-separated, or '*' (4lw.commands.whitelist)
+    #[arg(long, value_name = "WORDS")]
+    four_letter_words: Option<String>,
+    /// Max connections per client IP, 0 = unlimited (maxClientCnxns)
+    #[arg(long, value_name = "N")]
+    max_client_cnxns: Option<u32>,
+    /// How often to remove empty containers and expired TTL nodes, ms
+    /// (znode.container.checkIntervalMs)
+    #[arg(long, value_name = "MS")]
+    container_check_interval: Option<u64>,
+}
+
+impl ServerArgs {
+    fn into_config(self) -> anyhow::Result<ServerConfig> {
+        let mut c = match &self.config {
+            Some(p) => ServerConfig::from_file(p)?,
+            None => ServerConfig::default(),
+        };
+        if let Some(v) = self.port {
+            c.client_port = v;
+        }
+        if let Some(v) = self.bind {
+            c.client_port_address = v;
+        }
+        if let Some(v) = self.data_dir {
+            c.data_dir = v;
+        }
+        if let Some(v) = self.log_dir {
+            c.data_log_dir = Some(v);
+        }
+        if let Some(v) = self.tick_time {
+            c.tick_time_ms = v.max(1);
+        }
+        if self.extended_types {
+            c.extended_types = true;
+        }
+        if let Some(v) = self.four_letter_words {
+            c.four_letter_words = v.split(',').map(|s| s.trim().to_owned()).collect();
+        }
+        if let Some(v) = self.max_client_cnxns {
+            c.max_client_cnxns = v;
+        }
+        if let Some(v) = self.container_check_interval {
+            c.container_check_interval_ms = v.max(1);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ZLOCK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.cmd {
+        Cmd::Server(args) => {
+            let config = args.into_config()?;
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(async move {
+                let addr =
+                    std::net::SocketAddr::new(config.client_port_address, config.client_port);
+                let listener = zlock_server::bind(addr, config.listen_backlog)?;
+                tracing::info!(
+                    data_dir = %config.data_dir.display(),
+                    version = zlock_server::VERSION,
+                    "starting zlock server on {addr}"
+                );
+                zlock_server::serve(config, listener, shutdown_signal()).await?;
+                tracing::info!("stopped");
+                anyhow::Ok(())
+            })
+        }
+    }
+}

@@ -78,7 +78,7 @@ pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
                 }
             }
             "digest" => {
-                if !a.id.id.contains(':') {
+                if !digest_id_valid(&a.id.id) {
                     return Err(ErrorCode::InvalidAcl);
                 }
                 out.push(a.clone());
@@ -101,6 +101,16 @@ pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
         }
     }
     Ok(dedup)
+}
+
+/// `DigestAuthenticationProvider.isValid`: Java's `id.split(":").length == 2`, where
+/// `split` drops trailing empty parts (so `u:h:` is valid, `u:` and `u:h:x` are not).
+fn digest_id_valid(id: &str) -> bool {
+    let mut parts: Vec<&str> = id.split(':').collect();
+    while parts.last().is_some_and(|p| p.is_empty()) {
+        parts.pop();
+    }
+    parts.len() == 2
 }
 
 fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u32)> {
@@ -171,7 +181,7 @@ mod tests {
         assert_eq!(check(&open, perms::READ, std::slice::from_ref(&ip)), Ok(()));
         let d = vec![acl(perms::READ, "digest", "u:h")];
         assert_eq!(
-            check(&d, perms::READ, &[ip.clone()]),
+            check(&d, perms::READ, std::slice::from_ref(&ip)),
             Err(ErrorCode::NoAuth)
         );
         assert_eq!(

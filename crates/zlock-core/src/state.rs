@@ -112,6 +112,12 @@ impl State {
                 auth,
                 request,
             } => {
+                // A request logged just before its session ended must not act for a
+                // dead session (an ephemeral node would outlive its owner).
+                if !self.sessions.contains_key(session_id) {
+                    out.reply = Reply::error(ErrorCode::SessionExpired);
+                    return out;
+                }
                 let cx = Ctx {
                     session: *session_id,
                     time: *time_ms,
@@ -170,8 +176,10 @@ impl State {
             return;
         }
         let parent = crate::path::parent(p);
+        // Like ZooKeeper's `DataTree.deleteNode`: only pzxid moves. The internal cversion
+        // counts creates, so a delete still shows in the reported Stat cversion but does
+        // not advance sequential names.
         if let Some(par) = self.tree.get_mut(parent) {
-            par.cversion = par.cversion.wrapping_add(1);
             par.pzxid = zxid;
         }
         trig.push((p.to_owned(), event_type::NODE_DELETED));

@@ -1,1 +1,160 @@
-//! zlock-server
+//! The zlock server: a ZooKeeper-wire-compatible, durable coordination server.
+//!
+//! [`serve`] takes a bound listener and a shutdown future, so tests bind port 0 and run
+//! the real server in-process; [`bind`] makes a listener with a large backlog.
+//!
+//! # Layout
+//! - [`config`]: defaults, `zoo.cfg` keys, validation.
+//! - `net`: accept loop, one task per connection, four-letter words.
+//! - `pipeline`: commit thread (WAL, group commit) and apply thread (state, replies,
+//!   watch events, session expiry). See its module doc for the stage diagram.
+//! - [`commit`]: the commit-log trait and its WAL implementation.
+//! - [`recovery`]: snapshot + log replay at startup.
+//! - `snapshot`: background snapshot writer.
+//! - `admin`, `stats`: four-letter-word answers and counters.
+//!
+//! # Data directory
+//! `<dataDir>/snapshots/snapshot.<index>` and `<dataLogDir or dataDir>/wal/log.<first
+//! index>`; formats are documented in the `zlock-store` crate.
+
+pub mod commit;
+pub mod config;
+pub mod recovery;
+
+mod admin;
+mod net;
+mod pipeline;
+mod snapshot;
+mod stats;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+pub use admin::VERSION;
+pub use config::ServerConfig;
+
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("recovery failed: {0}")]
+    Recovery(#[from] recovery::RecoveryError),
+    #[error("the write-ahead log failed: {0}")]
+    Log(String),
+    #[error("cannot start a server thread: {0}")]
+    Thread(std::io::Error),
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+}
+
+/// Binds the client port with `listenBacklog` (ZooKeeper's default of 50 makes a burst
+/// of clients wait for SYN retries).
+pub fn bind(addr: SocketAddr, backlog: u32) -> Result<TcpListener, ServerError> {
+    let err = |source| ServerError::Bind { addr, source };
+    let domain = socket2::Domain::for_address(addr);
+    let sock = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+        .map_err(err)?;
+    sock.set_reuse_address(true).map_err(err)?;
+    sock.set_nonblocking(true).map_err(err)?;
+    sock.bind(&addr.into()).map_err(err)?;
+    sock.listen(backlog.min(i32::MAX as u32) as i32)
+        .map_err(err)?;
+    TcpListener::from_std(sock.into()).map_err(err)
+}
+
+/// Runs the server on `listener` until `shutdown` completes (or the log fails).
+/// Recovers the data directory first. On return the log is flushed, every thread has
+/// stopped and the port is closed.
+pub async fn serve(
+    config: ServerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    config.validate()?;
+    let config = Arc::new(config);
+    let cfg = config.clone();
+    let recovered = tokio::task::spawn_blocking(move || recovery::recover(&cfg))
+        .await
+        .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
+    let max_session = recovered.state.sessions.keys().copied().max().unwrap_or(0);
+    let next_index = recovered.wal.last_index() + 1;
+
+    let (commit_tx, commit_rx) = mpsc::unbounded_channel();
+    let (apply_tx, apply_rx) = std::sync::mpsc::channel();
+    let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
+    let stats = Arc::new(stats::Stats::default());
+
+    let commit_stage = pipeline::commit::CommitStage {
+        log: recovered.wal,
+        next_index,
+        next_session: pipeline::commit::session_seed(max_session),
+        rx: commit_rx,
+        tx: apply_tx,
+        fatal: fatal_tx,
+    };
+    let commit_thread = std::thread::Builder::new()
+        .name("zlock-commit".into())
+        .spawn(move || commit_stage.run())
+        .map_err(ServerError::Thread)?;
+
+    let snapshots = snapshot::SnapshotWorker::start(config.snapshot_dir(), commit_tx.clone())
+        .map_err(ServerError::Thread)?;
+    let apply_stage = pipeline::apply::ApplyStage {
+        state: recovered.state,
+        rx: apply_rx,
+        commit: commit_tx.clone(),
+        live: Default::default(),
+        config: config.clone(),
+        stats: stats.clone(),
+        latency: Default::default(),
+        snapshots,
+        since_snapshot: 0,
+        next_container_check: Instant::now()
+            + Duration::from_millis(config.container_check_interval_ms),
+    };
+    let apply_thread = std::thread::Builder::new()
+        .name("zlock-apply".into())
+        .spawn(move || apply_stage.run())
+        .map_err(ServerError::Thread)?;
+
+    let shared = Arc::new(net::connection::Shared {
+        config: config.clone(),
+        commit: commit_tx.clone(),
+        stats,
+        next_conn_id: AtomicU64::new(1),
+    });
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "zlock serving");
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let accept = tokio::spawn(net::listener::accept_loop(listener, shared, stop_rx));
+
+    let fatal = tokio::select! {
+        _ = shutdown => None,
+        _ = fatal_rx.changed() => fatal_rx.borrow().clone(),
+    };
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = accept.await;
+    let _ = commit_tx.send(pipeline::Item::Shutdown);
+    drop(commit_tx);
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = commit_thread.join();
+        let _ = apply_thread.join();
+    })
+    .await;
+    match fatal {
+        Some(e) => Err(ServerError::Log(e)),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,176 @@
+//! Four-letter words answered from the apply thread's view (`srvr`, `stat`, `mntr`,
+//! `cons`, `wchs`, `wchc`, `wchp`, `dump`, `crst`, `srst`). `ruok`, `conf`, `envi` and
+//! `isro` need no state and are answered by the connection itself (net::fourlw).
+//! Texts and `mntr` key names follow ZooKeeper 3.8.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use crate::pipeline::apply::ApplyStage;
+use crate::pipeline::AdminQuery;
+
+/// The version string: ZooKeeper's format, so tools that parse it (kazoo's
+/// `server_version`) read 3.8.0.
+pub const VERSION: &str = concat!("3.8.0-zlock-", env!("CARGO_PKG_VERSION"));
+
+pub(crate) fn answer(q: AdminQuery, st: &ApplyStage) -> String {
+    let mut s = String::new();
+    match q {
+        AdminQuery::Srvr | AdminQuery::Stat => {
+            let _ = writeln!(s, "Zookeeper version: {VERSION}, built by zlock");
+            if q == AdminQuery::Stat {
+                s.push_str("Clients:\n");
+                for c in st.stats.conns() {
+                    let _ = writeln!(
+                        s,
+                        " /{}[1](queued=0,recved={},sent={})",
+                        c.addr,
+                        c.received.load(Ordering::Relaxed),
+                        c.sent.load(Ordering::Relaxed)
+                    );
+                }
+                s.push('\n');
+            }
+            let _ = writeln!(
+                s,
+                "Latency min/avg/max: {}/{:.4}/{}",
+                st.latency.min.unwrap_or(0.0).round() as u64,
+                st.latency.avg(),
+                st.latency.max.round() as u64
+            );
+            let _ = writeln!(
+                s,
+                "Received: {}",
+                st.stats.packets_received.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(s, "Sent: {}", st.stats.packets_sent.load(Ordering::Relaxed));
+            let _ = writeln!(s, "Connections: {}", st.stats.conn_count());
+            let _ = writeln!(s, "Outstanding: 0");
+            let _ = writeln!(s, "Zxid: 0x{:x}", st.state.zxid);
+            let _ = writeln!(s, "Mode: standalone");
+            let _ = writeln!(s, "Node count: {}", st.state.tree.len());
+        }
+        AdminQuery::Mntr => {
+            let kv: Vec<(&str, String)> = vec![
+                ("zk_version", VERSION.to_string()),
+                ("zk_server_state", "standalone".into()),
+                ("zk_avg_latency", format!("{:.4}", st.latency.avg())),
+                (
+                    "zk_max_latency",
+                    format!("{}", st.latency.max.round() as u64),
+                ),
+                (
+                    "zk_min_latency",
+                    format!("{}", st.latency.min.unwrap_or(0.0).round() as u64),
+                ),
+                (
+                    "zk_packets_received",
+                    st.stats
+                        .packets_received
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                ),
+                (
+                    "zk_packets_sent",
+                    st.stats.packets_sent.load(Ordering::Relaxed).to_string(),
+                ),
+                (
+                    "zk_num_alive_connections",
+                    st.stats.conn_count().to_string(),
+                ),
+                ("zk_outstanding_requests", "0".into()),
+                ("zk_znode_count", st.state.tree.len().to_string()),
+                ("zk_watch_count", st.state.watches.count().to_string()),
+                (
+                    "zk_ephemerals_count",
+                    st.state.tree.ephemeral_count().to_string(),
+                ),
+                (
+                    "zk_approximate_data_size",
+                    st.state.tree.approximate_data_size().to_string(),
+                ),
+                ("zk_global_sessions", st.state.sessions.len().to_string()),
+                ("zk_last_zxid", format!("0x{:x}", st.state.zxid)),
+                (
+                    "zk_uptime",
+                    st.stats.started.elapsed().as_millis().to_string(),
+                ),
+            ];
+            for (k, v) in kv {
+                let _ = writeln!(s, "{k}\t{v}");
+            }
+        }
+        AdminQuery::Cons => {
+            for c in st.stats.conns() {
+                let sid = c.session.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    s,
+                    " /{}[1](queued=0,recved={},sent={},sid=0x{:x})",
+                    c.addr,
+                    c.received.load(Ordering::Relaxed),
+                    c.sent.load(Ordering::Relaxed),
+                    sid
+                );
+            }
+            s.push('\n');
+        }
+        AdminQuery::Wchs => {
+            let w = &st.state.watches;
+            let _ = writeln!(
+                s,
+                "{} connections watching {} paths\nTotal watches:{}",
+                w.session_count(),
+                w.path_count(),
+                w.count()
+            );
+        }
+        AdminQuery::Wchc => {
+            let mut sessions: Vec<_> = st.state.sessions.keys().copied().collect();
+            sessions.sort_unstable();
+            for sid in sessions {
+                let ws = st.state.watches.of_session(sid);
+                if ws.is_empty() {
+                    continue;
+                }
+                let _ = writeln!(s, "0x{sid:x}");
+                for (_, p) in ws {
+                    let _ = writeln!(s, "\t{p}");
+                }
+            }
+        }
+        AdminQuery::Wchp => {
+            for (p, sessions) in st.state.watches.by_path() {
+                let _ = writeln!(s, "{p}");
+                for sid in sessions {
+                    let _ = writeln!(s, "\t0x{sid:x}");
+                }
+            }
+        }
+        AdminQuery::Dump => {
+            let _ = writeln!(s, "SessionTracker dump:");
+            let _ = writeln!(s, "Global Sessions({}):", st.state.sessions.len());
+            for (sid, sess) in &st.state.sessions {
+                let _ = writeln!(s, "0x{sid:x}\t{}ms", sess.timeout_ms);
+            }
+            let _ = writeln!(s, "ephemeral nodes dump:");
+            let mut eph: Vec<_> = st.state.tree.ephemeral_sessions().collect();
+            eph.sort_by_key(|(sid, _)| **sid);
+            let _ = writeln!(s, "Sessions with Ephemerals ({}):", eph.len());
+            for (sid, paths) in eph {
+                let _ = writeln!(s, "0x{sid:x}:");
+                for p in paths {
+                    let _ = writeln!(s, "\t{p}");
+                }
+            }
+        }
+        AdminQuery::Crst => {
+            st.stats.reset();
+            s.push_str("Connection stats reset.\n");
+        }
+        AdminQuery::Srst => {
+            st.stats.reset();
+            s.push_str("Server stats reset.\n");
+        }
+    }
+    s
+}

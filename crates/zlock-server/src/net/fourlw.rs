@@ -1,0 +1,99 @@
+//! Four-letter words: a new connection whose first four bytes spell a known word gets a
+//! plain-text answer and is closed. Words outside `4lw.commands.whitelist` are refused
+//! with ZooKeeper's message.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use super::connection::Shared;
+use crate::admin::VERSION;
+use crate::pipeline::{AdminQuery, Item};
+
+/// Every word this server knows.
+pub const WORDS: [&str; 15] = [
+    "ruok", "srvr", "stat", "mntr", "cons", "wchs", "wchc", "wchp", "conf", "envi", "isro", "dump",
+    "crst", "srst", "dirs",
+];
+
+/// The word spelled by the first four bytes of a connection, if any.
+pub fn detect(first: &[u8]) -> Option<&'static str> {
+    WORDS.iter().copied().find(|w| w.as_bytes() == first)
+}
+
+pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
+    let cfg = &shared.config;
+    if !cfg.four_letter_allowed(word) {
+        return format!("{word} is not executed because it is not in the whitelist.\n");
+    }
+    let query = match word {
+        "ruok" => return "imok".into(),
+        "isro" => return "rw".into(),
+        "conf" => {
+            let mut s = String::new();
+            let _ = writeln!(s, "clientPort={}", cfg.client_port);
+            let _ = writeln!(s, "clientPortAddress={}", cfg.client_port_address);
+            let _ = writeln!(s, "dataDir={}", cfg.data_dir.display());
+            let _ = writeln!(s, "dataLogDir={}", cfg.wal_dir().display());
+            let _ = writeln!(s, "tickTime={}", cfg.tick_time_ms);
+            let _ = writeln!(s, "maxClientCnxns={}", cfg.max_client_cnxns);
+            let _ = writeln!(s, "minSessionTimeout={}", cfg.min_session_timeout());
+            let _ = writeln!(s, "maxSessionTimeout={}", cfg.max_session_timeout());
+            let _ = writeln!(s, "snapCount={}", cfg.snap_count);
+            let _ = writeln!(s, "jute.maxbuffer={}", cfg.max_packet);
+            let _ = writeln!(s, "extendedTypesEnabled={}", cfg.extended_types);
+            let _ = writeln!(s, "serverId=0");
+            return s;
+        }
+        "envi" => {
+            let mut s = String::from("Environment:\n");
+            let _ = writeln!(s, "zookeeper.version={VERSION}");
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+            let _ = writeln!(s, "host.name={host}");
+            let _ = writeln!(s, "os.name={}", std::env::consts::OS);
+            let _ = writeln!(s, "os.arch={}", std::env::consts::ARCH);
+            let _ = writeln!(
+                s,
+                "user.dir={}",
+                std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            );
+            let _ = writeln!(s, "zlock.version={}", env!("CARGO_PKG_VERSION"));
+            return s;
+        }
+        "dirs" => {
+            let size = |p: &std::path::Path| -> u64 {
+                std::fs::read_dir(p)
+                    .map(|d| {
+                        d.filter_map(|e| e.ok()?.metadata().ok())
+                            .map(|m| m.len())
+                            .sum()
+                    })
+                    .unwrap_or(0)
+            };
+            return format!(
+                "datadir_size: {}\nlogdir_size: {}\n",
+                size(&cfg.snapshot_dir()),
+                size(&cfg.wal_dir())
+            );
+        }
+        "srvr" => AdminQuery::Srvr,
+        "stat" => AdminQuery::Stat,
+        "mntr" => AdminQuery::Mntr,
+        "cons" => AdminQuery::Cons,
+        "wchs" => AdminQuery::Wchs,
+        "wchc" => AdminQuery::Wchc,
+        "wchp" => AdminQuery::Wchp,
+        "dump" => AdminQuery::Dump,
+        "crst" => AdminQuery::Crst,
+        "srst" => AdminQuery::Srst,
+        _ => return String::new(),
+    };
+    let (tx, rx) = oneshot::channel();
+    if shared.commit.send(Item::Admin { query, done: tx }).is_err() {
+        return String::new();
+    }
+    rx.await.unwrap_or_default()
+}

@@ -1,0 +1,79 @@
+//! Startup: the newest valid snapshot, then every logged Txn after it.
+
+use std::time::Instant;
+
+use thiserror::Error;
+use zlock_core::{Config, State, Txn};
+use zlock_store::wal::{Wal, WalOptions};
+use zlock_store::StoreError;
+
+use crate::config::ServerConfig;
+
+#[derive(Debug, Error)]
+pub enum RecoveryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("snapshot {index} does not decode: {source}")]
+    Snapshot {
+        index: u64,
+        source: zlock_core::snapshot::SnapshotError,
+    },
+    #[error("snapshot at index {index} holds zxid {zxid}; they must agree")]
+    SnapshotIndex { index: u64, zxid: i64 },
+}
+
+/// The recovered state and the log, ready to append after it.
+pub struct Recovered {
+    pub state: State,
+    pub wal: Wal,
+}
+
+pub fn recover(cfg: &ServerConfig) -> Result<Recovered, RecoveryError> {
+    let started = Instant::now();
+    let core_cfg = Config {
+        extended_types: cfg.extended_types,
+    };
+    let mut state = match zlock_store::snapshot::load_latest(&cfg.snapshot_dir())? {
+        Some((index, bytes)) => {
+            let st = zlock_core::snapshot::decode(&bytes, core_cfg.clone())
+                .map_err(|source| RecoveryError::Snapshot { index, source })?;
+            if st.zxid as u64 != index {
+                return Err(RecoveryError::SnapshotIndex {
+                    index,
+                    zxid: st.zxid,
+                });
+            }
+            tracing::info!(index, nodes = st.tree.len(), "loaded snapshot");
+            st
+        }
+        None => State::new(core_cfg),
+    };
+    let after = state.zxid as u64;
+    let mut replayed = 0u64;
+    let wal = Wal::open(
+        &cfg.wal_dir(),
+        WalOptions::default(),
+        after,
+        |index, payload| {
+            let txn = Txn::decode(payload).map_err(StoreError::rejected)?;
+            if index != state.zxid as u64 + 1 {
+                return Err(StoreError::rejected(format!(
+                    "record index {index} does not follow zxid {}",
+                    state.zxid
+                )));
+            }
+            state.apply(&txn);
+            replayed += 1;
+            Ok(())
+        },
+    )?;
+    tracing::info!(
+        zxid = state.zxid,
+        replayed,
+        nodes = state.tree.len(),
+        sessions = state.sessions.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    Ok(Recovered { state, wal })
+}
