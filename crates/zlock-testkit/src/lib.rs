@@ -1,1 +1,284 @@
-//! zlock-testkit
+//! Test servers on ephemeral loopback ports, each with its own temporary data directory.
+//!
+//! - [`TestServer`]: zlock in-process (fast; shares the test's tokio runtime).
+//! - [`ChildServer`]: zlock as a child process, for `kill -9` and restart tests.
+//! - [`ZooKeeper`]: Apache ZooKeeper 3.8 from Debian's `zookeeper` package, for
+//!   differential tests; [`ZooKeeper::available`] says whether it is installed.
+//!
+//! Every process started here is stopped by its pid when its handle drops.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use zlock_server::ServerConfig;
+
+/// A free loopback port (bound then released; good enough for tests).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// Waits until something accepts TCP connections at `addr`.
+pub fn wait_for_port(addr: SocketAddr, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("nothing listening on {addr} after {within:?}")
+}
+
+/// A zlock server running inside the test process.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub config: ServerConfig,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), zlock_server::ServerError>>>,
+    _dir: Option<TempDir>,
+}
+
+impl TestServer {
+    /// Starts a server with test-friendly settings: short ticks (session timeouts 200 ms
+    /// to 60 s), all four-letter words, TTL nodes on, containers checked every 100 ms.
+    pub async fn start() -> anyhow::Result<TestServer> {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tune: impl FnOnce(&mut ServerConfig)) -> anyhow::Result<TestServer> {
+        let dir = tempfile::tempdir()?;
+        let mut cfg = test_config(dir.path());
+        tune(&mut cfg);
+        Self::start_in(cfg, Some(dir)).await
+    }
+
+    /// Starts on an existing data directory (to test recovery).
+    pub async fn start_in(cfg: ServerConfig, dir: Option<TempDir>) -> anyhow::Result<TestServer> {
+        let listener = zlock_server::bind("127.0.0.1:0".parse()?, 1024)?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let c = cfg.clone();
+        let task = tokio::spawn(async move {
+            zlock_server::serve(c, listener, async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Ok(TestServer {
+            addr,
+            config: cfg,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        })
+    }
+
+    /// `127.0.0.1:<port>`
+    pub fn connect_string(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Stops the server and waits until it has flushed and released the port. Returns
+    /// the data directory so a new server can recover from it.
+    pub async fn stop(mut self) -> anyhow::Result<Option<TempDir>> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            t.await??;
+        }
+        Ok(self._dir.take())
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Settings for test servers: everything enabled, short timers.
+pub fn test_config(dir: &Path) -> ServerConfig {
+    ServerConfig {
+        data_dir: dir.to_owned(),
+        tick_time_ms: 100,
+        min_session_timeout_ms: Some(200),
+        max_session_timeout_ms: Some(60_000),
+        four_letter_words: vec!["*".into()],
+        extended_types: true,
+        container_check_interval_ms: 100,
+        max_client_cnxns: 0,
+        ..ServerConfig::default()
+    }
+}
+
+/// The zlock binary: `$ZLOCK_BIN`, else `target/{release,debug}/zlock` of this workspace
+/// (whichever is newer).
+pub fn zlock_bin() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("ZLOCK_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    for profile in ["release", "debug"] {
+        let p = target.join(profile).join("zlock");
+        if let Ok(m) = p.metadata().and_then(|m| m.modified()) {
+            if best.as_ref().is_none_or(|(t, _)| m > *t) {
+                best = Some((m, p));
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+        .context("no zlock binary: run `cargo build -p zlock-cli` or set ZLOCK_BIN")
+}
+
+/// zlock as a child process on a fixed data directory, so it can be killed with
+/// SIGKILL and restarted on the same data.
+pub struct ChildServer {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+impl ChildServer {
+    pub fn start(data_dir: &Path, extra: &[&str]) -> anyhow::Result<ChildServer> {
+        let mut s = ChildServer {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: data_dir.to_owned(),
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.restart()?;
+        Ok(s)
+    }
+
+    /// (Re)starts the process on the same data directory and a fresh port.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9();
+        let port = free_port();
+        let child = Command::new(zlock_bin()?)
+            .args(["server", "--port", &port.to_string(), "--data-dir"])
+            .arg(&self.data_dir)
+            .args(["--tick-time", "100", "--four-letter-words", "*"])
+            .args(&self.extra)
+            .env("ZLOCK_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting zlock")?;
+        self.addr = SocketAddr::from(([127, 0, 0, 1], port));
+        self.child = Some(child);
+        wait_for_port(self.addr, Duration::from_secs(60))
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL, no chance to flush anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait (a clean shutdown).
+    pub fn terminate(&mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let mut c = self.child.take().context("not running")?;
+        Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()?;
+        Ok(c.wait()?)
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Apache ZooKeeper 3.8 (Debian package) standalone on a free loopback port.
+pub struct ZooKeeper {
+    pub addr: SocketAddr,
+    child: Option<Child>,
+    _dir: TempDir,
+}
+
+const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+impl ZooKeeper {
+    /// Is the Debian `zookeeper` package installed?
+    pub fn available() -> bool {
+        Path::new(ZK_JAR).exists()
+    }
+
+    pub fn start() -> anyhow::Result<ZooKeeper> {
+        if !Self::available() {
+            bail!("Apache ZooKeeper is not installed (apt-get install zookeeper)");
+        }
+        let dir = tempfile::tempdir()?;
+        let port = free_port();
+        let cfg = dir.path().join("zoo.cfg");
+        std::fs::write(
+            &cfg,
+            format!(
+                "tickTime=100\nminSessionTimeout=200\nmaxSessionTimeout=60000\n\
+                 dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+                 maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\n\
+                 extendedTypesEnabled=true\nznode.container.checkIntervalMs=100\n",
+                dir.path().join("data").display()
+            ),
+        )?;
+        let log = std::fs::File::create(dir.path().join("zk.log"))?;
+        let child = Command::new("java")
+            .arg("-Dzookeeper.extendedTypesEnabled=true")
+            .arg("-Dznode.container.checkIntervalMs=100")
+            .args([
+                "-cp",
+                &format!("{ZK_JAR}:/usr/share/java/slf4j-simple.jar"),
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            ])
+            .arg(&cfg)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting java")?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let zk = ZooKeeper {
+            addr,
+            child: Some(child),
+            _dir: dir,
+        };
+        wait_for_port(addr, Duration::from_secs(60))?;
+        Ok(zk)
+    }
+
+    pub fn connect_string(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
