@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+mod cmd;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use zlock_server::ServerConfig;
@@ -31,6 +33,15 @@ enum Cmd {
                             echo ruok | nc 127.0.0.1 2181"
     )]
     Server(ServerArgs),
+    /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// create / setData / getData / delete throughput and p50/p99 latency
+    Ops(cmd::bench::OpsArgs),
 }
 
 #[derive(clap::Args)]
@@ -140,8 +151,14 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.cmd {
+        Cmd::Bench(BenchCmd::Ops(a)) => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(cmd::bench::run(a))?;
+            Ok(())
+        }
         Cmd::Server(args) => {
             let config = args.into_config()?;
             let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;

@@ -1,0 +1,49 @@
+//! Client errors: one variant per ZooKeeper error code a server sends, plus the
+//! client-local failures.
+
+use thiserror::Error;
+use zlock_proto::ErrorCode;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server answered with this ZooKeeper error code.
+    #[error("server error: {0} ({code})", code = .0.code())]
+    Server(ErrorCode),
+    /// The connection broke; the request may or may not have been applied.
+    #[error("connection lost")]
+    ConnectionLoss,
+    /// The server refused to resume the session (it expired).
+    #[error("session expired")]
+    SessionExpired,
+    /// The client was closed.
+    #[error("client closed")]
+    Closed,
+    /// The server sent something this client cannot decode.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// Could not connect to any host.
+    #[error("cannot connect to {0}: {1}")]
+    Connect(String, String),
+}
+
+impl Error {
+    /// The ZooKeeper code of this error, if it has one.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Server(c) => Some(*c),
+            Error::ConnectionLoss => Some(ErrorCode::ConnectionLoss),
+            Error::SessionExpired => Some(ErrorCode::SessionExpired),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn from_code(err: i32) -> Error {
+        match ErrorCode::from_i32(err) {
+            Some(c) => Error::Server(c),
+            None => Error::Protocol(format!("unknown error code {err}")),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
