@@ -99,7 +99,7 @@ pub async fn serve(
         next_index,
         next_session: pipeline::commit::session_seed(max_session),
         rx: commit_rx,
-        tx: apply_tx,
+        tx: apply_tx.clone(),
         fatal: fatal_tx,
     };
     let commit_thread = std::thread::Builder::new()
@@ -127,9 +127,11 @@ pub async fn serve(
         .spawn(move || apply_stage.run())
         .map_err(ServerError::Thread)?;
 
+    let apply_tx_direct = apply_tx;
     let shared = Arc::new(net::connection::Shared {
         config: config.clone(),
         commit: commit_tx.clone(),
+        apply: apply_tx_direct,
         stats,
         next_conn_id: AtomicU64::new(1),
     });

@@ -23,13 +23,15 @@ use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 use super::fourlw;
 use crate::config::ServerConfig;
 use crate::pipeline::apply::reply_frame;
-use crate::pipeline::{ConnHandle, Handshake, Item, Out};
+use crate::pipeline::{ApplyMsg, ConnHandle, Handshake, InFlight, Item, Out};
 use crate::stats::{ConnInfo, Stats};
 
 /// What every connection task shares.
 pub(crate) struct Shared {
     pub config: Arc<ServerConfig>,
     pub commit: mpsc::UnboundedSender<Item>,
+    /// The apply thread, for reads that need not queue behind the commit stage.
+    pub apply: std::sync::mpsc::Sender<ApplyMsg>,
     pub stats: Arc<Stats>,
     pub next_conn_id: AtomicU64,
 }
@@ -129,6 +131,7 @@ async fn run(
     let session = hs.session_id;
 
     let mut auth = Arc::new(vec![Id::new("ip", &addr.ip().to_string())]);
+    let inflight: InFlight = Arc::default();
     let result = loop {
         // Every whole frame already buffered.
         let mut bad = None;
@@ -140,7 +143,7 @@ async fn run(
                         .stats
                         .packets_received
                         .fetch_add(1, Ordering::Relaxed);
-                    let ok = handle(body, shared, session, id, &mut auth);
+                    let ok = handle(body, shared, session, id, &mut auth, &inflight);
                     buf.advance(n);
                     if let Err(e) = ok {
                         bad = Some(e);
@@ -218,6 +221,7 @@ fn handle(
     session: i64,
     conn_id: u64,
     auth: &mut Arc<Vec<Id>>,
+    inflight: &InFlight,
 ) -> Result<(), Closed> {
     let mut r = Reader::new(body);
     let hdr = RequestHeader::decode(&mut r).map_err(|_| Closed::Malformed)?;
@@ -225,6 +229,8 @@ fn handle(
         session,
         conn_id,
         frame: reply_frame(hdr.xid, zxid, err.code(), &[]),
+        close: false,
+        inflight: inflight.clone(),
     };
     let item = match Request::decode(hdr.op_type, &mut r).map_err(|_| Closed::Malformed)? {
         Decoded::UnknownOp(_) => reply(ErrorCode::Unimplemented, -1),
@@ -242,17 +248,19 @@ fn handle(
                         session,
                         conn_id,
                         frame: reply_frame(XID_AUTH, 0, 0, &[]),
+                        close: false,
+                        inflight: inflight.clone(),
                     }
                 }
-                _ => {
-                    // ZooKeeper answers AuthFailed and closes the connection.
-                    let _ = shared.commit.send(Item::Reply {
-                        session,
-                        conn_id,
-                        frame: reply_frame(XID_AUTH, 0, ErrorCode::AuthFailed.code(), &[]),
-                    });
-                    return Err(Closed::Malformed);
-                }
+                // ZooKeeper answers AuthFailed and closes the connection; the apply
+                // thread closes it once the reply (and everything before it) is out.
+                _ => Item::Reply {
+                    session,
+                    conn_id,
+                    frame: reply_frame(XID_AUTH, 0, ErrorCode::AuthFailed.code(), &[]),
+                    close: true,
+                    inflight: inflight.clone(),
+                },
             }
         }
         Decoded::Request(Request::Sasl(_)) => reply(ErrorCode::Unimplemented, -1),
@@ -264,8 +272,26 @@ fn handle(
             auth: auth.clone(),
             req,
             received: Instant::now(),
+            inflight: inflight.clone(),
         },
     };
+    submit(shared, item, inflight)
+}
+
+/// Sends a read straight to the apply thread when nothing of this connection is in the
+/// commit stage (it cannot overtake anything then); everything else goes through commit.
+fn submit(shared: &Arc<Shared>, item: Item, inflight: &InFlight) -> Result<(), Closed> {
+    let direct = match &item {
+        Item::Request { req, .. } => !zlock_core::State::is_write(req),
+        _ => false,
+    };
+    if direct && inflight.load(Ordering::SeqCst) == 0 {
+        return shared
+            .apply
+            .send(ApplyMsg::Direct(item))
+            .map_err(|_| Closed::Shutdown);
+    }
+    inflight.fetch_add(1, Ordering::SeqCst);
     shared.commit.send(item).map_err(|_| Closed::Shutdown)
 }
 

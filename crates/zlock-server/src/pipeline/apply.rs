@@ -16,7 +16,7 @@ use zlock_proto::frame;
 use zlock_proto::records::{ConnectResponse, ReplyHeader, WatcherEvent, XID_NOTIFICATION};
 use zlock_proto::{Record, Request};
 
-use super::{AdminQuery, Committed, ConnHandle, Handshake, Item, Out};
+use super::{AdminQuery, ApplyMsg, Committed, ConnHandle, Handshake, Item, Out};
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::snapshot::SnapshotWorker;
@@ -36,7 +36,7 @@ pub(crate) struct Live {
 
 pub(crate) struct ApplyStage {
     pub state: State,
-    pub rx: std_mpsc::Receiver<Vec<Committed>>,
+    pub rx: std_mpsc::Receiver<ApplyMsg>,
     pub commit: mpsc::UnboundedSender<Item>,
     pub live: HashMap<SessionId, Live>,
     pub config: Arc<ServerConfig>,
@@ -98,13 +98,28 @@ impl ApplyStage {
         }
         loop {
             match self.rx.recv_timeout(TICK) {
-                Ok(batch) => {
+                Ok(ApplyMsg::Batch(batch)) => {
                     for c in batch {
-                        if !self.process(c) {
+                        let inflight = match &c.item {
+                            Item::Request { inflight, .. } | Item::Reply { inflight, .. } => {
+                                Some(inflight.clone())
+                            }
+                            _ => None,
+                        };
+                        let go_on = self.process(c);
+                        // After the reply is queued: a later read of this session may now
+                        // take the direct path without overtaking it.
+                        if let Some(n) = inflight {
+                            n.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        if !go_on {
                             self.snapshots.stop();
                             return;
                         }
                     }
+                }
+                Ok(ApplyMsg::Direct(item)) => {
+                    self.process(Committed { item, txn: None });
                 }
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => {
@@ -227,6 +242,7 @@ impl ApplyStage {
                 auth,
                 req,
                 received,
+                ..
             } => {
                 self.touch(session);
                 match c.txn {
@@ -248,7 +264,18 @@ impl ApplyStage {
                 session,
                 conn_id,
                 frame,
-            } => self.send_to_conn(session, conn_id, frame),
+                close,
+                ..
+            } => {
+                self.send_to_conn(session, conn_id, frame);
+                if close {
+                    if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
+                        if c.id == conn_id {
+                            let _ = c.tx.send(Out::Close);
+                        }
+                    }
+                }
+            }
             Item::Disconnected { session, conn_id } => {
                 if let Some(l) = self.live.get_mut(&session) {
                     if l.conn.as_ref().is_some_and(|c| c.id == conn_id) {

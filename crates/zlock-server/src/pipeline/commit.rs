@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use zlock_core::{SessionId, State, Txn};
 use zlock_proto::Request;
 
-use super::{Committed, Item};
+use super::{ApplyMsg, Committed, Item};
 use crate::commit::CommitLog;
 
 /// Most items in one batch; bounds the latency one batch adds to the next.
@@ -24,7 +24,7 @@ pub(crate) struct CommitStage<L: CommitLog> {
     pub next_index: u64,
     pub next_session: SessionId,
     pub rx: mpsc::UnboundedReceiver<Item>,
-    pub tx: std_mpsc::Sender<Vec<Committed>>,
+    pub tx: std_mpsc::Sender<ApplyMsg>,
     /// Set when the log fails: the server must stop (nothing after a failed write may
     /// be acknowledged).
     pub fatal: tokio::sync::watch::Sender<Option<String>>,
@@ -76,7 +76,7 @@ impl<L: CommitLog> CommitStage<L> {
                     return self.fail(e);
                 }
             }
-            if self.tx.send(batch).is_err() || stop {
+            if self.tx.send(ApplyMsg::Batch(batch)).is_err() || stop {
                 break;
             }
         }

@@ -12,6 +12,11 @@
 //!   and fsyncs once (group commit). Reads ride along in the same batch, so a read never
 //!   overtakes an earlier write of its session and every session's replies leave in
 //!   request order.
+//! - A read (or ping) of a session with nothing of its own in the commit stage skips that
+//!   stage and goes straight to the apply thread: it cannot overtake anything of its
+//!   session, and it does not wait for another session's fsync. Each connection counts
+//!   its items inside the commit stage ([`InFlight`]); the apply thread counts them down
+//!   once their replies are queued.
 //! - The apply thread owns the [`State`](zlock_core::State). It applies a batch only
 //!   after its fsync, so no reply, watch event or other effect of a change is visible
 //!   before the change is durable. It also tracks session liveness and proposes
@@ -93,12 +98,16 @@ pub(crate) enum Item {
         auth: Arc<Vec<Id>>,
         req: Request,
         received: Instant,
+        inflight: InFlight,
     },
     /// A reply built by the connection itself (auth, unimplemented ops), kept in order.
     Reply {
         session: SessionId,
         conn_id: u64,
         frame: Vec<u8>,
+        /// Close the connection after this reply (a failed auth).
+        close: bool,
+        inflight: InFlight,
     },
     /// The connection of a session went away (the session lives on until it expires).
     Disconnected { session: SessionId, conn_id: u64 },
@@ -115,6 +124,18 @@ pub(crate) enum Item {
     Purge { through: u64 },
     /// Flush and stop.
     Shutdown,
+}
+
+/// A connection's count of its items between entering the commit stage and leaving the
+/// apply thread.
+pub(crate) type InFlight = Arc<std::sync::atomic::AtomicUsize>;
+
+/// What the apply thread receives.
+pub(crate) enum ApplyMsg {
+    /// A batch the commit stage has made durable.
+    Batch(Vec<Committed>),
+    /// A read that needs no ordering behind the commit stage.
+    Direct(Item),
 }
 
 /// An item after the commit stage: with its Txn if it was a write.
