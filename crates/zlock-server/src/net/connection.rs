@@ -205,6 +205,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
         Item::Resume {
             conn,
             session_id: c.session_id,
+            last_zxid_seen: c.last_zxid_seen,
             passwd: c.passwd,
             read_only: c.read_only,
             done,

@@ -231,10 +231,27 @@ impl ApplyStage {
             Item::Resume {
                 conn,
                 session_id,
+                last_zxid_seen,
                 passwd,
                 read_only,
                 done,
-            } => self.resume(conn, session_id, passwd, read_only, done),
+            } => {
+                if last_zxid_seen > self.state.zxid {
+                    // The client has seen a newer state than ours (we lost data, or it
+                    // talked to another ensemble): ZooKeeper refuses without an answer so
+                    // the client tries another server.
+                    tracing::warn!(
+                        session = format_args!("0x{session_id:x}"),
+                        client_zxid = format_args!("0x{last_zxid_seen:x}"),
+                        our_zxid = format_args!("0x{:x}", self.state.zxid),
+                        "refusing a client that has seen a newer zxid than ours"
+                    );
+                    let _ = conn.tx.send(Out::Close);
+                    let _ = done.send(None);
+                } else {
+                    self.resume(conn, session_id, passwd, read_only, done)
+                }
+            }
             Item::Request {
                 session,
                 conn_id,

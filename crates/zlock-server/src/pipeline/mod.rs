@@ -86,6 +86,7 @@ pub(crate) enum Item {
     Resume {
         conn: ConnHandle,
         session_id: SessionId,
+        last_zxid_seen: i64,
         passwd: Vec<u8>,
         read_only: Option<bool>,
         done: oneshot::Sender<Option<Handshake>>,
