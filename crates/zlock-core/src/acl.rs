@@ -89,7 +89,8 @@ pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
                 }
                 out.push(a.clone());
             }
-            "super" | "sasl" | "x509" => out.push(a.clone()),
+            // No `super` provider exists in ZooKeeper, so a `super` ACL is InvalidACL.
+            "sasl" | "x509" => out.push(a.clone()),
             _ => return Err(ErrorCode::InvalidAcl),
         }
     }

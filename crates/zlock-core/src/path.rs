@@ -2,7 +2,8 @@
 //!
 //! A valid path starts with `/`, does not end with `/` (except the root itself), has no
 //! empty, `.` or `..` segment, and contains none of the characters ZooKeeper rejects:
-//! U+0000, U+0001..U+001F, U+007F..U+009F, U+D800..U+F8FF, U+FFF0..U+FFFF.
+//! U+0000, U+0001..U+001F, U+007F..U+009F, U+D800..U+F8FF, U+FFF0..U+FFFF, and (since
+//! Java checks UTF-16 units) anything beyond U+FFFF.
 
 use zlock_proto::ErrorCode;
 
@@ -40,6 +41,9 @@ fn validate_plain(path: &str) -> Result<(), ErrorCode> {
             || (0x7f..=0x9f).contains(&c)
             || (0xd800..=0xf8ff).contains(&c)
             || (0xfff0..=0xffff).contains(&c)
+            // Java sees a character outside the BMP as two UTF-16 surrogates
+            // (U+D800..U+DFFF), which the range above rejects.
+            || c > 0xffff
         {
             return Err(ErrorCode::BadArguments);
         }

@@ -16,8 +16,9 @@ use crate::state::State;
 use crate::tree::{Node, SessionId};
 use crate::watches::{Notification, WatchKind};
 
+/// Reads do not validate paths in ZooKeeper (`FinalRequestProcessor`): a malformed path
+/// is simply not found.
 fn node<'a>(st: &'a State, p: &str) -> Result<&'a Node, ErrorCode> {
-    path::validate(p, false)?;
     st.tree.get(p).ok_or(ErrorCode::NoNode)
 }
 
@@ -29,7 +30,10 @@ pub(crate) fn read(
 ) -> Result<Vec<u8>, ErrorCode> {
     match req {
         Request::Exists(r) => {
-            path::validate(&r.path, false)?;
+            // Only a NUL is refused; the watch is set even for a missing node.
+            if r.path.contains('\0') {
+                return Err(ErrorCode::BadArguments);
+            }
             if r.watch {
                 st.watches.add(session, &r.path, WatchKind::Data);
             }
@@ -51,8 +55,17 @@ pub(crate) fn read(
         Request::GetAcl(r) => {
             let n = node(st, &r.path)?;
             acl::check(&n.acl, perms::READ | perms::ADMIN, auth)?;
+            let mut list = n.acl.as_ref().clone();
+            // Without ADMIN, ZooKeeper hides digest hashes: `user:hash` reads `user:x`.
+            if acl::check(&n.acl, perms::ADMIN, auth).is_err() {
+                for a in list.iter_mut().filter(|a| a.id.scheme == "digest") {
+                    if let Some(i) = a.id.id.find(':') {
+                        a.id.id.replace_range(i.., ":x");
+                    }
+                }
+            }
             Ok(GetAclResponse {
-                acl: n.acl.as_ref().clone(),
+                acl: list,
                 stat: n.stat(),
             }
             .to_bytes())

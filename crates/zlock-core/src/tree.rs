@@ -37,6 +37,9 @@ pub struct Node {
     pub ctime: i64,
     pub mtime: i64,
     pub version: i32,
+    /// Children ever created under this node, ZooKeeper's internal count: it names
+    /// sequential children and is not bumped by deletes. The Stat reports
+    /// `2 * cversion - numChildren` (creates + deletes), as `DataNode.copyStat` does.
     pub cversion: i32,
     pub aversion: i32,
     pub pzxid: i64,
@@ -71,7 +74,10 @@ impl Node {
             ctime: self.ctime,
             mtime: self.mtime,
             version: self.version,
-            cversion: self.cversion,
+            cversion: self
+                .cversion
+                .wrapping_mul(2)
+                .wrapping_sub(self.children.len() as i32),
             aversion: self.aversion,
             ephemeral_owner: match self.kind {
                 NodeKind::Ephemeral(s) => s,
@@ -109,6 +115,16 @@ impl DataTree {
                 p,
                 Node::new(Vec::new(), open.clone(), NodeKind::Persistent, 0, 0),
             );
+        }
+        // ZooKeeper makes the config node read-only (ZOOKEEPER-2014) through
+        // `setACL(READ_ACL_UNSAFE, -1)`, which leaves its aversion at -1.
+        let read_only = t.intern_acl(vec![Acl {
+            perms: zlock_proto::records::perms::READ,
+            id: zlock_proto::records::Id::new("world", "anyone"),
+        }]);
+        if let Some(n) = t.get_mut("/zookeeper/config") {
+            n.acl = read_only;
+            n.aversion = -1;
         }
         t
     }

@@ -58,28 +58,38 @@ fn check_version(current: i32, expected: i32) -> Result<(), ErrorCode> {
     Ok(())
 }
 
+/// Nodes ZooKeeper refuses to delete (`DataTree.isSpecialPath`).
+const SPECIAL_PATHS: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"];
+
+/// The cheap check ZooKeeper's create and delete do first: some '/' and no NUL.
+fn basic_path_check(p: &str) -> Result<(), ErrorCode> {
+    if !p.contains('/') || p.contains('\0') {
+        return Err(ErrorCode::BadArguments);
+    }
+    Ok(())
+}
+
+/// What the create flags (CreateMode) ask for. CONTAINER (4) is accepted but does not
+/// make a container: the opcode does (see [`State::create`]).
 struct Mode {
     ephemeral: bool,
     sequential: bool,
-    container: bool,
     ttl: bool,
 }
 
 fn mode(flags: i32) -> Result<Mode, ErrorCode> {
-    let m = |ephemeral, sequential, container, ttl| Mode {
+    let m = |ephemeral, sequential, ttl| Mode {
         ephemeral,
         sequential,
-        container,
         ttl,
     };
     Ok(match flags {
-        0 => m(false, false, false, false),
-        1 => m(true, false, false, false),
-        2 => m(false, true, false, false),
-        3 => m(true, true, false, false),
-        4 => m(false, false, true, false),
-        5 => m(false, false, false, true),
-        6 => m(false, true, false, true),
+        0 | 4 => m(false, false, false),
+        1 => m(true, false, false),
+        2 => m(false, true, false),
+        3 => m(true, true, false),
+        5 => m(false, false, true),
+        6 => m(false, true, true),
         _ => return Err(ErrorCode::BadArguments),
     })
 }
@@ -151,7 +161,9 @@ impl State {
         } else if ttl >= 0 {
             return Err(ErrorCode::BadArguments);
         }
-        path::validate(&r.path, m.sequential)?;
+        // ZooKeeper only checks for a '/' and NUL here (`validatePathForCreate`); the full
+        // path check comes after the parent and permission checks, on the final name.
+        basic_path_check(&r.path)?;
         let acl_list = acl::fixup(&r.acl, cx.auth)?;
         let parent_path = path::parent(&r.path).to_owned();
         let parent = self.tree.get(&parent_path).ok_or(ErrorCode::NoNode)?;
@@ -167,10 +179,13 @@ impl State {
         if matches!(parent.kind, NodeKind::Ephemeral(_)) {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
-        let kind = if m.ephemeral {
-            NodeKind::Ephemeral(cx.session)
-        } else if m.container {
+        // Like ZooKeeper's txn types: createContainer always makes a container (its
+        // CreateContainerTxn ignores the flags), while create/create2 with CONTAINER flags
+        // make a plain persistent node (CreateTxn only knows "ephemeral or not").
+        let kind = if op == OpCode::CreateContainer {
             NodeKind::Container
+        } else if m.ephemeral {
+            NodeKind::Ephemeral(cx.session)
         } else if m.ttl {
             NodeKind::Ttl(ttl)
         } else {
@@ -199,8 +214,10 @@ impl State {
         undo: &mut Option<&mut Undo>,
         trig: &mut Vec<Trigger>,
     ) -> Result<(), ErrorCode> {
-        path::validate(p, false)?;
-        if p == "/" {
+        // ZooKeeper's `getParentPathAndValidate`: a '/' and no NUL, and never one of the
+        // paths the server owns; anything else malformed is simply not found.
+        basic_path_check(p)?;
+        if SPECIAL_PATHS.contains(&p) {
             return Err(ErrorCode::BadArguments);
         }
         let parent_path = path::parent(p);
