@@ -154,7 +154,12 @@ pub(crate) fn read(
                 .iter()
                 .map(|id| ClientInfo {
                     auth_scheme: id.scheme.clone(),
-                    user: id.id.clone(),
+                    // ZooKeeper's DigestAuthenticationProvider.getUserName: the part of
+                    // "user:base64(sha1)" before the first ':'.
+                    user: match id.scheme.as_str() {
+                        "digest" => id.id.split(':').next().unwrap_or_default().to_owned(),
+                        _ => id.id.clone(),
+                    },
                 })
                 .collect(),
         }

@@ -361,7 +361,8 @@ fn who_am_i_lists_the_callers_identities() {
         got,
         vec![
             ("ip".to_string(), "127.0.0.1".to_string()),
-            ("digest".to_string(), ids[1].id.clone()),
+            // ZooKeeper reports a digest identity by its user name only.
+            ("digest".to_string(), "u".to_string()),
         ]
     );
 }

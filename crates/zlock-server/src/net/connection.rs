@@ -17,7 +17,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use zlock_proto::frame;
-use zlock_proto::records::{ConnectRequest, Id, RequestHeader, XID_AUTH};
+use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 
 use super::fourlw;
@@ -248,7 +248,9 @@ fn handle(
                     Item::Reply {
                         session,
                         conn_id,
-                        frame: reply_frame(XID_AUTH, 0, 0, &[]),
+                        // ZooKeeper echoes the request's xid (usually -4, but the
+                        // zookeeper-client crate sends auth with an ordinary xid).
+                        frame: reply_frame(hdr.xid, 0, 0, &[]),
                         close: false,
                         inflight: inflight.clone(),
                     }
@@ -258,7 +260,7 @@ fn handle(
                 _ => Item::Reply {
                     session,
                     conn_id,
-                    frame: reply_frame(XID_AUTH, 0, ErrorCode::AuthFailed.code(), &[]),
+                    frame: reply_frame(hdr.xid, 0, ErrorCode::AuthFailed.code(), &[]),
                     close: true,
                     inflight: inflight.clone(),
                 },
