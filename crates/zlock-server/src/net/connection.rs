@@ -15,7 +15,7 @@ use rand::RngCore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use zlock_proto::frame;
 use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
@@ -23,8 +23,12 @@ use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 use super::fourlw;
 use crate::config::ServerConfig;
 use crate::pipeline::apply::reply_frame;
-use crate::pipeline::{ApplyMsg, ConnHandle, Handshake, InFlight, Item, Out};
+use crate::pipeline::{ApplyMsg, ConnHandle, Handshake, InFlight, Item, Out, Permit};
 use crate::stats::{ConnInfo, Stats};
+
+/// Requests of one connection whose replies are not yet written; past this the
+/// connection stops reading (ZooKeeper's globalOutstandingLimit is 1000 for a server).
+pub(crate) const MAX_OUTSTANDING: usize = 1000;
 
 /// What every connection task shares.
 pub(crate) struct Shared {
@@ -132,6 +136,7 @@ async fn run(
 
     let mut auth = Arc::new(vec![Id::new("ip", &addr.ip().to_string())]);
     let inflight: InFlight = Arc::default();
+    let budget = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     let result = loop {
         // Every whole frame already buffered.
         let mut bad = None;
@@ -143,7 +148,18 @@ async fn run(
                         .stats
                         .packets_received
                         .fetch_add(1, Ordering::Relaxed);
-                    let ok = handle(body, shared, session, id, &mut auth, &inflight);
+                    // Stop reading while too many replies are unwritten: a client that
+                    // sends without reading cannot make the server buffer without bound.
+                    let permit = tokio::select! {
+                        p = budget.clone().acquire_owned() => p.ok(),
+                        _ = &mut closed_rx => None,
+                        _ = shutdown.changed() => None,
+                    };
+                    if permit.is_none() {
+                        bad = Some(Closed::Shutdown);
+                        break;
+                    }
+                    let ok = handle(body, shared, session, id, &mut auth, &inflight, permit);
                     buf.advance(n);
                     if let Err(e) = ok {
                         bad = Some(e);
@@ -223,6 +239,7 @@ fn handle(
     conn_id: u64,
     auth: &mut Arc<Vec<Id>>,
     inflight: &InFlight,
+    permit: Permit,
 ) -> Result<(), Closed> {
     let mut r = Reader::new(body);
     let hdr = RequestHeader::decode(&mut r).map_err(|_| Closed::Malformed)?;
@@ -232,8 +249,9 @@ fn handle(
         frame: reply_frame(hdr.xid, zxid, err.code(), &[]),
         close: false,
         inflight: inflight.clone(),
+        permit: None,
     };
-    let item = match Request::decode(hdr.op_type, &mut r).map_err(|_| Closed::Malformed)? {
+    let mut item = match Request::decode(hdr.op_type, &mut r).map_err(|_| Closed::Malformed)? {
         Decoded::UnknownOp(_) => reply(ErrorCode::Unimplemented, -1),
         Decoded::Request(Request::Auth(a)) => {
             let user = std::str::from_utf8(&a.auth).ok();
@@ -253,6 +271,7 @@ fn handle(
                         frame: reply_frame(hdr.xid, 0, 0, &[]),
                         close: false,
                         inflight: inflight.clone(),
+                        permit: None,
                     }
                 }
                 // ZooKeeper answers AuthFailed and closes the connection; the apply
@@ -263,6 +282,7 @@ fn handle(
                     frame: reply_frame(hdr.xid, 0, ErrorCode::AuthFailed.code(), &[]),
                     close: true,
                     inflight: inflight.clone(),
+                    permit: None,
                 },
             }
         }
@@ -276,8 +296,12 @@ fn handle(
             req,
             received: Instant::now(),
             inflight: inflight.clone(),
+            permit: None,
         },
     };
+    if let Item::Request { permit: p, .. } | Item::Reply { permit: p, .. } = &mut item {
+        *p = permit;
+    }
     submit(shared, item, inflight)
 }
 
@@ -305,6 +329,7 @@ async fn write_loop(
     closed: oneshot::Sender<()>,
 ) {
     let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut written = Vec::new();
     'outer: while let Some(first) = rx.recv().await {
         let mut close = false;
         let mut msg = Some(first);
@@ -313,6 +338,11 @@ async fn write_loop(
                 Out::Frame(f) => {
                     info.sent.fetch_add(1, Ordering::Relaxed);
                     out.extend_from_slice(&f);
+                }
+                Out::Reply(f, permit) => {
+                    info.sent.fetch_add(1, Ordering::Relaxed);
+                    out.extend_from_slice(&f);
+                    written.push(permit);
                 }
                 Out::Close => {
                     close = true;
@@ -328,6 +358,8 @@ async fn write_loop(
             break 'outer;
         }
         out.clear();
+        // The replies are on the wire: their requests no longer count as outstanding.
+        written.clear();
         if close {
             let _ = wr.shutdown().await;
             break;

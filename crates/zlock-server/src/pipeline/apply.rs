@@ -16,7 +16,7 @@ use zlock_proto::frame;
 use zlock_proto::records::{ConnectResponse, ReplyHeader, WatcherEvent, XID_NOTIFICATION};
 use zlock_proto::{Record, Request};
 
-use super::{AdminQuery, ApplyMsg, Committed, ConnHandle, Handshake, Item, Out};
+use super::{AdminQuery, ApplyMsg, Committed, ConnHandle, Handshake, Item, Out, Permit};
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::snapshot::SnapshotWorker;
@@ -155,13 +155,13 @@ impl ApplyStage {
         }
     }
 
-    fn send_to_conn(&self, session: SessionId, conn_id: u64, frame: Vec<u8>) {
+    fn send_to_conn(&self, session: SessionId, conn_id: u64, frame: Vec<u8>, permit: Permit) {
         if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
             if c.id == conn_id {
                 self.stats
                     .packets_sent
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let _ = c.tx.send(Out::Frame(frame));
+                let _ = c.tx.send(Out::Reply(frame, permit));
             }
         }
     }
@@ -259,6 +259,7 @@ impl ApplyStage {
                 auth,
                 req,
                 received,
+                permit,
                 ..
             } => {
                 self.touch(session);
@@ -267,12 +268,12 @@ impl ApplyStage {
                         let a = self.apply(index, &txn);
                         self.deliver(&a.events);
                         let frame = reply_frame(xid, a.zxid, a.reply.err, &a.reply.body);
-                        self.send_to_conn(session, conn_id, frame);
+                        self.send_to_conn(session, conn_id, frame, permit);
                         if let Some(s) = a.closed_session {
                             self.end_session(s);
                         }
                     }
-                    None => self.read(session, conn_id, xid, &auth, &req),
+                    None => self.read(session, conn_id, xid, &auth, &req, permit),
                 }
                 self.latency
                     .record(received.elapsed().as_secs_f64() * 1000.0);
@@ -282,9 +283,10 @@ impl ApplyStage {
                 conn_id,
                 frame,
                 close,
+                permit,
                 ..
             } => {
-                self.send_to_conn(session, conn_id, frame);
+                self.send_to_conn(session, conn_id, frame, permit);
                 if close {
                     if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
                         if c.id == conn_id {
@@ -378,6 +380,7 @@ impl ApplyStage {
         xid: i32,
         auth: &[zlock_proto::records::Id],
         req: &Request,
+        permit: Permit,
     ) {
         let zxid = self.state.zxid;
         let frame = match req {
@@ -392,7 +395,7 @@ impl ApplyStage {
                 reply_frame(xid, zxid, r.err, &r.body)
             }
         };
-        self.send_to_conn(session, conn_id, frame);
+        self.send_to_conn(session, conn_id, frame, permit);
     }
 
     fn tick(&mut self, now: Instant) {

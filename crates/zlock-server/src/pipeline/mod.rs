@@ -33,11 +33,16 @@ use zlock_core::{SessionId, Txn};
 use zlock_proto::records::Id;
 use zlock_proto::Request;
 
+/// A slot of a connection's outstanding-request budget; freed once the reply is written.
+pub(crate) type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
+
 /// What a connection's writer task receives.
 #[derive(Debug)]
 pub(crate) enum Out {
     /// Encoded frames (length prefix included), written in order.
     Frame(Vec<u8>),
+    /// A reply frame and the budget slot its request held, released once written.
+    Reply(Vec<u8>, Permit),
     /// Flush and close the connection.
     Close,
 }
@@ -100,6 +105,7 @@ pub(crate) enum Item {
         req: Request,
         received: Instant,
         inflight: InFlight,
+        permit: Permit,
     },
     /// A reply built by the connection itself (auth, unimplemented ops), kept in order.
     Reply {
@@ -109,6 +115,7 @@ pub(crate) enum Item {
         /// Close the connection after this reply (a failed auth).
         close: bool,
         inflight: InFlight,
+        permit: Permit,
     },
     /// The connection of a session went away (the session lives on until it expires).
     Disconnected { session: SessionId, conn_id: u64 },
