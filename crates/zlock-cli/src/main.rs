@@ -42,6 +42,10 @@ enum Cmd {
 enum BenchCmd {
     /// create / setData / getData / delete throughput and p50/p99 latency
     Ops(cmd::bench::OpsArgs),
+    /// Bulk-create many znodes with pipelined sessions (memory and restart tests)
+    Load(cmd::bench::LoadArgs),
+    /// Wait until a session can read a node; prints the seconds it took
+    Ready(cmd::bench::ReadyArgs),
 }
 
 #[derive(clap::Args)]
@@ -158,6 +162,14 @@ fn main() -> anyhow::Result<()> {
             let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             rt.block_on(cmd::bench::run(a))?;
             Ok(())
+        }
+        Cmd::Bench(BenchCmd::Load(a)) => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(cmd::bench::load(a))
+        }
+        Cmd::Bench(BenchCmd::Ready(a)) => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(cmd::bench::ready(a))
         }
         Cmd::Server(args) => {
             let config = args.into_config()?;
