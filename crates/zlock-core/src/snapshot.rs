@@ -18,7 +18,9 @@ use zlock_proto::DecodeError;
 
 use crate::path;
 use crate::state::{Config, Session, State};
-use crate::tree::{DataTree, Node, NodeKind};
+use std::collections::BTreeMap;
+
+use crate::tree::{DataTree, Node, NodeKind, SessionId};
 
 pub const SNAPSHOT_VERSION: i32 = 1;
 
@@ -32,25 +34,68 @@ pub enum SnapshotError {
     Orphan(String),
 }
 
-/// Encodes the replicated part of `state`.
+/// What a snapshot holds: the replicated part of the state. Cloning it is cheap (the
+/// tree shares its nodes, see [`DataTree`]), so the apply thread takes one and a
+/// background thread encodes it.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub zxid: i64,
+    pub sessions: BTreeMap<SessionId, Session>,
+    pub tree: DataTree,
+}
+
+impl Image {
+    pub fn of(state: &State) -> Image {
+        Image {
+            zxid: state.zxid,
+            sessions: state.sessions.clone(),
+            tree: state.tree.clone(),
+        }
+    }
+}
+
+/// Encodes the replicated part of `state` into `out`.
 pub fn encode(state: &State, out: &mut Vec<u8>) {
+    // Writing into a Vec cannot fail.
+    let _ = write_parts(&state.tree, &state.sessions, state.zxid, out);
+}
+
+/// Streams `image` to `w` in chunks (a snapshot of a million znodes is hundreds of MB;
+/// it never needs to be in memory whole).
+pub fn write_image(image: &Image, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    write_parts(&image.tree, &image.sessions, image.zxid, w)
+}
+
+const CHUNK: usize = 256 * 1024;
+
+fn write_parts(
+    tree: &DataTree,
+    sessions: &BTreeMap<SessionId, Session>,
+    zxid: i64,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut out: Vec<u8> = Vec::with_capacity(CHUNK + 4096);
     out.write_i32(SNAPSHOT_VERSION);
-    out.write_i64(state.zxid);
-    out.write_i32(state.sessions.len() as i32);
-    for (id, s) in &state.sessions {
+    out.write_i64(zxid);
+    out.write_i32(sessions.len() as i32);
+    for (id, s) in sessions {
         out.write_i64(*id);
         out.write_i32(s.timeout_ms);
         out.write_buffer(&s.passwd);
+        if out.len() >= CHUNK {
+            w.write_all(&out)?;
+            out.clear();
+        }
     }
-    out.write_i64(state.tree.len() as i64);
+    out.write_i64(tree.len() as i64);
     let mut stack = vec!["/".to_string()];
     while let Some(p) = stack.pop() {
-        let Some(n) = state.tree.get(&p) else {
+        let Some(n) = tree.get(&p) else {
             continue;
         };
         out.write_string(&p);
         out.write_buffer(&n.data);
-        n.acl.as_ref().put(out);
+        n.acl.as_ref().put(&mut out);
         let (kind, arg) = match n.kind {
             NodeKind::Persistent => (0u8, 0i64),
             NodeKind::Ephemeral(s) => (1, s),
@@ -70,7 +115,12 @@ pub fn encode(state: &State, out: &mut Vec<u8>) {
         for c in n.children.iter().rev() {
             stack.push(path::join(&p, c));
         }
+        if out.len() >= CHUNK {
+            w.write_all(&out)?;
+            out.clear();
+        }
     }
+    w.write_all(&out)
 }
 
 /// Decodes a snapshot payload into a state (with no watches).

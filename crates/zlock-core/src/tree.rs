@@ -91,9 +91,15 @@ impl Node {
 }
 
 /// All znodes plus the indexes derived from them.
+///
+/// Nodes and their paths sit behind `Arc`s so that cloning the whole tree copies only
+/// pointers: the apply thread clones it for a snapshot in milliseconds and a background
+/// thread encodes the clone while the live tree moves on (a node changed meanwhile is
+/// copied on write by [`DataTree::get_mut`]). Boxing the nodes also keeps the hash
+/// table's slots small.
 #[derive(Debug, Clone, Default)]
 pub struct DataTree {
-    nodes: HashMap<Box<str>, Node>,
+    nodes: HashMap<Arc<str>, Arc<Node>>,
     ephemerals: HashMap<SessionId, BTreeSet<String>>,
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
@@ -108,7 +114,13 @@ impl DataTree {
         let open = t.intern_acl(Acl::open_unsafe());
         t.nodes.insert(
             "/".into(),
-            Node::new(Vec::new(), open.clone(), NodeKind::Persistent, 0, 0),
+            Arc::new(Node::new(
+                Vec::new(),
+                open.clone(),
+                NodeKind::Persistent,
+                0,
+                0,
+            )),
         );
         for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
             t.insert(
@@ -145,13 +157,13 @@ impl DataTree {
     }
 
     pub fn get(&self, path: &str) -> Option<&Node> {
-        self.nodes.get(path)
+        self.nodes.get(path).map(|n| &**n)
     }
 
     /// Mutable access for data, ACL and Stat changes. The node's kind and children must
     /// not be changed through this (use insert/remove).
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
-        self.nodes.get_mut(path)
+        self.nodes.get_mut(path).map(Arc::make_mut)
     }
 
     pub fn contains(&self, path: &str) -> bool {
@@ -172,11 +184,11 @@ impl DataTree {
         if path != "/" {
             let (parent, name) = split(path);
             if let Some(p) = self.nodes.get_mut(parent) {
-                p.children.insert(name.into());
+                Arc::make_mut(p).children.insert(name.into());
             }
         }
         let kind = node.kind;
-        if let Some(old) = self.nodes.insert(path.into(), node) {
+        if let Some(old) = self.nodes.insert(path.into(), Arc::new(node)) {
             self.index(path, old.kind, false);
         }
         self.index(path, kind, true);
@@ -188,11 +200,11 @@ impl DataTree {
         if path != "/" {
             let (parent, name) = split(path);
             if let Some(p) = self.nodes.get_mut(parent) {
-                p.children.remove(name);
+                Arc::make_mut(p).children.remove(name);
             }
         }
         self.index(path, node.kind, false);
-        Some(node)
+        Some(Arc::try_unwrap(node).unwrap_or_else(|shared| (*shared).clone()))
     }
 
     fn index(&mut self, path: &str, kind: NodeKind, add: bool) {
@@ -256,7 +268,7 @@ impl DataTree {
 
     /// Every (path, node), unordered.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.nodes.iter().map(|(k, v)| (&**k, v))
+        self.nodes.iter().map(|(k, v)| (&**k, &**v))
     }
 
     /// Approximate bytes of node data (for `mntr`'s approximate_data_size).
