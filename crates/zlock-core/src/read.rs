@@ -17,9 +17,12 @@ use crate::tree::{Node, SessionId};
 use crate::watches::{Notification, WatchKind};
 
 /// Reads do not validate paths in ZooKeeper (`FinalRequestProcessor`): a malformed path
-/// is simply not found.
+/// is simply not found. The empty path is the root: ZooKeeper's DataTree keeps the root
+/// node under both "" and "/" (a watch set through "" still never fires, as there).
 fn node<'a>(st: &'a State, p: &str) -> Result<&'a Node, ErrorCode> {
-    st.tree.get(p).ok_or(ErrorCode::NoNode)
+    st.tree
+        .get(if p.is_empty() { "/" } else { p })
+        .ok_or(ErrorCode::NoNode)
 }
 
 pub(crate) fn read(
@@ -37,7 +40,7 @@ pub(crate) fn read(
             if r.watch {
                 st.watches.add(session, &r.path, WatchKind::Data);
             }
-            let n = st.tree.get(&r.path).ok_or(ErrorCode::NoNode)?;
+            let n = node(st, &r.path)?;
             Ok(StatResponse { stat: n.stat() }.to_bytes())
         }
         Request::GetData(r) => {
@@ -119,7 +122,8 @@ pub(crate) fn read(
             Ok(out)
         }
         Request::AddWatch(r) => {
-            path::validate(&r.path, false)?;
+            // ZooKeeper registers the watch without looking at the path at all
+            // (`FinalRequestProcessor` addWatch); a malformed one simply never fires.
             let kind = match r.mode {
                 add_watch_mode::PERSISTENT => WatchKind::Persistent,
                 add_watch_mode::PERSISTENT_RECURSIVE => WatchKind::Recursive,

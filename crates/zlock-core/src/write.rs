@@ -309,6 +309,23 @@ impl State {
         let mut failed: Option<(usize, ErrorCode)> = None;
         for (i, op) in ops.iter().enumerate() {
             let req = match op.clone() {
+                // ZooKeeper rebuilds each create of a multi through `Op.create(.., flags)`,
+                // which takes the opcode from the create mode when it can (3.8.0 and, with
+                // ZOOKEEPER-4026, 3.8.2+ alike): CONTAINER flags make a createContainer
+                // whatever the opcode sent (create, create2, even createTTL, whose ttl is
+                // then dropped). Outside a multi the opcode decides instead.
+                MultiOp::Create(_, r) if r.flags == 4 => {
+                    Request::Create(OpCode::CreateContainer, r)
+                }
+                MultiOp::CreateTtl(r) if r.flags == 4 => Request::Create(
+                    OpCode::CreateContainer,
+                    CreateRequest {
+                        path: r.path,
+                        data: r.data,
+                        acl: r.acl,
+                        flags: r.flags,
+                    },
+                ),
                 MultiOp::Create(c, r) => Request::Create(c, r),
                 MultiOp::CreateTtl(r) => Request::CreateTtl(r),
                 MultiOp::Delete(r) => Request::Delete(r),
@@ -321,7 +338,7 @@ impl State {
             };
             let mut u = Some(&mut undo);
             match self.write_one(cx, &req, &mut u, &mut pending) {
-                Ok(body) => results.push(multi_result(op, &body)),
+                Ok(body) => results.push(multi_result(&req, &body)),
                 Err(e) => {
                     failed = Some((i, e));
                     break;
@@ -371,23 +388,21 @@ fn create_body(op: OpCode, path: String, stat: zlock_proto::records::Stat) -> Ve
     }
 }
 
-fn multi_result(op: &MultiOp, body: &[u8]) -> MultiResult {
+/// The result entry of one applied op of a multi (`req` as the multi ran it).
+fn multi_result(req: &Request, body: &[u8]) -> MultiResult {
     use zlock_proto::Reader;
     let mut r = Reader::new(body);
-    match op {
-        MultiOp::Create(OpCode::Create, _) => CreateResponse::decode(&mut r)
+    match req {
+        Request::Create(OpCode::Create, _) => CreateResponse::decode(&mut r)
             .map(|c| MultiResult::Create(c.path))
             .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
-        MultiOp::Create(..) | MultiOp::CreateTtl(_) => Create2Response::decode(&mut r)
+        Request::Create(..) | Request::CreateTtl(_) => Create2Response::decode(&mut r)
             .map(|c| MultiResult::Create2(c.path, c.stat))
             .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
-        MultiOp::Delete(_) => MultiResult::Delete,
-        MultiOp::SetData(_) => StatResponse::decode(&mut r)
+        Request::SetData(_) => StatResponse::decode(&mut r)
             .map(|s| MultiResult::SetData(s.stat))
             .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
-        MultiOp::Check(_) => MultiResult::Check,
-        MultiOp::GetData(_) | MultiOp::GetChildren(_) => {
-            MultiResult::Error(ErrorCode::BadArguments.code())
-        }
+        Request::Check(_) => MultiResult::Check,
+        _ => MultiResult::Delete,
     }
 }

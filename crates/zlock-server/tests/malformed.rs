@@ -450,8 +450,6 @@ async fn invalid_paths_are_refused() {
 /// 3.8.0). Java and kazoo clients refuse "" before sending it, so only a raw client sees
 /// the difference; writes of "" are BadArguments on both.
 #[tokio::test]
-#[ignore = "zlock divergence from ZooKeeper 3.8: reads of the empty path \"\" answer \
-            NoNode; ZooKeeper answers them with the root node"]
 async fn empty_path_reads_the_root() {
     let (server, tree) = start().await;
     let c = RawClient::connect(server.addr).await.unwrap();
