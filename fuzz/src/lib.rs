@@ -96,7 +96,7 @@ fn raw_request(xid: i32, op: i32, rest: &[u8]) -> Vec<u8> {
 fn create(path: &str, data: &[u8], flags: i32) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: Acl::open_unsafe(),
         flags,
     }
@@ -144,7 +144,7 @@ pub fn seed_frames() -> Vec<(&'static str, Vec<u8>)> {
         2,
         &Request::SetData(SetDataRequest {
             path: "/fz".into(),
-            data: b"w".to_vec(),
+            data: Some(b"w".to_vec()),
             version: -1,
         }),
     ));
@@ -168,7 +168,7 @@ pub fn seed_frames() -> Vec<(&'static str, Vec<u8>)> {
             }),
             MultiOp::SetData(SetDataRequest {
                 path: "/fzm".into(),
-                data: b"x".to_vec(),
+                data: Some(b"x".to_vec()),
                 version: 0,
             }),
             MultiOp::Delete(DeleteRequest {
@@ -203,7 +203,7 @@ pub fn seed_frames() -> Vec<(&'static str, Vec<u8>)> {
         6,
         &Request::CreateTtl(CreateTtlRequest {
             path: "/fzttl".into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: vec![Acl {
                 perms: 31,
                 id: Id::new("world", "anyone"),

@@ -194,7 +194,7 @@ fn get_data(
     auth: &[Id],
     p: &str,
     watch: bool,
-) -> Result<(Vec<u8>, zlock_proto::records::Stat), ErrorCode> {
+) -> Result<(Option<Vec<u8>>, zlock_proto::records::Stat), ErrorCode> {
     let n = node(st, p)?;
     acl::check(&n.acl, perms::READ, auth)?;
     let res = (n.data.clone(), n.stat());

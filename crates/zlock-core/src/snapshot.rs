@@ -1,10 +1,10 @@
 //! The state's snapshot encoding (the payload inside a snapshot file).
 //!
-//! Version 1, jute primitives:
+//! Version 2, jute primitives:
 //! `int version (=1) | long zxid | int session count | sessions | long node count | nodes`
 //! - session: `long id | int timeout_ms | buffer passwd`
 //! - node, parents before children (depth-first from `/`):
-//!   `ustring path | buffer data | vector<ACL> acl | byte kind | long kind_arg |
+//!   `ustring path | buffer data (-1 = null) | vector<ACL> acl | byte kind | long kind_arg |
 //!    long czxid | long mzxid | long ctime | long mtime | int version | int cversion |
 //!    int aversion | long pzxid`
 //!   kind: 0 persistent, 1 ephemeral (arg = owner session), 2 container, 3 TTL (arg = ms).
@@ -22,7 +22,9 @@ use std::collections::BTreeMap;
 
 use crate::tree::{DataTree, Node, NodeKind, SessionId};
 
-pub const SNAPSHOT_VERSION: i32 = 1;
+/// 1: first format. 2: node data may be null (buffer length -1); cversion holds the
+/// parent's create count (the Stat's cversion is derived from it).
+pub const SNAPSHOT_VERSION: i32 = 2;
 
 #[derive(Debug, Error)]
 pub enum SnapshotError {
@@ -94,7 +96,7 @@ fn write_parts(
             continue;
         };
         out.write_string(&p);
-        out.write_buffer(&n.data);
+        out.write_opt_buffer(n.data.as_deref());
         n.acl.as_ref().put(&mut out);
         let (kind, arg) = match n.kind {
             NodeKind::Persistent => (0u8, 0i64),
@@ -143,7 +145,7 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
     let nn = r.read_i64()?;
     for _ in 0..nn.max(0) {
         let p = r.read_string()?;
-        let data = r.read_buffer()?;
+        let data = r.read_opt_buffer()?;
         let acl = Vec::<Acl>::get(&mut r)?;
         let kind = match (r.read_u8()?, r.read_i64()?) {
             (0, _) => NodeKind::Persistent,
@@ -200,7 +202,7 @@ mod tests {
                     OpCode::Create,
                     CreateRequest {
                         path: p.into(),
-                        data: b"xy".to_vec(),
+                        data: Some(b"xy".to_vec()),
                         acl: Acl::open_unsafe(),
                         flags,
                     },

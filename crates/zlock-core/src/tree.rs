@@ -28,7 +28,8 @@ pub enum NodeKind {
 /// One znode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
-    pub data: Vec<u8>,
+    /// `None` when the client sent a null buffer (ZooKeeper returns null back).
+    pub data: Option<Vec<u8>>,
     /// Shared between nodes with the same list, like ZooKeeper's ACL cache.
     pub acl: Arc<Vec<Acl>>,
     pub kind: NodeKind,
@@ -48,7 +49,13 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(data: Vec<u8>, acl: Arc<Vec<Acl>>, kind: NodeKind, zxid: i64, time: i64) -> Node {
+    pub fn new(
+        data: Option<Vec<u8>>,
+        acl: Arc<Vec<Acl>>,
+        kind: NodeKind,
+        zxid: i64,
+        time: i64,
+    ) -> Node {
         Node {
             data,
             acl,
@@ -63,6 +70,11 @@ impl Node {
             pzxid: zxid,
             children: BTreeSet::new(),
         }
+    }
+
+    /// Bytes of data (0 for null).
+    pub fn data_len(&self) -> usize {
+        self.data.as_ref().map_or(0, |d| d.len())
     }
 
     /// The Stat a client sees. Containers and TTL nodes report ephemeralOwner 0, as
@@ -83,7 +95,7 @@ impl Node {
                 NodeKind::Ephemeral(s) => s,
                 _ => 0,
             },
-            data_length: self.data.len() as i32,
+            data_length: self.data_len() as i32,
             num_children: self.children.len() as i32,
             pzxid: self.pzxid,
         }
@@ -114,8 +126,9 @@ impl DataTree {
         let open = t.intern_acl(Acl::open_unsafe());
         t.nodes.insert(
             "/".into(),
+            // ZooKeeper's built-in nodes hold empty (not null) data.
             Arc::new(Node::new(
-                Vec::new(),
+                Some(Vec::new()),
                 open.clone(),
                 NodeKind::Persistent,
                 0,
@@ -125,7 +138,7 @@ impl DataTree {
         for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
             t.insert(
                 p,
-                Node::new(Vec::new(), open.clone(), NodeKind::Persistent, 0, 0),
+                Node::new(Some(Vec::new()), open.clone(), NodeKind::Persistent, 0, 0),
             );
         }
         // ZooKeeper makes the config node read-only (ZOOKEEPER-2014) through
@@ -275,7 +288,7 @@ impl DataTree {
     pub fn approximate_data_size(&self) -> u64 {
         self.nodes
             .iter()
-            .map(|(k, n)| (k.len() + n.data.len()) as u64)
+            .map(|(k, n)| (k.len() + n.data_len()) as u64)
             .sum()
     }
 }
@@ -298,13 +311,13 @@ mod tests {
         let acl = t.intern_acl(Acl::open_unsafe());
         t.insert(
             "/a",
-            Node::new(vec![], acl.clone(), NodeKind::Persistent, 1, 0),
+            Node::new(None, acl.clone(), NodeKind::Persistent, 1, 0),
         );
         t.insert(
             "/a/e",
-            Node::new(vec![], acl.clone(), NodeKind::Ephemeral(7), 2, 0),
+            Node::new(None, acl.clone(), NodeKind::Ephemeral(7), 2, 0),
         );
-        t.insert("/c", Node::new(vec![], acl, NodeKind::Container, 3, 0));
+        t.insert("/c", Node::new(None, acl, NodeKind::Container, 3, 0));
         assert_eq!(t.ephemerals_of(7), vec!["/a/e".to_string()]);
         assert_eq!(t.containers().count(), 1);
         assert!(t.get("/a").unwrap().children.contains("e"));

@@ -168,7 +168,7 @@ mod tests {
                     OpCode::Create2,
                     CreateRequest {
                         path: "/a".into(),
-                        data: b"d".to_vec(),
+                        data: Some(b"d".to_vec()),
                         acl: Acl::open_unsafe(),
                         flags: 3,
                     },

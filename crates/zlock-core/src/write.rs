@@ -238,7 +238,7 @@ impl State {
         &mut self,
         cx: &Ctx<'_>,
         p: &str,
-        data: &[u8],
+        data: &Option<Vec<u8>>,
         version: i32,
         undo: &mut Option<&mut Undo>,
         trig: &mut Vec<Trigger>,
@@ -250,7 +250,7 @@ impl State {
         save(undo, self, p);
         let stat = match self.tree.get_mut(p) {
             Some(n) => {
-                n.data = data.to_vec();
+                n.data = data.clone();
                 n.version = n.version.wrapping_add(1);
                 n.mzxid = cx.zxid;
                 n.mtime = cx.time;

@@ -179,7 +179,7 @@ mod tests {
                 OpCode::Create,
                 CreateRequest {
                     path: "/x".into(),
-                    data: vec![1, 2],
+                    data: Some(vec![1, 2]),
                     acl: Acl::open_unsafe(),
                     flags: 3,
                 },

@@ -617,7 +617,7 @@ enum Body {
     Path(String),
     PathStat(String, NStat),
     Stat(NStat),
-    Data(Vec<u8>, NStat),
+    Data(Option<Vec<u8>>, NStat),
     Children(Vec<String>),
     Children2(Vec<String>, NStat),
     Multi(Vec<NMulti>),
@@ -914,9 +914,14 @@ impl Gen {
         }
     }
 
-    fn data(&mut self) -> Vec<u8> {
+    /// Short data, sometimes null (jute's -1 buffer), which ZooKeeper keeps apart from
+    /// empty.
+    fn data(&mut self) -> Option<Vec<u8>> {
+        if self.pct() < 10 {
+            return None;
+        }
         let n = self.rng.gen_range(0..=5);
-        (0..n).map(|_| self.rng.gen_range(b'a'..=b'z')).collect()
+        Some((0..n).map(|_| self.rng.gen_range(b'a'..=b'z')).collect())
     }
 
     fn version(&mut self) -> i32 {
@@ -1096,7 +1101,7 @@ impl Gen {
                 op,
                 CreateRequest {
                     path: path.to_owned(),
-                    data: b"m".to_vec(),
+                    data: Some(b"m".to_vec()),
                     acl: open(),
                     flags,
                 },
@@ -1129,7 +1134,7 @@ impl Gen {
             25..=44 => ops.push(create(OpCode::CreateContainer, &format!("{p}/k"), 4)),
             45..=59 => ops.push(MultiOp::CreateTtl(CreateTtlRequest {
                 path: format!("{p}/t"),
-                data: Vec::new(),
+                data: Some(Vec::new()),
                 acl: open(),
                 flags: 5,
                 ttl: 3_600_000,
@@ -1169,7 +1174,7 @@ impl Gen {
                         OpCode::Create2,
                         CreateRequest {
                             path: self.base.clone(),
-                            data: Vec::new(),
+                            data: Some(Vec::new()),
                             acl: Acl::open_unsafe(),
                             flags: 0,
                         },
@@ -1350,7 +1355,7 @@ impl Case {
                 OpCode::Create2,
                 CreateRequest {
                     path: base,
-                    data: Vec::new(),
+                    data: Some(Vec::new()),
                     acl: Acl::open_unsafe(),
                     flags: 0,
                 },

@@ -148,7 +148,7 @@ impl Client {
                 op,
                 CreateRequest {
                     path: path.to_owned(),
-                    data: data.to_vec(),
+                    data: Some(data.to_vec()),
                     acl,
                     flags: mode.flags(),
                 },
@@ -169,7 +169,7 @@ impl Client {
                 OpCode::Create,
                 CreateRequest {
                     path: path.to_owned(),
-                    data: data.to_vec(),
+                    data: Some(data.to_vec()),
                     acl: Acl::open_unsafe(),
                     flags: mode.flags(),
                 },
@@ -202,6 +202,7 @@ impl Client {
         }
     }
 
+    /// The node's data (a null value reads as empty) and Stat.
     pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
         let r: GetDataResponse = self
             .call(Request::GetData(PathWatchRequest {
@@ -209,14 +210,14 @@ impl Client {
                 watch,
             }))
             .await?;
-        Ok((r.data, r.stat))
+        Ok((r.data.unwrap_or_default(), r.stat))
     }
 
     pub async fn set_data(&self, path: &str, data: &[u8], version: i32) -> Result<Stat> {
         let r: StatResponse = self
             .call(Request::SetData(SetDataRequest {
                 path: path.to_owned(),
-                data: data.to_vec(),
+                data: Some(data.to_vec()),
                 version,
             }))
             .await?;

@@ -352,7 +352,7 @@ fn create_req(path: String, data: Vec<u8>) -> zlock_proto::Request {
         zlock_proto::OpCode::Create,
         zlock_proto::records::CreateRequest {
             path,
-            data,
+            data: Some(data),
             acl: zlock::Acl::open_unsafe(),
             flags: CreateMode::Persistent.flags(),
         },

@@ -197,7 +197,7 @@ impl Harness {
         let r = self.read(s, &Request::GetData(pw(path, watch)));
         result(&r)?;
         let g = GetDataResponse::decode(&mut Reader::new(&r.body)).unwrap();
-        Ok((g.data, g.stat))
+        Ok((g.data.unwrap_or_default(), g.stat))
     }
 
     /// getChildren (8), sorted.
@@ -317,7 +317,7 @@ pub fn pw(path: &str, watch: bool) -> PathWatchRequest {
 pub fn create_req(path: &str, data: &[u8], flags: i32) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: open(),
         flags,
     }
@@ -336,7 +336,7 @@ pub fn create_with_acl(path: &str, acl: Vec<Acl>, flags: i32) -> Request {
         OpCode::Create2,
         CreateRequest {
             path: path.into(),
-            data: Vec::new(),
+            data: Some(Vec::new()),
             acl,
             flags,
         },
@@ -353,7 +353,7 @@ pub fn create_container(path: &str) -> Request {
 pub fn ttl_req(path: &str, flags: i32, ttl: i64) -> CreateTtlRequest {
     CreateTtlRequest {
         path: path.into(),
-        data: Vec::new(),
+        data: Some(Vec::new()),
         acl: open(),
         flags,
         ttl,
@@ -374,7 +374,7 @@ pub fn delete(path: &str, version: i32) -> Request {
 pub fn set_data(path: &str, data: &[u8], version: i32) -> Request {
     Request::SetData(SetDataRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }
@@ -416,7 +416,7 @@ pub fn m_delete(path: &str, version: i32) -> MultiOp {
 pub fn m_set(path: &str, data: &[u8], version: i32) -> MultiOp {
     MultiOp::SetData(SetDataRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }
@@ -511,7 +511,7 @@ pub fn check_invariants(st: &State) {
     for (p, n) in t.iter() {
         let stat = n.stat();
         assert_eq!(stat.num_children as usize, n.children.len(), "{p}");
-        assert_eq!(stat.data_length as usize, n.data.len(), "{p}");
+        assert_eq!(stat.data_length as usize, n.data_len(), "{p}");
         for c in n.children.iter() {
             let cp = if p == "/" {
                 format!("/{c}")

@@ -154,7 +154,7 @@ fn failing_op_codes_inside_a_multi() {
                 OpCode::Create2,
                 zlock_proto::records::CreateRequest {
                     path: "/z".into(),
-                    data: vec![],
+                    data: Some(vec![]),
                     acl: vec![],
                     flags: 0,
                 },
@@ -317,7 +317,7 @@ fn multi_wire_shapes() {
             ),
             MultiOp::CreateTtl(CreateTtlRequest {
                 path: "/t".into(),
-                data: vec![],
+                data: Some(vec![]),
                 acl: open(),
                 flags: flags::TTL,
                 ttl: 1000,
@@ -413,7 +413,7 @@ fn multi_read_is_per_op_and_sets_watches() {
     let res = multi_results(&reply);
     match &res[0] {
         MultiResult::GetData(d, st) => {
-            assert_eq!(d, b"data");
+            assert_eq!(d.as_deref(), Some(&b"data"[..]));
             assert_eq!(*st, h.stat("/a"));
         }
         other => panic!("{other:?}"),

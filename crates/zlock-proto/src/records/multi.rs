@@ -134,7 +134,7 @@ pub enum MultiResult {
     Delete,
     SetData(Stat),
     Check,
-    GetData(Vec<u8>, Stat),
+    GetData(Option<Vec<u8>>, Stat),
     GetChildren(Vec<String>),
     /// An error entry (header type -1); 0 for ops before the failing one in a failed multi.
     Error(i32),
@@ -169,7 +169,7 @@ pub fn encode_multi_results(results: &[MultiResult], out: &mut Vec<u8>) {
             MultiResult::Delete | MultiResult::Check => {}
             MultiResult::SetData(stat) => StatResponse { stat: stat.clone() }.encode(out),
             MultiResult::GetData(data, stat) => {
-                out.write_buffer(data);
+                out.write_opt_buffer(data.as_deref());
                 stat.encode(out);
             }
             MultiResult::GetChildren(children) => GetChildrenResponse {
@@ -230,7 +230,7 @@ mod tests {
                 OpCode::Create2,
                 CreateRequest {
                     path: "/a".into(),
-                    data: b"x".to_vec(),
+                    data: Some(b"x".to_vec()),
                     acl: Acl::open_unsafe(),
                     flags: 0,
                 },

@@ -7,7 +7,8 @@ record! {
     /// create (1), create2 (15), createContainer (19).
     pub struct CreateRequest {
         pub path: String,
-        pub data: Vec<u8>,
+        /// `None` is jute's null buffer, which ZooKeeper keeps apart from empty.
+        pub data: Option<Vec<u8>>,
         pub acl: Vec<Acl>,
         pub flags: i32,
     }
@@ -17,7 +18,8 @@ record! {
     /// createTTL (21).
     pub struct CreateTtlRequest {
         pub path: String,
-        pub data: Vec<u8>,
+        /// `None` is jute's null buffer, which ZooKeeper keeps apart from empty.
+        pub data: Option<Vec<u8>>,
         pub acl: Vec<Acl>,
         pub flags: i32,
         pub ttl: i64,
@@ -67,7 +69,8 @@ record! {
 
 record! {
     pub struct GetDataResponse {
-        pub data: Vec<u8>,
+        /// `None` is jute's null buffer, which ZooKeeper keeps apart from empty.
+        pub data: Option<Vec<u8>>,
         pub stat: Stat,
     }
 }
@@ -75,7 +78,8 @@ record! {
 record! {
     pub struct SetDataRequest {
         pub path: String,
-        pub data: Vec<u8>,
+        /// `None` is jute's null buffer, which ZooKeeper keeps apart from empty.
+        pub data: Option<Vec<u8>>,
         pub version: i32,
     }
 }

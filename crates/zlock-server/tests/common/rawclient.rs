@@ -302,7 +302,7 @@ impl RawClient {
         let r = self.call(&get_data_req(path)).await?;
         Ok(if r.is_ok() {
             let d: GetDataResponse = r.decode();
-            Ok((d.data, d.stat))
+            Ok((d.data.unwrap_or_default(), d.stat))
         } else {
             Err(r.err)
         })
@@ -386,7 +386,7 @@ pub fn create_req(path: &str, data: &[u8]) -> Request {
         OpCode::Create,
         CreateRequest {
             path: path.into(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
             acl: Acl::open_unsafe(),
             flags: 0,
         },
@@ -396,7 +396,7 @@ pub fn create_req(path: &str, data: &[u8]) -> Request {
 pub fn set_data_req(path: &str, data: &[u8], version: i32) -> Request {
     Request::SetData(SetDataRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }

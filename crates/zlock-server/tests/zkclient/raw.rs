@@ -105,7 +105,7 @@ impl Raw {
 fn create(path: &str, flags: i32) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: Vec::new(),
+        data: Some(Vec::new()),
         acl: Acl::open_unsafe(),
         flags,
     }
@@ -280,7 +280,7 @@ async fn multi_results_on_the_wire() {
             MultiOp::Create(OpCode::Create2, create(&p("/b"), 0)),
             MultiOp::SetData(SetDataRequest {
                 path: p("/a"),
-                data: b"x".to_vec(),
+                data: Some(b"x".to_vec()),
                 version: 0,
             }),
             MultiOp::Check(CheckVersionRequest {
@@ -321,7 +321,7 @@ async fn multi_results_on_the_wire() {
             MultiOp::Create(OpCode::Create, create(&p("/c"), 0)),
             MultiOp::SetData(SetDataRequest {
                 path: p("/a"),
-                data: vec![],
+                data: Some(vec![]),
                 version: 7,
             }),
             MultiOp::Delete(DeleteRequest {
