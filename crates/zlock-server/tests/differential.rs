@@ -285,6 +285,10 @@ struct Slot {
 struct Side {
     name: &'static str,
     addr: String,
+    /// The case's base path: events about other paths (an earlier case's TTL node or
+    /// container going away in the background, seen by a recursive watch on `/`) are
+    /// not part of this case and arrive at unrelated times on the two servers.
+    scope: String,
     slots: Vec<Slot>,
     /// Events received per slot since the last collection.
     received: Vec<Vec<Event>>,
@@ -299,10 +303,11 @@ struct Side {
 }
 
 impl Side {
-    async fn new(name: &'static str, addr: &str) -> Side {
+    async fn new(name: &'static str, addr: &str, scope: &str) -> Side {
         let mut s = Side {
             name,
             addr: addr.to_owned(),
+            scope: scope.to_owned(),
             slots: Vec::new(),
             received: vec![Vec::new(); SLOTS],
             zxids: HashMap::new(),
@@ -367,7 +372,14 @@ impl Side {
 
     fn drain(&mut self, slot: usize) {
         while let Ok(ev) = self.slots[slot].events.try_recv() {
-            self.received[slot].push(Event::from(&ev));
+            let p = ev.path.as_str();
+            let in_scope = p == "/"
+                || p == self.scope
+                || p.strip_prefix(self.scope.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'));
+            if in_scope {
+                self.received[slot].push(Event::from(&ev));
+            }
         }
     }
 
@@ -1341,8 +1353,8 @@ impl Case {
                 known: BTreeSet::new(),
                 ephemerals: vec![Vec::new(); SLOTS],
             },
-            zk: Side::new("ZooKeeper", zk_addr).await,
-            zl: Side::new("zlock", zl_addr).await,
+            zk: Side::new("ZooKeeper", zk_addr, &base).await,
+            zl: Side::new("zlock", zl_addr, &base).await,
             containers: BTreeSet::new(),
             history: VecDeque::new(),
             trace: std::env::var("ZLOCK_DIFF_TRACE").is_ok_and(|v| !v.is_empty()),
