@@ -31,6 +31,9 @@ pub(crate) fn read(
     auth: &[Id],
     req: &Request,
 ) -> Result<Vec<u8>, ErrorCode> {
+    if watches_something(req) {
+        st.watches.set_auth(session, auth);
+    }
     match req {
         Request::Exists(r) => {
             // Only a NUL is refused; the watch is set even for a missing node.
@@ -172,6 +175,22 @@ pub(crate) fn read(
     }
 }
 
+/// Does this read register a watch?
+fn watches_something(req: &Request) -> bool {
+    match req {
+        Request::Exists(r)
+        | Request::GetData(r)
+        | Request::GetChildren(r)
+        | Request::GetChildren2(r) => r.watch,
+        Request::AddWatch(_) => true,
+        Request::MultiRead(ops) => ops.iter().any(|op| match op {
+            MultiOp::GetData(r) | MultiOp::GetChildren(r) => r.watch,
+            _ => false,
+        }),
+        _ => false,
+    }
+}
+
 fn watch_kinds(ty: i32) -> Result<Vec<WatchKind>, ErrorCode> {
     Ok(match ty {
         watcher_type::CHILDREN => vec![WatchKind::Child],
@@ -222,7 +241,13 @@ fn get_children(
 
 /// Re-arms a reconnecting session's watches (setWatches / setWatches2), first sending
 /// the events it missed since `relative_zxid`, as ZooKeeper's `DataTree.setWatches` does.
-pub fn set_watches(st: &mut State, session: SessionId, w: &SetWatches2) -> Vec<Notification> {
+pub fn set_watches(
+    st: &mut State,
+    session: SessionId,
+    auth: &[Id],
+    w: &SetWatches2,
+) -> Vec<Notification> {
+    st.watches.set_auth(session, auth);
     let rel = w.relative_zxid;
     let mut out = Vec::new();
     let ev = |ty: i32, p: &str| {

@@ -155,8 +155,9 @@ impl State {
 
     /// Fires the watches of `trig`, in order.
     pub(crate) fn fire(&mut self, trig: Vec<Trigger>, events: &mut Vec<Notification>) {
-        for (p, ty) in trig {
-            self.watches.trigger(&p, ty, events);
+        for (p, ty, acl) in trig {
+            self.watches
+                .trigger(&p, ty, acl.as_deref().map(|a| &a[..]), events);
         }
     }
 
@@ -172,9 +173,9 @@ impl State {
 
     /// Removes a childless node, updating its parent and firing watches.
     pub(crate) fn unlink(&mut self, p: &str, zxid: i64, trig: &mut Vec<Trigger>) {
-        if self.tree.remove(p).is_none() {
+        let Some(gone) = self.tree.remove(p) else {
             return;
-        }
+        };
         let parent = crate::path::parent(p);
         // Like ZooKeeper's `DataTree.deleteNode`: only pzxid moves. The internal cversion
         // counts creates, so a delete still shows in the reported Stat cversion but does
@@ -182,8 +183,13 @@ impl State {
         if let Some(par) = self.tree.get_mut(parent) {
             par.pzxid = zxid;
         }
-        trig.push((p.to_owned(), event_type::NODE_DELETED));
-        trig.push((parent.to_owned(), event_type::NODE_CHILDREN_CHANGED));
+        let parent_acl = self.tree.get(parent).map(|n| n.acl.clone());
+        trig.push((p.to_owned(), event_type::NODE_DELETED, Some(gone.acl)));
+        trig.push((
+            parent.to_owned(),
+            event_type::NODE_CHILDREN_CHANGED,
+            parent_acl,
+        ));
     }
 
     fn delete_expired(

@@ -11,7 +11,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use zlock_proto::records::{event_type, keeper_state, WatcherEvent};
+use std::sync::Arc;
+
+use zlock_proto::records::{event_type, keeper_state, perms, Acl, Id, WatcherEvent};
 
 use crate::path;
 use crate::tree::SessionId;
@@ -36,8 +38,10 @@ const KINDS: [WatchKind; 4] = [
     WatchKind::Recursive,
 ];
 
-/// A change that fires watches: (path, event type).
-pub type Trigger = (String, i32);
+/// A change that fires watches: (path, event type, the ACL of the node it is about).
+/// A session that may not READ that node gets no event (ZooKeeper's fix for
+/// CVE-2024-23944, which Debian's 3.8.0 carries).
+pub type Trigger = (String, i32, Option<Arc<Vec<Acl>>>);
 
 /// An event for one session.
 pub type Notification = (SessionId, WatcherEvent);
@@ -47,6 +51,9 @@ pub struct Watches {
     by_path: [HashMap<String, HashSet<SessionId>>; 4],
     by_session: HashMap<SessionId, HashSet<(WatchKind, String)>>,
     recursive_count: usize,
+    /// Each watching session's identities as of its latest watch, for the READ check at
+    /// delivery.
+    auth: HashMap<SessionId, Vec<Id>>,
 }
 
 fn slot(k: WatchKind) -> usize {
@@ -105,8 +112,19 @@ impl Watches {
             .is_some_and(|s| s.contains(&session))
     }
 
+    /// Records the identities a session's watches are delivered under.
+    pub fn set_auth(&mut self, session: SessionId, auth: &[Id]) {
+        match self.auth.get(&session) {
+            Some(a) if a.as_slice() == auth => {}
+            _ => {
+                self.auth.insert(session, auth.to_vec());
+            }
+        }
+    }
+
     /// Drops every watch of a session (on close or expiry).
     pub fn remove_session(&mut self, session: SessionId) {
+        self.auth.remove(&session);
         if let Some(all) = self.by_session.remove(&session) {
             for (kind, p) in all {
                 let map = &mut self.by_path[slot(kind)];
@@ -145,7 +163,14 @@ impl Watches {
     }
 
     /// Fires the watches a change event on `path` triggers and returns the notifications.
-    pub fn trigger(&mut self, path: &str, ty: i32, out: &mut Vec<Notification>) {
+    /// With `acl`, sessions that may not READ under it lose the watch but get no event.
+    pub fn trigger(
+        &mut self,
+        path: &str,
+        ty: i32,
+        acl: Option<&[Acl]>,
+        out: &mut Vec<Notification>,
+    ) {
         let mut sessions = Vec::new();
         match ty {
             event_type::NODE_CHILDREN_CHANGED => {
@@ -172,6 +197,12 @@ impl Watches {
         sessions.sort_unstable();
         sessions.dedup();
         for s in sessions {
+            if let Some(acl) = acl {
+                let auth = self.auth.get(&s).map(|a| a.as_slice()).unwrap_or(&[]);
+                if crate::acl::check(acl, perms::READ, auth).is_err() {
+                    continue;
+                }
+            }
             out.push((
                 s,
                 WatcherEvent {
@@ -243,7 +274,7 @@ mod tests {
 
     fn fire(w: &mut Watches, path: &str, ty: i32) -> Vec<SessionId> {
         let mut out = Vec::new();
-        w.trigger(path, ty, &mut out);
+        w.trigger(path, ty, None, &mut out);
         out.into_iter().map(|(s, _)| s).collect()
     }
 

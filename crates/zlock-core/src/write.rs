@@ -198,11 +198,12 @@ impl State {
             par.pzxid = cx.zxid;
         }
         let acl = self.tree.intern_acl(acl_list);
-        let node = Node::new(r.data.clone(), acl, kind, cx.zxid, cx.time);
+        let node = Node::new(r.data.clone(), acl.clone(), kind, cx.zxid, cx.time);
         let stat = node.stat();
         self.tree.insert(&p, node);
-        trig.push((p.clone(), event_type::NODE_CREATED));
-        trig.push((parent_path, event_type::NODE_CHILDREN_CHANGED));
+        let parent_acl = self.tree.get(&parent_path).map(|n| n.acl.clone());
+        trig.push((p.clone(), event_type::NODE_CREATED, Some(acl)));
+        trig.push((parent_path, event_type::NODE_CHILDREN_CHANGED, parent_acl));
         Ok((p, stat))
     }
 
@@ -248,17 +249,17 @@ impl State {
         acl::check(&node.acl, perms::WRITE, cx.auth)?;
         check_version(node.version, version)?;
         save(undo, self, p);
-        let stat = match self.tree.get_mut(p) {
+        let (stat, acl) = match self.tree.get_mut(p) {
             Some(n) => {
                 n.data = data.clone();
                 n.version = n.version.wrapping_add(1);
                 n.mzxid = cx.zxid;
                 n.mtime = cx.time;
-                n.stat()
+                (n.stat(), n.acl.clone())
             }
             None => return Err(ErrorCode::NoNode),
         };
-        trig.push((p.to_owned(), event_type::NODE_DATA_CHANGED));
+        trig.push((p.to_owned(), event_type::NODE_DATA_CHANGED, Some(acl)));
         Ok(stat)
     }
 

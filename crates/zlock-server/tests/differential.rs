@@ -38,8 +38,6 @@
 //!
 //! Known differences, kept out of the comparison (each explained where it is applied;
 //! search for `EXCLUDED` and `KNOWN DIFFERENCE`):
-//! - watch events on nodes the watching session may not READ: ZooKeeper (Debian's 3.8.0
-//!   with the CVE-2024-23944 fix) filters them, zlock does not. Generated ACLs keep READ.
 //! - watches of different modes on one path from one session: ZooKeeper 3.8 keeps one
 //!   mode per (session, path) and the last one set wins. Not generated.
 //! - 3.8.0's rewriting of creates inside a multi (ZOOKEEPER-4026, fixed in 3.8.2, which
@@ -947,16 +945,11 @@ impl Gen {
     fn acl(&mut self) -> Vec<Acl> {
         match self.pct() {
             0..=2 => Vec::new(), // InvalidACL
-            // EXCLUDED: ACLs without READ. Debian's ZooKeeper 3.8.0-11+deb12u2 carries
-            // the CVE-2024-23944 fix (upstream 3.8.4): a watch event is delivered only
-            // if the watching session may READ the node (`NIOServerCnxn.process(event,
-            // acl)` calls `checkACL(.., READ, ..)`), for every kind of watch. zlock
-            // delivers regardless of the node's ACL; matching it needs each watching
-            // session's identities at trigger time (server-wide change, reported).
-            // Restricted ACLs here always keep READ, so the other permissions
-            // (WRITE, CREATE, DELETE, ADMIN) are still refused and compared.
+            // Restricted ACLs, READ included or not: Debian's ZooKeeper 3.8.0-11+deb12u2
+            // carries the CVE-2024-23944 fix (upstream 3.8.4), delivering a watch event
+            // only if the watching session may READ the node; zlock does the same.
             3..=5 => vec![Acl {
-                perms: self.rng.gen_range(1..=perms::ALL) | perms::READ,
+                perms: self.rng.gen_range(1..=perms::ALL),
                 id: Id::new("world", "anyone"),
             }],
             // `auth` without any authenticated identity: InvalidACL.

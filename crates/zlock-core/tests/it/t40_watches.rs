@@ -364,7 +364,7 @@ fn set_watches_reports_missed_changes_and_rearms_the_rest() {
     req.child_watches = vec!["/kids".into(), "/quiet".into(), "/deleted".into()];
     req.persistent_watches = vec!["/p".into()];
     req.persistent_recursive_watches = vec!["/r".into()];
-    let events = set_watches(&mut h.st, w, &req);
+    let events = set_watches(&mut h.st, w, &[], &req);
     assert_eq!(
         flat(&events),
         vec![
@@ -425,12 +425,12 @@ fn set_watches_with_current_zxid_only_rearms() {
     req.data_watches = vec!["/a".into()];
     req.child_watches = vec!["/a".into()];
     req.exist_watches = vec!["/x".into()];
-    assert!(set_watches(&mut h.st, w, &req).is_empty());
+    assert!(set_watches(&mut h.st, w, &[], &req).is_empty());
     assert_eq!(h.st.watches.count(), 3);
     // relativeZxid is compared with mzxid/pzxid strictly: a change at exactly rel is old.
     let mut req = sw(h.stat("/a").pzxid - 1);
     req.child_watches = vec!["/a".into()];
-    let got = set_watches(&mut h.st, w, &req);
+    let got = set_watches(&mut h.st, w, &[], &req);
     assert_eq!(flat(&got), vec![ev(w, et::NODE_CHILDREN_CHANGED, "/a")]);
 }
 

@@ -392,3 +392,40 @@ fn multi_read_and_write_respect_acls() {
     assert_eq!(multi_errors(&res), vec![0, NO_AUTH]);
     assert_eq!(h.stat("/secret").version, 0, "rolled back");
 }
+
+/// A watcher that may not READ a node gets no event about it (ZooKeeper's fix for
+/// CVE-2024-23944, carried by Debian's 3.8.0): neither a recursive watch above it nor an
+/// exists watch on it leaks the node's creation, changes or deletion.
+#[test]
+fn watch_events_need_read_permission() {
+    let mut h = Harness::new();
+    let owner = h.session();
+    let snoop = h.session();
+    let friend = h.session();
+    let alice = digest("alice:pw");
+    let with_alice = [ip(), alice.clone()];
+    h.add_watch(snoop, "/", true);
+    let r = h.read_as(friend, &with_alice, &Request::Exists(pw("/secret", true)));
+    assert_eq!(r.err, -101);
+    let r = h.read(snoop, &Request::Exists(pw("/secret", true)));
+    assert_eq!(r.err, -101);
+    let a = h.write_as(
+        owner,
+        &with_alice,
+        create_with_acl("/secret", vec![acl(ALL, "digest", &alice.id)], 0),
+    );
+    assert_eq!(a.reply.err, OK);
+    let got: Vec<(i64, String)> = a.events.iter().map(|(s, e)| (*s, e.path.clone())).collect();
+    // The friend (who can READ) hears of the creation; the snooper only of "/"'s
+    // children changing, which "/" lets everyone read.
+    assert!(got.contains(&(friend, "/secret".into())), "{got:?}");
+    assert!(!got.contains(&(snoop, "/secret".into())), "{got:?}");
+    let a = h.write_as(owner, &with_alice, set_data("/secret", b"x", -1));
+    assert!(a.events.iter().all(|(s, _)| *s != snoop), "{:?}", a.events);
+    let a = h.write_as(owner, &with_alice, delete("/secret", -1));
+    assert!(
+        a.events.iter().all(|(s, e)| *s != snoop || e.path == "/"),
+        "{:?}",
+        a.events
+    );
+}

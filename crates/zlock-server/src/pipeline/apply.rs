@@ -386,7 +386,7 @@ impl ApplyStage {
         let frame = match req {
             Request::Ping => reply_frame(xid, zxid, 0, &[]),
             Request::SetWatches(w) => {
-                let events = zlock_core::read::set_watches(&mut self.state, session, w);
+                let events = zlock_core::read::set_watches(&mut self.state, session, auth, w);
                 self.deliver(&events);
                 reply_frame(xid, zxid, 0, &[])
             }
