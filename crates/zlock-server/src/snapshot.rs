@@ -4,8 +4,11 @@
 //! previous snapshot (one older snapshot and its log are kept as a fallback). Neither the
 //! commit stage nor the apply thread waits for the encoding or the disk.
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
@@ -20,11 +23,35 @@ const KEEP: usize = 2;
 pub(crate) struct SnapshotWorker {
     tx: Option<std_mpsc::SyncSender<Image>>,
     handle: Option<JoinHandle<()>>,
+    /// Set at shutdown: a snapshot still being written is abandoned (the log holds
+    /// everything it would have), so stopping does not wait for hundreds of MB.
+    stopping: Arc<AtomicBool>,
+}
+
+/// A writer that fails once the server is stopping.
+struct Cancellable<'a> {
+    inner: &'a mut dyn Write,
+    stopping: &'a AtomicBool,
+}
+
+impl Write for Cancellable<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.stopping.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("server stopping"));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 impl SnapshotWorker {
     pub fn start(dir: PathBuf, commit: mpsc::UnboundedSender<Item>) -> std::io::Result<Self> {
         let (tx, rx) = std_mpsc::sync_channel::<Image>(1);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let stop_flag = stopping.clone();
         let handle = std::thread::Builder::new()
             .name("zlock-snapshot".into())
             .spawn(move || {
@@ -33,7 +60,11 @@ impl SnapshotWorker {
                     let started = std::time::Instant::now();
                     let index = image.zxid as u64;
                     let written = zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
-                        zlock_core::snapshot::write_image(&image, w)
+                        let mut w = Cancellable {
+                            inner: w,
+                            stopping: &stop_flag,
+                        };
+                        zlock_core::snapshot::write_image(&image, &mut w)
                     });
                     // Free the image (and the node copies it pins) before logging.
                     drop(image);
@@ -49,6 +80,9 @@ impl SnapshotWorker {
                             }
                             previous = Some(index);
                         }
+                        Err(_) if stop_flag.load(Ordering::Relaxed) => {
+                            tracing::info!(index, "snapshot abandoned at shutdown");
+                        }
                         Err(e) => tracing::error!(error = %e, "snapshot failed"),
                     }
                 }
@@ -56,6 +90,7 @@ impl SnapshotWorker {
         Ok(SnapshotWorker {
             tx: Some(tx),
             handle: Some(handle),
+            stopping,
         })
     }
 
@@ -78,8 +113,9 @@ impl SnapshotWorker {
         }
     }
 
-    /// Finishes the snapshot in progress and stops the worker.
+    /// Abandons the snapshot in progress (if any) and stops the worker.
     pub fn stop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
         self.tx = None;
         if let Some(h) = self.handle.take() {
             let _ = h.join();
