@@ -63,11 +63,16 @@ stop_pid() { # pid [seconds]: SIGTERM, wait, SIGKILL if needed
     local pid=$1 max=${2:-60} i=0
     kill -0 "$pid" 2>/dev/null || return 0
     kill -TERM "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do
-        sleep 0.01; i=$((i + 1))
-        if [ "$i" -ge $((max * 100)) ]; then kill -KILL "$pid" 2>/dev/null || true; break; fi
-    done
+    # `wait` returns the moment the child exits (a `kill -0` poll with an external
+    # `sleep` per round added tens of ms per round on a loaded machine); a watchdog
+    # SIGKILLs it after $max seconds.
+    ( sleep "$max"; kill -KILL "$pid" 2>/dev/null ) &
+    local watchdog=$!
     wait "$pid" 2>/dev/null || true
+    pkill -P "$watchdog" 2>/dev/null || true   # its sleep
+    kill "$watchdog" 2>/dev/null || true
+    wait "$watchdog" 2>/dev/null || true
+    : "$i"
 }
 cleanup() {
     local rc=$?

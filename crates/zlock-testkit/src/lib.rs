@@ -168,8 +168,18 @@ impl ChildServer {
 
     /// (Re)starts the process on the same data directory and a fresh port.
     pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.spawn_on(free_port())
+    }
+
+    /// SIGKILLs and restarts the process on the same data directory and the same
+    /// port, so a client that stays connected to this address can reconnect.
+    pub fn restart_same_port(&mut self) -> anyhow::Result<()> {
+        let port = self.addr.port();
+        self.spawn_on(port)
+    }
+
+    fn spawn_on(&mut self, port: u16) -> anyhow::Result<()> {
         self.kill9();
-        let port = free_port();
         let child = Command::new(zlock_bin()?)
             .args(["server", "--port", &port.to_string(), "--data-dir"])
             .arg(&self.data_dir)

@@ -1,15 +1,19 @@
 //! The client handle: cheap to clone, requests queued in call order.
 
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, watch};
 use zlock_proto::records::{
-    Acl, Create2Response, CreateRequest, CreateResponse, DeleteRequest, GetAclResponse,
-    GetChildren2Response, GetChildrenResponse, GetDataResponse, MultiOp, MultiResult, PathRequest,
-    PathWatchRequest, SetDataRequest, Stat, StatResponse, WatcherEvent,
+    add_watch_mode, Acl, AddWatchRequest, Create2Response, CreateRequest, CreateResponse,
+    DeleteRequest, GetAclResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
+    MultiOp, MultiResult, PathRequest, PathWatchRequest, SetDataRequest, Stat, StatResponse,
+    WatcherEvent,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
 use crate::error::{Error, Result};
-use crate::session::{self, Cmd};
+use crate::session::{self, strip_chroot, Actor, Cmd, Sink, WatchKind, WatchReg};
+use crate::watcher::{ConnectionState, OneshotWatcher, PersistentWatcher};
 
 /// How a node is created (ZooKeeper's CreateMode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,44 +37,128 @@ impl CreateMode {
     }
 }
 
-/// A connected session. Clone it freely: clones share the session.
+/// A session. Clone it freely: clones share the session.
 ///
 /// Requests are sent in the order the methods are *called* (not polled), and a
 /// ZooKeeper server answers a session's requests in order.
+///
+/// # Connection loss
+/// See the crate docs: in-flight requests fail with [`Error::ConnectionLoss`], requests
+/// made while disconnected wait for the session to resume, and an expired session makes
+/// every call fail with [`Error::SessionExpired`]; the client never opens a new session
+/// by itself.
+///
+/// # Cancellation safety
+/// [`Client::send`] queues its request when called; the `async fn`s queue theirs when
+/// first polled. Dropping the future afterwards does not withdraw the request, it only
+/// discards the reply (and, for the `*_watch` methods, the watcher).
 #[derive(Clone)]
 pub struct Client {
     tx: mpsc::UnboundedSender<Cmd>,
     session_id: i64,
     timeout_ms: i32,
+    passwd: Arc<[u8]>,
+    chroot: Arc<str>,
+    state: watch::Receiver<ConnectionState>,
+}
+
+/// Splits a connect string `h1:2181,h2:2181/app` into hosts and chroot ("" for none).
+pub(crate) fn parse_connect_string(s: &str) -> Result<(Vec<String>, String)> {
+    let (hosts, chroot) = match s.find('/') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    let hosts: Vec<String> = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            if h.contains(':') {
+                h.to_owned()
+            } else {
+                format!("{h}:2181")
+            }
+        })
+        .collect();
+    if hosts.is_empty() {
+        return Err(Error::BadConnectString(s.to_owned()));
+    }
+    let chroot = chroot.trim_end_matches('/');
+    if chroot.contains("//") {
+        return Err(Error::BadConnectString(s.to_owned()));
+    }
+    Ok((hosts, chroot.to_owned()))
 }
 
 impl Client {
-    /// Connects to `host:port` and opens a session asking for `timeout_ms`. Watch events
-    /// of the session arrive on the returned receiver.
+    /// Connects to a ZooKeeper connect string (`host:port[,host:port...][/chroot]`) and
+    /// opens a session asking for `timeout_ms`. The hosts are tried in order once; later
+    /// reconnects go round-robin. Watch events of the session (node events only, paths
+    /// relative to the chroot) also arrive on the returned catch-all receiver; drop it
+    /// if unused.
     ///
     /// # Errors
-    /// [`Error::Connect`] when the server cannot be reached; [`Error::Protocol`] when it
-    /// does not answer the handshake like a ZooKeeper server.
+    /// [`Error::Connect`] when no host can be reached; [`Error::Protocol`] when it does
+    /// not answer the handshake like a ZooKeeper server; [`Error::BadConnectString`].
     pub async fn connect(
-        addr: &str,
+        connect_string: &str,
         timeout_ms: i32,
     ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
-        let (stream, buf, est) = session::connect(addr, timeout_ms).await?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-        tokio::spawn(session::run(stream, buf, est.timeout_ms, rx, ev_tx));
-        Ok((
-            Client {
-                tx,
-                session_id: est.session_id,
-                timeout_ms: est.timeout_ms,
-            },
-            ev_rx,
-        ))
+        Self::open(connect_string, timeout_ms, 0, &[]).await
+    }
+
+    /// Resumes an existing session (from [`Client::session_id`] and
+    /// [`Client::session_password`]) on a new client; the server moves the session to
+    /// it. [`Error::SessionExpired`] if the session is gone.
+    pub async fn resume(
+        connect_string: &str,
+        timeout_ms: i32,
+        session_id: i64,
+        passwd: &[u8],
+    ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
+        Self::open(connect_string, timeout_ms, session_id, passwd).await
+    }
+
+    async fn open(
+        connect_string: &str,
+        timeout_ms: i32,
+        session_id: i64,
+        passwd: &[u8],
+    ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
+        let (hosts, chroot) = parse_connect_string(connect_string)?;
+        let mut last = Error::BadConnectString(connect_string.to_owned());
+        for (i, host) in hosts.iter().enumerate() {
+            match session::handshake(host, timeout_ms, session_id, passwd, 0).await {
+                Ok((stream, buf, est)) => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+                    let (state_tx, state_rx) = watch::channel(ConnectionState::Connected);
+                    let client = Client {
+                        tx,
+                        session_id: est.session_id,
+                        timeout_ms: est.timeout_ms,
+                        passwd: est.passwd.clone().into(),
+                        chroot: chroot.clone().into(),
+                        state: state_rx,
+                    };
+                    let actor = Actor::new(hosts.clone(), i + 1, chroot, est, rx, ev_tx, state_tx);
+                    tokio::spawn(actor.run(stream, buf));
+                    return Ok((client, ev_rx));
+                }
+                Err(e @ Error::SessionExpired) => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     pub fn session_id(&self) -> i64 {
         self.session_id
+    }
+
+    /// The session password (to [`Client::resume`] the session elsewhere).
+    pub fn session_password(&self) -> &[u8] {
+        &self.passwd
     }
 
     /// The negotiated session timeout, ms.
@@ -78,13 +166,55 @@ impl Client {
         self.timeout_ms
     }
 
+    /// The chroot of the connect string ("" for none).
+    pub fn chroot(&self) -> &str {
+        &self.chroot
+    }
+
+    /// The current connection state.
+    pub fn state(&self) -> ConnectionState {
+        *self.state.borrow()
+    }
+
+    /// The connection state as a stream: `changed().await` then `borrow()`. A slow
+    /// reader may miss intermediate states but always sees the latest.
+    pub fn state_stream(&self) -> watch::Receiver<ConnectionState> {
+        self.state.clone()
+    }
+
+    fn gone(&self) -> Error {
+        if *self.state.borrow() == ConnectionState::Lost {
+            Error::SessionExpired
+        } else {
+            Error::Closed
+        }
+    }
+
     /// Sends a request; the returned future resolves with the raw reply. The request is
-    /// queued before this returns.
+    /// queued before this returns. Paths in it get the chroot prefixed; a watch flag (or
+    /// AddWatch) registers the watch so it is re-set after a reconnect.
     pub fn send(
         &self,
         req: &Request,
     ) -> impl std::future::Future<Output = Result<(zlock_proto::records::ReplyHeader, Vec<u8>)>>
     {
+        self.submit(req, Sink::None)
+    }
+
+    fn submit(
+        &self,
+        req: &Request,
+        sink: Sink,
+    ) -> impl std::future::Future<Output = Result<(zlock_proto::records::ReplyHeader, Vec<u8>)>>
+    {
+        let owned;
+        let req = if self.chroot.is_empty() {
+            req
+        } else {
+            owned = chroot_request(&self.chroot, req);
+            &owned
+        };
+        let watch = watch_of(req).map(|(kind, path)| WatchReg { kind, path, sink });
         let mut body = Vec::new();
         req.encode(&mut body);
         let (done, wait) = oneshot::channel();
@@ -93,19 +223,25 @@ impl Client {
             .send(Cmd::Request {
                 op: req.op_code(),
                 body,
+                watch,
                 done,
             })
             .is_ok();
+        let gone = self.gone();
         async move {
             if !sent {
-                return Err(Error::Closed);
+                return Err(gone);
             }
-            wait.await.map_err(|_| Error::ConnectionLoss)?
+            wait.await.map_err(|_| gone)?
         }
     }
 
     async fn call<T: Record>(&self, req: Request) -> Result<T> {
-        let (h, body) = self.send(&req).await?;
+        self.call_with(req, Sink::None).await
+    }
+
+    async fn call_with<T: Record>(&self, req: Request, sink: Sink) -> Result<T> {
+        let (h, body) = self.submit(&req, sink).await?;
         if h.err != 0 {
             return Err(Error::from_code(h.err));
         }
@@ -154,7 +290,7 @@ impl Client {
                 },
             ))
             .await?;
-        Ok((r.path, r.stat))
+        Ok((strip_chroot(&self.chroot, &r.path), r.stat))
     }
 
     /// create (opcode 1): the reply holds only the path.
@@ -175,7 +311,7 @@ impl Client {
                 },
             ))
             .await?;
-        Ok(r.path)
+        Ok(strip_chroot(&self.chroot, &r.path))
     }
 
     /// Deletes `path` if its version is `version` (-1 = any).
@@ -259,8 +395,112 @@ impl Client {
         if h.err != 0 {
             return Err(Error::from_code(h.err));
         }
-        zlock_proto::records::decode_multi_results(&mut Reader::new(&body))
-            .map_err(|e| Error::Protocol(e.to_string()))
+        let mut rs = zlock_proto::records::decode_multi_results(&mut Reader::new(&body))
+            .map_err(|e| Error::Protocol(e.to_string()))?;
+        for r in &mut rs {
+            if let MultiResult::Create(p) | MultiResult::Create2(p, _) = r {
+                *p = strip_chroot(&self.chroot, p);
+            }
+        }
+        Ok(rs)
+    }
+
+    /// The node's data and Stat, and a one-shot watcher for its next data change or
+    /// deletion.
+    pub async fn get_data_watch(&self, path: &str) -> Result<(Vec<u8>, Stat, OneshotWatcher)> {
+        let (tx, rx) = oneshot::channel();
+        let r: GetDataResponse = self
+            .call_with(
+                Request::GetData(PathWatchRequest {
+                    path: path.to_owned(),
+                    watch: true,
+                }),
+                Sink::Oneshot(tx),
+            )
+            .await?;
+        Ok((r.data.unwrap_or_default(), r.stat, OneshotWatcher { rx }))
+    }
+
+    /// The node's Stat (None if absent) and a one-shot watcher for its creation, data
+    /// change or deletion.
+    pub async fn exists_watch(&self, path: &str) -> Result<(Option<Stat>, OneshotWatcher)> {
+        let (tx, rx) = oneshot::channel();
+        let r = self
+            .call_with::<StatResponse>(
+                Request::Exists(PathWatchRequest {
+                    path: path.to_owned(),
+                    watch: true,
+                }),
+                Sink::Oneshot(tx),
+            )
+            .await;
+        let stat = match r {
+            Ok(s) => Some(s.stat),
+            Err(Error::Server(ErrorCode::NoNode)) => None,
+            Err(e) => return Err(e),
+        };
+        Ok((stat, OneshotWatcher { rx }))
+    }
+
+    /// The node's children and a one-shot watcher for a change of them (or deletion).
+    pub async fn get_children_watch(&self, path: &str) -> Result<(Vec<String>, OneshotWatcher)> {
+        let (tx, rx) = oneshot::channel();
+        let r: GetChildrenResponse = self
+            .call_with(
+                Request::GetChildren(PathWatchRequest {
+                    path: path.to_owned(),
+                    watch: true,
+                }),
+                Sink::Oneshot(tx),
+            )
+            .await?;
+        Ok((r.children, OneshotWatcher { rx }))
+    }
+
+    /// A persistent watch on `path` (addWatch, ZooKeeper 3.6+), recursive or not.
+    pub async fn add_watch(&self, path: &str, recursive: bool) -> Result<PersistentWatcher> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mode = if recursive {
+            add_watch_mode::PERSISTENT_RECURSIVE
+        } else {
+            add_watch_mode::PERSISTENT
+        };
+        let (h, _) = self
+            .submit(
+                &Request::AddWatch(AddWatchRequest {
+                    path: path.to_owned(),
+                    mode,
+                }),
+                Sink::Persistent(tx),
+            )
+            .await?;
+        if h.err != 0 {
+            return Err(Error::from_code(h.err));
+        }
+        Ok(PersistentWatcher { rx })
+    }
+
+    /// Adds credentials to the session (e.g. `add_auth("digest", b"user:pass")`). Once
+    /// accepted they are re-sent after every reconnect.
+    ///
+    /// # Errors
+    /// `Server(AuthFailed)` when the server rejects them (ZooKeeper then also closes the
+    /// connection).
+    pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        let gone = self.gone();
+        self.tx
+            .send(Cmd::Auth {
+                scheme: scheme.to_owned(),
+                auth: auth.to_vec(),
+                done,
+            })
+            .map_err(|_| gone.clone())?;
+        let (h, _) = wait.await.map_err(|_| gone)??;
+        if h.err != 0 {
+            return Err(Error::from_code(h.err));
+        }
+        Ok(())
     }
 
     /// Creates every missing node of `path` (persistent, empty).
@@ -277,15 +517,118 @@ impl Client {
         Ok(())
     }
 
-    /// Closes the session: its ephemeral nodes go at once.
+    /// Closes the session: its ephemeral nodes go at once. While the connection is
+    /// suspended the close waits for the reconnect (at most the session timeout); on a
+    /// lost session it returns Ok at once.
     pub async fn close(&self) -> Result<()> {
         let (done, wait) = oneshot::channel();
         if self.tx.send(Cmd::Close { done }).is_err() {
             return Ok(());
         }
         match wait.await {
-            Ok(Ok(_)) | Err(_) | Ok(Err(Error::ConnectionLoss)) => Ok(()),
+            Ok(Ok(_)) | Err(_) | Ok(Err(Error::ConnectionLoss | Error::SessionExpired)) => Ok(()),
             Ok(Err(e)) => Err(e),
         }
+    }
+}
+
+/// The watch a request sets, with its (already chrooted) server path.
+fn watch_of(req: &Request) -> Option<(WatchKind, String)> {
+    match req {
+        Request::Exists(r) if r.watch => Some((WatchKind::Exists, r.path.clone())),
+        Request::GetData(r) if r.watch => Some((WatchKind::Data, r.path.clone())),
+        Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => {
+            Some((WatchKind::Child, r.path.clone()))
+        }
+        Request::AddWatch(r) => {
+            let kind = if r.mode == add_watch_mode::PERSISTENT_RECURSIVE {
+                WatchKind::PersistentRecursive
+            } else {
+                WatchKind::Persistent
+            };
+            Some((kind, r.path.clone()))
+        }
+        _ => None,
+    }
+}
+
+fn prefix(chroot: &str, path: &mut String) {
+    if path == "/" {
+        *path = chroot.to_owned();
+    } else if path.starts_with('/') {
+        path.insert_str(0, chroot);
+    }
+}
+
+fn chroot_op(chroot: &str, op: &mut MultiOp) {
+    match op {
+        MultiOp::Create(_, r) => prefix(chroot, &mut r.path),
+        MultiOp::CreateTtl(r) => prefix(chroot, &mut r.path),
+        MultiOp::Delete(r) => prefix(chroot, &mut r.path),
+        MultiOp::SetData(r) => prefix(chroot, &mut r.path),
+        MultiOp::Check(r) => prefix(chroot, &mut r.path),
+        MultiOp::GetData(r) | MultiOp::GetChildren(r) => prefix(chroot, &mut r.path),
+    }
+}
+
+/// The request with the chroot prefixed to every path in it.
+pub(crate) fn chroot_request(chroot: &str, req: &Request) -> Request {
+    let mut req = req.clone();
+    match &mut req {
+        Request::Create(_, r) => prefix(chroot, &mut r.path),
+        Request::CreateTtl(r) => prefix(chroot, &mut r.path),
+        Request::Delete(r) => prefix(chroot, &mut r.path),
+        Request::Exists(r)
+        | Request::GetData(r)
+        | Request::GetChildren(r)
+        | Request::GetChildren2(r) => prefix(chroot, &mut r.path),
+        Request::SetData(r) => prefix(chroot, &mut r.path),
+        Request::GetAcl(r)
+        | Request::Sync(r)
+        | Request::GetEphemerals(r)
+        | Request::GetAllChildrenNumber(r) => prefix(chroot, &mut r.path),
+        Request::SetAcl(r) => prefix(chroot, &mut r.path),
+        Request::Check(r) => prefix(chroot, &mut r.path),
+        Request::Multi(ops) | Request::MultiRead(ops) => {
+            for op in ops {
+                chroot_op(chroot, op);
+            }
+        }
+        Request::CheckWatches(r) | Request::RemoveWatches(r) => prefix(chroot, &mut r.path),
+        Request::AddWatch(r) => prefix(chroot, &mut r.path),
+        _ => {}
+    }
+    req
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_strings() {
+        let (h, c) = parse_connect_string("a:1,b:2/app/x").unwrap();
+        assert_eq!(h, vec!["a:1", "b:2"]);
+        assert_eq!(c, "/app/x");
+        let (h, c) = parse_connect_string("a").unwrap();
+        assert_eq!(h, vec!["a:2181"]);
+        assert_eq!(c, "");
+        assert_eq!(parse_connect_string("a:1/").unwrap().1, "");
+        assert!(parse_connect_string("/app").is_err());
+    }
+
+    #[test]
+    fn chroot_paths() {
+        let r = chroot_request(
+            "/app",
+            &Request::GetData(PathWatchRequest {
+                path: "/".into(),
+                watch: false,
+            }),
+        );
+        assert!(matches!(r, Request::GetData(p) if p.path == "/app"));
+        assert_eq!(strip_chroot("/app", "/app"), "/");
+        assert_eq!(strip_chroot("/app", "/app/x"), "/x");
+        assert_eq!(strip_chroot("/app", "/apple"), "/apple");
     }
 }

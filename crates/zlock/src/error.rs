@@ -22,6 +22,9 @@ pub enum Error {
     /// The server sent something this client cannot decode.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The connect string has no host or a malformed chroot.
+    #[error("bad connect string: {0:?}")]
+    BadConnectString(String),
     /// Could not connect to any host.
     #[error("cannot connect to {0}: {1}")]
     Connect(String, String),

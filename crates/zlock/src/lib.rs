@@ -1,7 +1,28 @@
 //! An async client for the ZooKeeper wire protocol, for zlock and Apache ZooKeeper.
 //!
-//! This first version holds one connection per [`Client`] with many requests in
-//! flight; reconnection, recipes and the native lock path come with their own issues.
+//! One connection per [`Client`] with many requests in flight, a connect string with
+//! several hosts and a chroot (`h1:2181,h2:2181/app`), reconnection that resumes the
+//! same session, typed watchers ([`OneshotWatcher`], [`PersistentWatcher`]) plus a
+//! catch-all event receiver, and the connection state as a stream in Curator's terms
+//! ([`ConnectionState`]).
+//!
+//! # On connection loss
+//! - Requests already written fail with [`Error::ConnectionLoss`]: they may or may not
+//!   have been applied. Reads can be retried with [`RetryPolicy`].
+//! - The state becomes [`ConnectionState::Suspended`]; the client tries the hosts
+//!   round-robin (20 ms backoff doubling to 1 s) to resume the same session. Requests
+//!   made meanwhile wait in call order.
+//! - On success: [`ConnectionState::Reconnected`], auth re-sent, watches re-registered
+//!   relative to the last zxid seen (so changes made while away still fire).
+//! - If the server says the session expired, or no host resumes it within the session
+//!   timeout: [`ConnectionState::Lost`], and every pending and later call fails with
+//!   [`Error::SessionExpired`]. The client never opens a new session by itself: make a
+//!   new [`Client`].
+//!
+//! # Cancellation safety
+//! A request is queued when its method is called (for [`Client::send`]) or first polled
+//! (for the `async fn`s); dropping the future later does not withdraw it. Watchers and
+//! the state stream are cancellation safe.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), zlock::Error> {
@@ -14,16 +35,42 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Watching a node and the connection:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), zlock::Error> {
+//! use zlock::{Client, ConnectionState};
+//! let (zk, _events) = Client::connect("h1:2181,h2:2181/app", 10_000).await?;
+//! let mut state = zk.state_stream();
+//! tokio::spawn(async move {
+//!     while state.changed().await.is_ok() {
+//!         if *state.borrow() == ConnectionState::Lost {
+//!             eprintln!("session lost");
+//!         }
+//!     }
+//! });
+//! let (_data, _stat, changed) = zk.get_data_watch("/config").await?; // /app/config
+//! let event = changed.await?; // fires once, even across a reconnect
+//! println!("{:?} {}", event.event_type, event.path);
+//! # Ok(()) }
+//! ```
+//!
 //! # Layout
 //! - [`Client`]: the handle (clone it freely).
-//! - `session`: the actor that owns the socket.
+//! - `session`: the actor that owns the socket, the watch registry and reconnection.
+//! - `watcher`: typed watchers and [`ConnectionState`].
+//! - [`RetryPolicy`]: retries ConnectionLoss for idempotent operations.
 //! - [`Error`]: ZooKeeper codes plus client-local failures.
 
 mod client;
 mod error;
+mod retry;
 mod session;
+mod watcher;
 
 pub use client::{Client, CreateMode};
 pub use error::{Error, Result};
-pub use zlock_proto::records::{Acl, Id, MultiOp, MultiResult, Stat, WatcherEvent};
+pub use retry::RetryPolicy;
+pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
+pub use zlock_proto::records::{perms, Acl, Id, MultiOp, MultiResult, Stat, WatcherEvent};
 pub use zlock_proto::ErrorCode;

@@ -1,29 +1,80 @@
 //! The session actor: owns the socket, writes requests in call order, matches replies
-//! (which a ZooKeeper server sends in request order) and forwards watch events.
+//! (which a ZooKeeper server sends in request order), keeps the watch registry and
+//! reconnects.
+//!
+//! # Connection loss
+//! When the connection breaks (EOF, I/O error, or nothing heard for 2/3 of the session
+//! timeout) the actor fails every request already written with
+//! [`Error::ConnectionLoss`] (it may or may not have been applied), publishes
+//! [`ConnectionState::Suspended`], and tries the hosts round-robin with a short backoff
+//! (20 ms doubling to 1 s), asking to resume the same session (id, password and the last
+//! zxid seen). Requests made meanwhile stay queued and are sent once reconnected. On
+//! success it re-sends the auth packets, then re-registers every watch with SetWatches
+//! (or SetWatches2 when persistent watches exist) relative to the last zxid seen, so the
+//! server fires at once whatever changed while we were away, and publishes
+//! [`ConnectionState::Reconnected`].
+//!
+//! If the server answers the resume with a zero timeout (session expired), or no host
+//! answers within the session timeout (the server will have expired it), the session
+//! is lost: [`ConnectionState::Lost`], every queued and later request fails with
+//! [`Error::SessionExpired`], one-shot watchers resolve with that error and persistent
+//! watchers end. A new session is never opened silently.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 use zlock_proto::frame;
 use zlock_proto::records::{
-    ConnectRequest, ConnectResponse, ReplyHeader, RequestHeader, WatcherEvent, XID_AUTH,
-    XID_NOTIFICATION, XID_PING, XID_SET_WATCHES,
+    AuthPacket, ConnectRequest, ConnectResponse, ReplyHeader, RequestHeader, SetWatches,
+    SetWatches2, WatcherEvent, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES,
 };
-use zlock_proto::{OpCode, Reader, Record};
+use zlock_proto::{ErrorCode, OpCode, Reader, Record};
 
 use crate::error::{Error, Result};
+use crate::watcher::{ConnectionState, EventType, WatchedEvent};
 
 /// A reply: its header and the bytes after it.
 pub(crate) type Reply = Result<(ReplyHeader, Vec<u8>)>;
+
+/// Where a watch's events go besides the catch-all receiver.
+pub(crate) enum Sink {
+    None,
+    Oneshot(oneshot::Sender<Result<WatchedEvent>>),
+    Persistent(mpsc::UnboundedSender<WatchedEvent>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchKind {
+    /// exists with watch: a data watch if the node exists, else an exist watch.
+    Exists,
+    Data,
+    Child,
+    Persistent,
+    PersistentRecursive,
+}
+
+/// A watch a request registers once the server accepts it. `path` is the server path.
+pub(crate) struct WatchReg {
+    pub kind: WatchKind,
+    pub path: String,
+    pub sink: Sink,
+}
 
 pub(crate) enum Cmd {
     Request {
         op: OpCode,
         body: Vec<u8>,
+        watch: Option<WatchReg>,
+        done: oneshot::Sender<Reply>,
+    },
+    Auth {
+        scheme: String,
+        auth: Vec<u8>,
         done: oneshot::Sender<Reply>,
     },
     Close {
@@ -34,12 +85,21 @@ pub(crate) enum Cmd {
 pub(crate) struct Established {
     pub session_id: i64,
     pub timeout_ms: i32,
+    pub passwd: Vec<u8>,
 }
 
-/// Connects and performs the handshake.
-pub(crate) async fn connect(
+fn perr(e: impl std::fmt::Display) -> Error {
+    Error::Protocol(e.to_string())
+}
+
+/// Connects to one host and performs the handshake (a fresh session when `session_id`
+/// is 0).
+pub(crate) async fn handshake(
     addr: &str,
     timeout_ms: i32,
+    session_id: i64,
+    passwd: &[u8],
+    last_zxid: i64,
 ) -> Result<(TcpStream, BytesMut, Established)> {
     let mut s = TcpStream::connect(addr)
         .await
@@ -47,10 +107,14 @@ pub(crate) async fn connect(
     let _ = s.set_nodelay(true);
     let req = ConnectRequest {
         protocol_version: 0,
-        last_zxid_seen: 0,
+        last_zxid_seen: last_zxid,
         time_out: timeout_ms,
-        session_id: 0,
-        passwd: vec![0; 16],
+        session_id,
+        passwd: if passwd.is_empty() {
+            vec![0; 16]
+        } else {
+            passwd.to_vec()
+        },
         read_only: Some(false),
     };
     let mut out = Vec::new();
@@ -60,13 +124,10 @@ pub(crate) async fn connect(
     s.write_all(&out).await.map_err(|_| Error::ConnectionLoss)?;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
-        if let Some((n, body)) =
-            frame::parse(&buf, usize::MAX >> 1).map_err(|e| Error::Protocol(e.to_string()))?
-        {
-            let resp = ConnectResponse::decode(&mut Reader::new(body))
-                .map_err(|e| Error::Protocol(e.to_string()))?;
+        if let Some((n, body)) = frame::parse(&buf, usize::MAX >> 1).map_err(perr)? {
+            let resp = ConnectResponse::decode(&mut Reader::new(body)).map_err(perr)?;
             buf.advance(n);
-            if resp.time_out <= 0 {
+            if resp.time_out <= 0 || resp.session_id == 0 {
                 return Err(Error::SessionExpired);
             }
             return Ok((
@@ -75,6 +136,7 @@ pub(crate) async fn connect(
                 Established {
                     session_id: resp.session_id,
                     timeout_ms: resp.time_out,
+                    passwd: resp.passwd,
                 },
             ));
         }
@@ -88,103 +150,468 @@ pub(crate) async fn connect(
     }
 }
 
-/// Runs the session until it is closed or the connection breaks.
-pub(crate) async fn run(
-    stream: TcpStream,
-    mut buf: BytesMut,
-    timeout_ms: i32,
-    mut cmds: mpsc::UnboundedReceiver<Cmd>,
-    events: mpsc::UnboundedSender<WatcherEvent>,
-) {
-    let (mut rd, mut wr) = stream.into_split();
-    let mut pending: VecDeque<(i32, oneshot::Sender<Reply>)> = VecDeque::new();
-    let mut next_xid: i32 = 1;
-    let ping_every = Duration::from_millis((timeout_ms as u64 / 3).max(10));
-    let mut ping = tokio::time::interval(ping_every);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut out = Vec::with_capacity(64 * 1024);
-    let mut closing = false;
-    'session: loop {
-        tokio::select! {
-            cmd = cmds.recv(), if !closing => {
-                let Some(cmd) = cmd else { break 'session };
-                let mut cmd = Some(cmd);
-                // Take every queued command: one write for all of them.
-                while let Some(c) = cmd.take() {
-                    let (xid, op, body, done) = match c {
-                        Cmd::Request { op, body, done } => {
-                            let x = next_xid;
-                            next_xid = next_xid.wrapping_add(1).max(1);
-                            (x, op, body, done)
-                        }
-                        Cmd::Close { done } => {
-                            closing = true;
-                            let x = next_xid;
-                            next_xid = next_xid.wrapping_add(1).max(1);
-                            (x, OpCode::CloseSession, Vec::new(), done)
-                        }
-                    };
-                    let at = frame::begin(&mut out);
-                    RequestHeader { xid, op_type: op.code() }.encode(&mut out);
-                    out.extend_from_slice(&body);
-                    frame::finish(&mut out, at);
-                    pending.push_back((xid, done));
-                    if closing { break; }
-                    cmd = cmds.try_recv().ok();
-                }
-                if wr.write_all(&out).await.is_err() { break 'session; }
-                out.clear();
-                ping.reset();
+/// The watch registry, keyed by server path.
+#[derive(Default)]
+struct Watches {
+    data: HashMap<String, Vec<Sink>>,
+    exist: HashMap<String, Vec<Sink>>,
+    child: HashMap<String, Vec<Sink>>,
+    persistent: HashMap<String, Vec<Sink>>,
+    recursive: HashMap<String, Vec<Sink>>,
+}
+
+fn fire_oneshots(map: &mut HashMap<String, Vec<Sink>>, path: &str, ev: &WatchedEvent) {
+    for s in map.remove(path).unwrap_or_default() {
+        if let Sink::Oneshot(tx) = s {
+            let _ = tx.send(Ok(ev.clone()));
+        }
+    }
+}
+
+fn feed(map: &HashMap<String, Vec<Sink>>, path: &str, ev: &WatchedEvent) {
+    for s in map.get(path).into_iter().flatten() {
+        if let Sink::Persistent(tx) = s {
+            let _ = tx.send(ev.clone());
+        }
+    }
+}
+
+impl Watches {
+    fn register(&mut self, kind: WatchKind, path: String, sink: Sink) {
+        let map = match kind {
+            WatchKind::Exists => &mut self.exist,
+            WatchKind::Data => &mut self.data,
+            WatchKind::Child => &mut self.child,
+            WatchKind::Persistent => &mut self.persistent,
+            WatchKind::PersistentRecursive => &mut self.recursive,
+        };
+        map.entry(path).or_default().push(sink);
+    }
+
+    /// Dispatches one event (server path) like ZooKeeper's ZKWatchManager.
+    fn dispatch(&mut self, path: &str, ev: &WatchedEvent) {
+        match ev.event_type {
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                fire_oneshots(&mut self.data, path, ev);
+                fire_oneshots(&mut self.exist, path, ev);
             }
-            _ = ping.tick() => {
-                let at = frame::begin(&mut out);
-                RequestHeader { xid: XID_PING, op_type: OpCode::Ping.code() }.encode(&mut out);
-                frame::finish(&mut out, at);
-                if wr.write_all(&out).await.is_err() { break 'session; }
-                out.clear();
+            EventType::NodeDeleted => {
+                fire_oneshots(&mut self.data, path, ev);
+                fire_oneshots(&mut self.exist, path, ev);
+                fire_oneshots(&mut self.child, path, ev);
             }
-            r = rd.read_buf(&mut buf) => {
-                match r {
-                    Ok(0) | Err(_) => break 'session,
-                    Ok(_) => {}
+            EventType::NodeChildrenChanged => fire_oneshots(&mut self.child, path, ev),
+            _ => {}
+        }
+        feed(&self.persistent, path, ev);
+        if ev.event_type != EventType::NodeChildrenChanged {
+            let mut p = path;
+            loop {
+                feed(&self.recursive, p, ev);
+                if p == "/" {
+                    break;
                 }
-                loop {
-                    let parsed = match frame::parse(&buf, usize::MAX >> 1) {
-                        Ok(Some((n, body))) => {
-                            let mut r = Reader::new(body);
-                            let h = match ReplyHeader::decode(&mut r) {
-                                Ok(h) => h,
-                                Err(_) => break 'session,
-                            };
-                            Some((n, h, r.rest().to_vec()))
-                        }
-                        Ok(None) => None,
-                        Err(_) => break 'session,
-                    };
-                    let Some((n, h, rest)) = parsed else { break };
-                    buf.advance(n);
-                    match h.xid {
-                        XID_NOTIFICATION => {
-                            if let Ok(ev) = WatcherEvent::decode(&mut Reader::new(&rest)) {
-                                let _ = events.send(ev);
-                            }
-                        }
-                        XID_PING | XID_AUTH | XID_SET_WATCHES => {}
-                        xid => {
-                            match pending.pop_front() {
-                                Some((want, done)) if want == xid => {
-                                    let _ = done.send(Ok((h, rest)));
-                                }
-                                _ => break 'session,
-                            }
-                        }
-                    }
-                }
-                if closing && pending.is_empty() { break 'session; }
+                p = match p.rfind('/') {
+                    Some(0) | None => "/",
+                    Some(i) => &p[..i],
+                };
             }
         }
     }
-    for (_, done) in pending {
-        let _ = done.send(Err(Error::ConnectionLoss));
+
+    /// Ends every watcher: one-shots get `err`, persistent streams close.
+    fn fail_all(&mut self, err: &Error) {
+        for map in [
+            &mut self.data,
+            &mut self.exist,
+            &mut self.child,
+            &mut self.persistent,
+            &mut self.recursive,
+        ] {
+            for (_, sinks) in map.drain() {
+                for s in sinks {
+                    if let Sink::Oneshot(tx) = s {
+                        let _ = tx.send(Err(err.clone()));
+                    }
+                }
+            }
+        }
     }
+
+    fn is_empty(&self) -> bool {
+        self.data.is_empty()
+            && self.exist.is_empty()
+            && self.child.is_empty()
+            && self.persistent.is_empty()
+            && self.recursive.is_empty()
+    }
+
+    /// The SetWatches (or SetWatches2) request re-registering everything.
+    fn set_watches(&self, relative_zxid: i64, out: &mut Vec<u8>) {
+        let keys = |m: &HashMap<String, Vec<Sink>>| m.keys().cloned().collect::<Vec<_>>();
+        let at = frame::begin(out);
+        if self.persistent.is_empty() && self.recursive.is_empty() {
+            RequestHeader {
+                xid: XID_SET_WATCHES,
+                op_type: OpCode::SetWatches.code(),
+            }
+            .encode(out);
+            SetWatches {
+                relative_zxid,
+                data_watches: keys(&self.data),
+                exist_watches: keys(&self.exist),
+                child_watches: keys(&self.child),
+            }
+            .encode(out);
+        } else {
+            RequestHeader {
+                xid: XID_SET_WATCHES,
+                op_type: OpCode::SetWatches2.code(),
+            }
+            .encode(out);
+            SetWatches2 {
+                relative_zxid,
+                data_watches: keys(&self.data),
+                exist_watches: keys(&self.exist),
+                child_watches: keys(&self.child),
+                persistent_watches: keys(&self.persistent),
+                persistent_recursive_watches: keys(&self.recursive),
+            }
+            .encode(out);
+        }
+        frame::finish(out, at);
+    }
+}
+
+/// Strips the chroot from a server path.
+pub(crate) fn strip_chroot(chroot: &str, path: &str) -> String {
+    if chroot.is_empty() {
+        return path.to_owned();
+    }
+    match path.strip_prefix(chroot) {
+        Some("") => "/".to_owned(),
+        Some(rest) if rest.starts_with('/') => rest.to_owned(),
+        _ => path.to_owned(),
+    }
+}
+
+pub(crate) struct Actor {
+    pub hosts: Vec<String>,
+    pub next_host: usize,
+    pub chroot: String,
+    pub session_id: i64,
+    pub passwd: Vec<u8>,
+    pub timeout_ms: i32,
+    pub last_zxid: i64,
+    pub cmds: mpsc::UnboundedReceiver<Cmd>,
+    pub events: mpsc::UnboundedSender<WatcherEvent>,
+    pub state: watch::Sender<ConnectionState>,
+    auths: Vec<(String, Vec<u8>)>,
+    watches: Watches,
+}
+
+enum End {
+    Closed,
+    Broken,
+}
+
+type Pending = VecDeque<(i32, oneshot::Sender<Reply>, Option<WatchReg>)>;
+
+impl Actor {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        hosts: Vec<String>,
+        next_host: usize,
+        chroot: String,
+        est: Established,
+        cmds: mpsc::UnboundedReceiver<Cmd>,
+        events: mpsc::UnboundedSender<WatcherEvent>,
+        state: watch::Sender<ConnectionState>,
+    ) -> Actor {
+        Actor {
+            hosts,
+            next_host,
+            chroot,
+            session_id: est.session_id,
+            passwd: est.passwd,
+            timeout_ms: est.timeout_ms,
+            last_zxid: 0,
+            cmds,
+            events,
+            state,
+            auths: Vec::new(),
+            watches: Watches::default(),
+        }
+    }
+
+    /// Runs the session until it is closed or lost.
+    pub(crate) async fn run(mut self, mut stream: TcpStream, mut buf: BytesMut) {
+        loop {
+            match self.serve(stream, buf).await {
+                End::Closed => {
+                    self.watches.fail_all(&Error::Closed);
+                    let _ = self.state.send(ConnectionState::Closed);
+                    return;
+                }
+                End::Broken => {
+                    let _ = self.state.send(ConnectionState::Suspended);
+                    match self.reconnect().await {
+                        Some((s, b)) => {
+                            stream = s;
+                            buf = b;
+                            let _ = self.state.send(ConnectionState::Reconnected);
+                        }
+                        None => break,
+                    }
+                }
+            }
+        }
+        // Lost: answer everything with SessionExpired until every handle is gone.
+        self.watches.fail_all(&Error::SessionExpired);
+        let _ = self.state.send(ConnectionState::Lost);
+        while let Some(cmd) = self.cmds.recv().await {
+            let done = match cmd {
+                Cmd::Request { done, .. } | Cmd::Auth { done, .. } | Cmd::Close { done } => done,
+            };
+            let _ = done.send(Err(Error::SessionExpired));
+        }
+    }
+
+    /// Tries the hosts round-robin until one resumes the session, the server says it
+    /// expired, or the session timeout passes. None = lost.
+    async fn reconnect(&mut self) -> Option<(TcpStream, BytesMut)> {
+        let deadline = Instant::now() + Duration::from_millis(self.timeout_ms.max(1) as u64);
+        let mut backoff = Duration::from_millis(20);
+        let attempt_limit = Duration::from_millis(
+            (self.timeout_ms as u64 / self.hosts.len().max(1) as u64).max(100),
+        );
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                tracing::warn!(
+                    session = self.session_id,
+                    "no host resumed the session in time"
+                );
+                return None;
+            }
+            let host = self.hosts[self.next_host % self.hosts.len()].clone();
+            self.next_host = self.next_host.wrapping_add(1);
+            let attempt = tokio::time::timeout(
+                attempt_limit.min(deadline - now),
+                handshake(
+                    &host,
+                    self.timeout_ms,
+                    self.session_id,
+                    &self.passwd,
+                    self.last_zxid,
+                ),
+            )
+            .await;
+            match attempt {
+                Ok(Ok((s, b, est))) => {
+                    if est.session_id != self.session_id {
+                        tracing::warn!("server answered with another session: treating as expired");
+                        return None;
+                    }
+                    self.timeout_ms = est.timeout_ms;
+                    return Some((s, b));
+                }
+                Ok(Err(Error::SessionExpired)) => {
+                    tracing::warn!(session = self.session_id, host, "session expired");
+                    return None;
+                }
+                Ok(Err(e)) => tracing::debug!(host, "reconnect failed: {e}"),
+                Err(_) => tracing::debug!(host, "reconnect timed out"),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(backoff.min(left)).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    fn register(&mut self, h: &ReplyHeader, reg: Option<WatchReg>) {
+        let Some(WatchReg { kind, path, sink }) = reg else {
+            return;
+        };
+        let no_node = h.err == ErrorCode::NoNode.code();
+        match (kind, h.err == 0) {
+            (WatchKind::Exists, true) => self.watches.register(WatchKind::Data, path, sink),
+            (WatchKind::Exists, false) if no_node => {
+                self.watches.register(WatchKind::Exists, path, sink)
+            }
+            (k, true) => self.watches.register(k, path, sink),
+            _ => {}
+        }
+    }
+
+    /// Serves one connection until it breaks or the session is closed.
+    async fn serve(&mut self, stream: TcpStream, mut buf: BytesMut) -> End {
+        let (mut rd, mut wr) = stream.into_split();
+        let mut pending: Pending = VecDeque::new();
+        // Auth packets awaiting their reply: the caller, and the credentials to keep
+        // for later reconnects once the server accepts them.
+        type AuthWait = (Option<oneshot::Sender<Reply>>, Option<(String, Vec<u8>)>);
+        let mut auth_pending: VecDeque<AuthWait> = VecDeque::new();
+        let mut next_xid: i32 = 1;
+        let timeout = Duration::from_millis(self.timeout_ms.max(30) as u64);
+        let ping_every = timeout / 3;
+        let read_timeout = timeout * 2 / 3;
+        let mut ping = tokio::time::interval(ping_every);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_heard = Instant::now();
+        let mut out = Vec::with_capacity(64 * 1024);
+        let mut closing = false;
+
+        // Prime a resumed connection: auth first, then the watches.
+        for (scheme, auth) in &self.auths {
+            write_auth(&mut out, scheme, auth);
+            auth_pending.push_back((None, None));
+        }
+        if !self.watches.is_empty() {
+            self.watches.set_watches(self.last_zxid, &mut out);
+        }
+        if !out.is_empty() {
+            if wr.write_all(&out).await.is_err() {
+                return End::Broken;
+            }
+            out.clear();
+        }
+
+        let end = 'conn: loop {
+            tokio::select! {
+                cmd = self.cmds.recv(), if !closing => {
+                    let Some(cmd) = cmd else { break 'conn End::Closed };
+                    let mut cmd = Some(cmd);
+                    // Take every queued command: one write for all of them.
+                    while let Some(c) = cmd.take() {
+                        match c {
+                            Cmd::Request { op, body, watch, done } => {
+                                let xid = next_xid;
+                                next_xid = next_xid.wrapping_add(1).max(1);
+                                let at = frame::begin(&mut out);
+                                RequestHeader { xid, op_type: op.code() }.encode(&mut out);
+                                out.extend_from_slice(&body);
+                                frame::finish(&mut out, at);
+                                pending.push_back((xid, done, watch));
+                            }
+                            Cmd::Auth { scheme, auth, done } => {
+                                write_auth(&mut out, &scheme, &auth);
+                                auth_pending.push_back((Some(done), Some((scheme, auth))));
+                            }
+                            Cmd::Close { done } => {
+                                closing = true;
+                                let xid = next_xid;
+                                let at = frame::begin(&mut out);
+                                RequestHeader { xid, op_type: OpCode::CloseSession.code() }
+                                    .encode(&mut out);
+                                frame::finish(&mut out, at);
+                                pending.push_back((xid, done, None));
+                            }
+                        }
+                        if closing { break; }
+                        cmd = self.cmds.try_recv().ok();
+                    }
+                    if wr.write_all(&out).await.is_err() { break 'conn End::Broken; }
+                    out.clear();
+                    ping.reset();
+                }
+                _ = tokio::time::sleep_until(last_heard + read_timeout) => {
+                    tracing::debug!("nothing heard for {read_timeout:?}: connection lost");
+                    break 'conn End::Broken;
+                }
+                _ = ping.tick() => {
+                    let at = frame::begin(&mut out);
+                    RequestHeader { xid: XID_PING, op_type: OpCode::Ping.code() }.encode(&mut out);
+                    frame::finish(&mut out, at);
+                    if wr.write_all(&out).await.is_err() { break 'conn End::Broken; }
+                    out.clear();
+                }
+                r = rd.read_buf(&mut buf) => {
+                    match r {
+                        Ok(0) | Err(_) => break 'conn if closing { End::Closed } else { End::Broken },
+                        Ok(_) => {}
+                    }
+                    last_heard = Instant::now();
+                    loop {
+                        let parsed = match frame::parse(&buf, usize::MAX >> 1) {
+                            Ok(Some((n, body))) => {
+                                let mut r = Reader::new(body);
+                                let Ok(h) = ReplyHeader::decode(&mut r) else { break 'conn End::Broken };
+                                Some((n, h, r.rest().to_vec()))
+                            }
+                            Ok(None) => None,
+                            Err(_) => break 'conn End::Broken,
+                        };
+                        let Some((n, h, rest)) = parsed else { break };
+                        buf.advance(n);
+                        match h.xid {
+                            XID_NOTIFICATION => {
+                                if let Ok(ev) = WatcherEvent::decode(&mut Reader::new(&rest)) {
+                                    self.notify(ev);
+                                }
+                            }
+                            XID_PING | XID_SET_WATCHES => {}
+                            XID_AUTH => {
+                                if let Some((done, cred)) = auth_pending.pop_front() {
+                                    if let (0, Some(c)) = (h.err, cred) {
+                                        self.auths.push(c);
+                                    }
+                                    if let Some(done) = done {
+                                        let _ = done.send(Ok((h, rest)));
+                                    }
+                                }
+                            }
+                            xid => {
+                                if h.zxid > 0 {
+                                    self.last_zxid = self.last_zxid.max(h.zxid);
+                                }
+                                match pending.pop_front() {
+                                    Some((want, done, reg)) if want == xid => {
+                                        self.register(&h, reg);
+                                        let _ = done.send(Ok((h, rest)));
+                                    }
+                                    _ => break 'conn End::Broken,
+                                }
+                            }
+                        }
+                    }
+                    if closing && pending.is_empty() { break 'conn End::Closed; }
+                }
+            }
+        };
+        for (_, done, _) in pending {
+            let _ = done.send(Err(Error::ConnectionLoss));
+        }
+        for done in auth_pending.into_iter().filter_map(|(d, _)| d) {
+            let _ = done.send(Err(Error::ConnectionLoss));
+        }
+        end
+    }
+
+    fn notify(&mut self, mut ev: WatcherEvent) {
+        let server_path = std::mem::take(&mut ev.path);
+        ev.path = strip_chroot(&self.chroot, &server_path);
+        let typed = WatchedEvent {
+            event_type: EventType::from_i32(ev.event_type),
+            path: ev.path.clone(),
+        };
+        self.watches.dispatch(&server_path, &typed);
+        let _ = self.events.send(ev);
+    }
+}
+
+fn write_auth(out: &mut Vec<u8>, scheme: &str, auth: &[u8]) {
+    let at = frame::begin(out);
+    RequestHeader {
+        xid: XID_AUTH,
+        op_type: OpCode::Auth.code(),
+    }
+    .encode(out);
+    AuthPacket {
+        auth_type: 0,
+        scheme: scheme.to_owned(),
+        auth: auth.to_vec(),
+    }
+    .encode(out);
+    frame::finish(out, at);
 }
