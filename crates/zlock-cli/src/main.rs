@@ -36,6 +36,9 @@ enum Cmd {
     /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
     #[command(subcommand)]
     Bench(BenchCmd),
+    // zkCli-style commands: ls, get, set, create, delete, deleteall, stat (cmd/zk.rs).
+    #[command(flatten)]
+    Zk(cmd::zk::ZkCmd),
 }
 
 #[derive(Subcommand)]
@@ -149,6 +152,10 @@ async fn shutdown_signal() {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Cmd::Zk(c) = cli.cmd {
+        // Their own exit codes and zkCli-style messages; no log lines on stderr.
+        std::process::exit(if cmd::zk::run(c) { 0 } else { 1 });
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ZLOCK_LOG")
@@ -188,5 +195,6 @@ fn main() -> anyhow::Result<()> {
                 anyhow::Ok(())
             })
         }
+        Cmd::Zk(_) => Ok(()),
     }
 }

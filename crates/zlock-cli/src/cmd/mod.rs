@@ -1,3 +1,4 @@
 //! One module per subcommand family.
 
 pub mod bench;
+pub mod zk;

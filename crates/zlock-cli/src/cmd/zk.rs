@@ -1,0 +1,587 @@
+//! zkCli-style one-shot commands: `zlock ls|get|set|create|delete|deleteall|stat`.
+//!
+//! Each command opens a session, does its work, closes the session and exits. Output
+//! follows Apache ZooKeeper's zkCli: `ls` prints `[a, b]`, `-s` prints the Stat one field
+//! a line, and errors print zkCli's messages (`Node does not exist: /x`) to stderr with
+//! exit code 1. Bad paths and flags are rejected by the argument parser (exit code 2).
+
+use zlock::{Client, CreateMode, Error, ErrorCode, Stat};
+use zlock_proto::records::{
+    Acl, Create2Response, CreateRequest, CreateTtlRequest, GetDataResponse, PathWatchRequest,
+};
+use zlock_proto::{OpCode, Reader, Record, Request};
+
+const DEFAULT_SERVER: &str = "127.0.0.1:2181";
+
+/// Connection flags shared by every command.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Conn {
+    /// Server address, host:port [default: $ZLOCK_SERVER, else 127.0.0.1:2181]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: Option<String>,
+    /// Session timeout to ask for, ms (also how long to wait for the connection)
+    #[arg(long, value_name = "MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(i32).range(1..))]
+    pub timeout: i32,
+}
+
+impl Conn {
+    fn addr(&self) -> String {
+        if let Some(s) = &self.server {
+            return s.clone();
+        }
+        match std::env::var("ZLOCK_SERVER") {
+            Ok(s) if !s.trim().is_empty() => s.trim().to_owned(),
+            _ => DEFAULT_SERVER.to_owned(),
+        }
+    }
+}
+
+/// Appends the connection notes to a command's examples.
+macro_rules! with_conn_help {
+    ($s:expr) => {
+        concat!(
+            $s,
+            "\n\nThe server is --server, else $ZLOCK_SERVER, else 127.0.0.1:2181.\n\
+             Errors print zkCli's messages to stderr and exit with code 1;\n\
+             bad paths or flags exit with code 2."
+        )
+    };
+}
+
+/// The zkCli-style commands (flattened into `zlock`'s top-level commands).
+#[derive(clap::Subcommand, Debug)]
+pub enum ZkCmd {
+    /// List a node's children: `[a, b]` (zkCli `ls`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock ls /\n  zlock ls -s /orders          # children, then the Stat\n  \
+         zlock ls -R /orders          # every path under /orders, one a line\n  \
+         zlock ls / --server 10.0.0.5:2181"
+    ))]
+    Ls(LsArgs),
+    /// Print a node's data (zkCli `get`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock get /config/db\n  zlock get -s /config/db      # data, then the Stat"
+    ))]
+    Get(GetArgs),
+    /// Set a node's data (zkCli `set`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock set /config/db postgres://db1\n  \
+         zlock set /config/db postgres://db2 -v 3   # only if dataVersion is 3"
+    ))]
+    Set(SetArgs),
+    /// Create a node; prints `Created <path>` (zkCli `create`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock create /orders\n  zlock create /config/db postgres://db1\n  \
+         zlock create -s /orders/job- payload   # Created /orders/job-0000000000\n  \
+         zlock create -c /locks                 # a container: removed once emptied\n  \
+         zlock create -t 60000 /tmp/lease       # TTL node (server needs extended types)\n  \
+         zlock create -e /me                    # ephemeral: gone when this command exits"
+    ))]
+    Create(CreateArgs),
+    /// Delete a node that has no children (zkCli `delete`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock delete /orders/job-0000000000\n  \
+         zlock delete /config/db -v 4           # only if dataVersion is 4\n  \
+         zlock deleteall /orders                # a node and everything under it"
+    ))]
+    Delete(DeleteArgs),
+    /// Delete a node and everything under it (zkCli `deleteall`)
+    #[command(after_help = with_conn_help!("Examples:\n  zlock deleteall /orders"))]
+    Deleteall(DeleteallArgs),
+    /// Print a node's Stat, one field a line (zkCli `stat`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock stat /orders\n\n\
+         Prints cZxid, ctime, mZxid, mtime, pZxid, cversion, dataVersion, aclVersion,\n\
+         ephemeralOwner, dataLength and numChildren, as zkCli does."
+    ))]
+    Stat(StatArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    #[arg(value_parser = parse_path)]
+    pub path: String,
+    /// Also print the node's Stat
+    #[arg(short = 's', long = "stat")]
+    pub stat: bool,
+    /// Recursive: every path under <PATH>, one a line
+    #[arg(short = 'R', long = "recursive")]
+    pub recursive: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    #[arg(value_parser = parse_path)]
+    pub path: String,
+    /// Also print the node's Stat
+    #[arg(short = 's', long = "stat")]
+    pub stat: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SetArgs {
+    #[arg(value_parser = parse_path)]
+    pub path: String,
+    /// The new data (UTF-8)
+    pub data: String,
+    /// Only if the node's dataVersion is this (-1 = any)
+    #[arg(
+        short = 'v',
+        long = "version",
+        value_name = "VERSION",
+        allow_negative_numbers = true
+    )]
+    pub version: Option<i32>,
+    /// Print the node's new Stat
+    #[arg(short = 's', long = "stat")]
+    pub stat: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CreateArgs {
+    /// The node to create; with -s the server appends a 10-digit counter
+    #[arg(value_parser = parse_create_path)]
+    pub path: String,
+    /// The node's data (UTF-8); without it the data is null, as in zkCli
+    pub data: Option<String>,
+    /// Ephemeral: removed when the session ends (right after this command)
+    #[arg(short = 'e', long = "ephemeral")]
+    pub ephemeral: bool,
+    /// Sequential: append a monotonically increasing counter to the name
+    #[arg(short = 's', long = "sequential")]
+    pub sequential: bool,
+    /// Container: removed by the server once its last child is gone
+    #[arg(short = 'c', long = "container", conflicts_with_all = ["ephemeral", "sequential", "ttl"])]
+    pub container: bool,
+    /// TTL node: removed once unmodified and childless for this many ms
+    #[arg(short = 't', long = "ttl", value_name = "MS", conflicts_with = "ephemeral",
+          value_parser = clap::value_parser!(i64).range(1..))]
+    pub ttl: Option<i64>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DeleteArgs {
+    #[arg(value_parser = parse_path)]
+    pub path: String,
+    /// Only if the node's dataVersion is this (-1 = any)
+    #[arg(
+        short = 'v',
+        long = "version",
+        value_name = "VERSION",
+        allow_negative_numbers = true
+    )]
+    pub version: Option<i32>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DeleteallArgs {
+    #[arg(value_parser = parse_path)]
+    pub path: String,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatArgs {
+    #[arg(value_parser = parse_path)]
+    pub path: String,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// ZooKeeper's PathUtils.validatePath.
+fn validate_path(path: &str, sequential_ok: bool) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("Path length must be > 0".into());
+    }
+    if !path.starts_with('/') {
+        return Err("Path must start with / character".into());
+    }
+    if path.len() == 1 {
+        return Ok(());
+    }
+    let body = if sequential_ok {
+        path.strip_suffix('/').unwrap_or(path)
+    } else {
+        path
+    };
+    if body.ends_with('/') {
+        return Err("Path must not end with / character".into());
+    }
+    for (i, seg) in body.split('/').enumerate().skip(1) {
+        if seg.is_empty() {
+            return Err(format!("empty node name specified @{i}"));
+        }
+        if seg == "." || seg == ".." {
+            return Err(format!("relative paths not allowed @{i}"));
+        }
+        if let Some(c) = seg.chars().find(|&c| {
+            c == '\0'
+                || ('\u{1}'..='\u{1f}').contains(&c)
+                || ('\u{7f}'..='\u{9f}').contains(&c)
+                || ('\u{e000}'..='\u{f8ff}').contains(&c)
+                || ('\u{fff0}'..='\u{ffff}').contains(&c)
+        }) {
+            return Err(format!("invalid character {c:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn parse_path(s: &str) -> Result<String, String> {
+    validate_path(s, false).map(|()| s.to_owned())
+}
+
+/// A create path may end in `/` when sequential (the counter becomes the name).
+fn parse_create_path(s: &str) -> Result<String, String> {
+    validate_path(s, true).map(|()| s.to_owned())
+}
+
+/// A failure, printed zkCli-style.
+struct Failure(String);
+
+impl Failure {
+    /// zkCli's CliWrapperException messages.
+    fn zk(e: Error, path: &str) -> Failure {
+        let msg = match &e {
+            Error::Server(ErrorCode::NoNode) => format!("Node does not exist: {path}"),
+            Error::Server(ErrorCode::NodeExists) => format!("Node already exists: {path}"),
+            Error::Server(ErrorCode::NotEmpty) => format!("Node not empty: {path}"),
+            Error::Server(ErrorCode::BadVersion) => format!("version No is not valid : {path}"),
+            Error::Server(ErrorCode::NoAuth) => format!("Insufficient permission : {path}"),
+            Error::Server(ErrorCode::NoChildrenForEphemerals) => {
+                format!("Ephemerals cannot have children: {path}")
+            }
+            Error::Server(ErrorCode::BadArguments) => {
+                format!("Arguments are not valid : {path}")
+            }
+            Error::Server(ErrorCode::InvalidAcl) => format!("Acl is not valid : {path}"),
+            Error::Server(ErrorCode::Unimplemented) => {
+                format!("Operation not supported by the server (extended types off?): {path}")
+            }
+            other => format!("{other}: {path}"),
+        };
+        Failure(msg)
+    }
+}
+
+type Res<T> = Result<T, Failure>;
+
+/// Runs one command; false after printing an error to stderr (exit code 1).
+pub fn run(cmd: ZkCmd) -> bool {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("starting the async runtime: {e}");
+            return false;
+        }
+    };
+    match rt.block_on(dispatch(cmd)) {
+        Ok(out) => {
+            print!("{out}");
+            true
+        }
+        Err(Failure(msg)) => {
+            eprintln!("{msg}");
+            false
+        }
+    }
+}
+
+fn conn_of(cmd: &ZkCmd) -> &Conn {
+    match cmd {
+        ZkCmd::Ls(a) => &a.conn,
+        ZkCmd::Get(a) => &a.conn,
+        ZkCmd::Set(a) => &a.conn,
+        ZkCmd::Create(a) => &a.conn,
+        ZkCmd::Delete(a) => &a.conn,
+        ZkCmd::Deleteall(a) => &a.conn,
+        ZkCmd::Stat(a) => &a.conn,
+    }
+}
+
+/// Connects, runs the command, closes the session. Returns what to print on stdout.
+async fn dispatch(cmd: ZkCmd) -> Res<String> {
+    let conn = conn_of(&cmd);
+    let addr = conn.addr();
+    // A server that accepts but never answers the handshake must not hang the command.
+    let wait = std::time::Duration::from_millis(u64::try_from(conn.timeout).unwrap_or(0));
+    let (client, _events) = tokio::time::timeout(wait, Client::connect(&addr, conn.timeout))
+        .await
+        .map_err(|_| {
+            Failure(format!(
+                "cannot connect to {addr}: timed out after {wait:?}"
+            ))
+        })?
+        .map_err(|e| match e {
+            Error::Connect(..) => Failure(format!("{e}")),
+            other => Failure(format!("cannot connect to {addr}: {other}")),
+        })?;
+    let out = exec(&client, cmd).await;
+    let _ = client.close().await;
+    out
+}
+
+async fn exec(c: &Client, cmd: ZkCmd) -> Res<String> {
+    let mut out = String::new();
+    match cmd {
+        ZkCmd::Ls(a) => {
+            if a.recursive {
+                for p in subtree(c, &a.path).await? {
+                    out.push_str(&p);
+                    out.push('\n');
+                }
+            } else {
+                let (mut children, stat) = c
+                    .get_children2(&a.path, false)
+                    .await
+                    .map_err(|e| Failure::zk(e, &a.path))?;
+                children.sort();
+                out.push_str(&format!("[{}]\n", children.join(", ")));
+                if a.stat {
+                    out.push_str(&format_stat(&stat));
+                }
+            }
+        }
+        ZkCmd::Get(a) => {
+            let (data, stat) = get_raw(c, &a.path).await?;
+            match data {
+                Some(d) => out.push_str(&String::from_utf8_lossy(&d)),
+                None => out.push_str("null"),
+            }
+            out.push('\n');
+            if a.stat {
+                out.push_str(&format_stat(&stat));
+            }
+        }
+        ZkCmd::Set(a) => {
+            let stat = c
+                .set_data(&a.path, a.data.as_bytes(), a.version.unwrap_or(-1))
+                .await
+                .map_err(|e| Failure::zk(e, &a.path))?;
+            if a.stat {
+                out.push_str(&format_stat(&stat));
+            }
+        }
+        ZkCmd::Create(a) => {
+            let created = create_raw(c, &a).await?;
+            out.push_str(&format!("Created {created}\n"));
+        }
+        ZkCmd::Delete(a) => {
+            c.delete(&a.path, a.version.unwrap_or(-1))
+                .await
+                .map_err(|e| Failure::zk(e, &a.path))?;
+        }
+        ZkCmd::Deleteall(a) => {
+            let all = subtree(c, &a.path).await?;
+            // Deepest first: a pre-order listing reversed puts children before parents.
+            for p in all.iter().rev() {
+                if p == "/" || p == "/zookeeper" || p.starts_with("/zookeeper/") {
+                    continue;
+                }
+                match c.delete(p, -1).await {
+                    Ok(()) => {}
+                    // Gone meanwhile (an ephemeral's session ended, a container reaped).
+                    Err(Error::Server(ErrorCode::NoNode)) if p != &a.path => {}
+                    Err(e) => return Err(Failure::zk(e, p)),
+                }
+            }
+        }
+        ZkCmd::Stat(a) => {
+            let stat = c
+                .exists(&a.path, false)
+                .await
+                .map_err(|e| Failure::zk(e, &a.path))?
+                .ok_or_else(|| Failure::zk(Error::Server(ErrorCode::NoNode), &a.path))?;
+            out.push_str(&format_stat(&stat));
+        }
+    }
+    Ok(out)
+}
+
+/// getData keeping null data apart from empty (zkCli prints `null`).
+async fn get_raw(c: &Client, path: &str) -> Res<(Option<Vec<u8>>, Stat)> {
+    let (h, body) = c
+        .send(&Request::GetData(PathWatchRequest {
+            path: path.to_owned(),
+            watch: false,
+        }))
+        .await
+        .map_err(|e| Failure::zk(e, path))?;
+    if h.err != 0 {
+        return Err(Failure::zk(server_error(h.err), path));
+    }
+    let r = GetDataResponse::decode(&mut Reader::new(&body))
+        .map_err(|e| Failure(format!("protocol error: {e}: {path}")))?;
+    Ok((r.data, r.stat))
+}
+
+/// create2 / createContainer / createTTL with zkCli's null-when-absent data.
+async fn create_raw(c: &Client, a: &CreateArgs) -> Res<String> {
+    let data = a.data.as_ref().map(|d| d.as_bytes().to_vec());
+    let req = if let Some(ttl) = a.ttl {
+        // CreateMode.PERSISTENT_WITH_TTL = 5, PERSISTENT_SEQUENTIAL_WITH_TTL = 6.
+        Request::CreateTtl(CreateTtlRequest {
+            path: a.path.clone(),
+            data,
+            acl: Acl::open_unsafe(),
+            flags: if a.sequential { 6 } else { 5 },
+            ttl,
+        })
+    } else {
+        let mode = match (a.container, a.ephemeral, a.sequential) {
+            (true, _, _) => CreateMode::Container,
+            (false, true, true) => CreateMode::EphemeralSequential,
+            (false, true, false) => CreateMode::Ephemeral,
+            (false, false, true) => CreateMode::PersistentSequential,
+            (false, false, false) => CreateMode::Persistent,
+        };
+        let op = if a.container {
+            OpCode::CreateContainer
+        } else {
+            OpCode::Create2
+        };
+        Request::Create(
+            op,
+            CreateRequest {
+                path: a.path.clone(),
+                data,
+                acl: Acl::open_unsafe(),
+                flags: mode.flags(),
+            },
+        )
+    };
+    let (h, body) = c.send(&req).await.map_err(|e| Failure::zk(e, &a.path))?;
+    if h.err != 0 {
+        return Err(Failure::zk(server_error(h.err), &a.path));
+    }
+    let r = Create2Response::decode(&mut Reader::new(&body))
+        .map_err(|e| Failure(format!("protocol error: {e}: {}", a.path)))?;
+    Ok(r.path)
+}
+
+fn server_error(code: i32) -> Error {
+    match ErrorCode::from_i32(code) {
+        Some(c) => Error::Server(c),
+        None => Error::Protocol(format!("unknown error code {code}")),
+    }
+}
+
+/// `path` and every node under it, pre-order, children sorted (zkCli's `ls -R`).
+async fn subtree(c: &Client, path: &str) -> Res<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![path.to_owned()];
+    while let Some(p) = stack.pop() {
+        let mut children = match c.get_children(&p, false).await {
+            Ok(ch) => ch,
+            // A descendant that vanished while we walked: skip it.
+            Err(Error::Server(ErrorCode::NoNode)) if p != path => continue,
+            Err(e) => return Err(Failure::zk(e, &p)),
+        };
+        children.sort();
+        for ch in children.iter().rev() {
+            stack.push(if p == "/" {
+                format!("/{ch}")
+            } else {
+                format!("{p}/{ch}")
+            });
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// zkCli's StatPrinter: one `name = value` a line.
+pub fn format_stat(s: &Stat) -> String {
+    format!(
+        "cZxid = 0x{:x}\nctime = {}\nmZxid = 0x{:x}\nmtime = {}\npZxid = 0x{:x}\n\
+         cversion = {}\ndataVersion = {}\naclVersion = {}\nephemeralOwner = 0x{:x}\n\
+         dataLength = {}\nnumChildren = {}\n",
+        s.czxid,
+        java_date(s.ctime),
+        s.mzxid,
+        java_date(s.mtime),
+        s.pzxid,
+        s.cversion,
+        s.version,
+        s.aversion,
+        s.ephemeral_owner,
+        s.data_length,
+        s.num_children,
+    )
+}
+
+/// Java's `Date.toString()` in UTC: `Mon Nov 30 02:23:12 UTC 2026`.
+fn java_date(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let weekday = DAYS[days.rem_euclid(7) as usize];
+    let month = MONTHS[(m - 1).clamp(0, 11) as usize];
+    format!(
+        "{weekday} {month} {d:02} {:02}:{:02}:{:02} UTC {y}",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31) (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_print_like_java() {
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        // 2026-11-30T02:23:12Z
+        assert_eq!(java_date(1_796_005_392_000), "Mon Nov 30 02:23:12 UTC 2026");
+        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+
+    #[test]
+    fn paths_are_checked_like_zookeeper() {
+        assert!(validate_path("/", false).is_ok());
+        assert!(validate_path("/a/b", false).is_ok());
+        assert!(validate_path("a", false).is_err());
+        assert!(validate_path("", false).is_err());
+        assert!(validate_path("/a/", false).is_err());
+        assert!(validate_path("/a/", true).is_ok());
+        assert!(validate_path("/a//b", false).is_err());
+        assert!(validate_path("/a/../b", false).is_err());
+        assert!(validate_path("/a/./b", false).is_err());
+        assert!(validate_path("/a\0", false).is_err());
+    }
+}
