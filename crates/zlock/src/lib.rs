@@ -61,15 +61,18 @@
 //! - `watcher`: typed watchers and [`ConnectionState`].
 //! - [`RetryPolicy`]: retries ConnectionLoss for idempotent operations.
 //! - [`Error`]: ZooKeeper codes plus client-local failures.
+//! - [`recipes`]: the fair [`Mutex`] (Curator's InterProcessMutex) and [`NaiveLock`].
 
 mod client;
 mod error;
+pub mod recipes;
 mod retry;
 mod session;
 mod watcher;
 
 pub use client::{Client, CreateMode};
 pub use error::{Error, Result};
+pub use recipes::{Mutex, MutexGuard, NaiveGuard, NaiveLock};
 pub use retry::RetryPolicy;
 pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
 pub use zlock_proto::records::{perms, Acl, Id, MultiOp, MultiResult, Stat, WatcherEvent};

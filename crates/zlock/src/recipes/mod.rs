@@ -1,0 +1,93 @@
+//! Lock recipes built on [`Client`](crate::Client).
+//!
+//! - [`Mutex`]: the fair lock (Curator's `InterProcessMutex`): one ephemeral sequential
+//!   node per contender, each waiter watches only its predecessor, FIFO hand-over,
+//!   reentrant per `Mutex` instance, fencing tokens, a "lock may be lost" future.
+//! - [`NaiveLock`]: every contender races to create one ephemeral node; kept for
+//!   comparison (herd effect, no fairness).
+
+mod mutex;
+mod naive;
+
+pub use mutex::{Mutex, MutexGuard};
+pub use naive::{NaiveGuard, NaiveLock};
+
+use std::time::Duration;
+
+use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
+
+/// Creates every missing ancestor of `node` (not `node` itself) as a container, as
+/// Curator's `creatingParentContainersIfNeeded` does.
+pub(crate) async fn create_parents(client: &Client, node: &str) -> Result<()> {
+    let Some(end) = node.rfind('/') else {
+        return Ok(());
+    };
+    let mut cur = String::new();
+    for seg in node[..end].split('/').filter(|s| !s.is_empty()) {
+        cur.push('/');
+        cur.push_str(seg);
+        loop {
+            match client.create(&cur, b"", CreateMode::Container).await {
+                Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => break,
+                Err(Error::ConnectionLoss) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `path`, retrying on connection loss; a missing node is success.
+pub(crate) async fn delete_node(client: &Client, path: &str) -> Result<()> {
+    loop {
+        match client.delete(path, -1).await {
+            Ok(()) | Err(Error::Server(ErrorCode::NoNode)) => return Ok(()),
+            Err(Error::ConnectionLoss) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Spawns `delete_node` on the current tokio runtime, if there is one (without one the
+/// node goes when the session ends).
+pub(crate) fn spawn_delete(client: Client, path: String) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            if let Err(e) = delete_node(&client, &path).await {
+                tracing::debug!("releasing {path}: {e}");
+            }
+        });
+    }
+}
+
+/// Resolves when the session behind `client` may no longer hold what it created:
+/// the connection has stayed [`ConnectionState::Suspended`] for `window`, or the
+/// state is [`ConnectionState::Lost`] or [`ConnectionState::Closed`]. Returns that state.
+pub(crate) async fn session_in_doubt(client: Client, window: Duration) -> ConnectionState {
+    let mut state = client.state_stream();
+    loop {
+        let now = *state.borrow_and_update();
+        match now {
+            ConnectionState::Lost | ConnectionState::Closed => return now,
+            ConnectionState::Suspended => {
+                tokio::select! {
+                    () = tokio::time::sleep(window) => return now,
+                    r = state.changed() => if r.is_err() { return ConnectionState::Closed },
+                }
+            }
+            ConnectionState::Connected | ConnectionState::Reconnected => {
+                if state.changed().await.is_err() {
+                    return ConnectionState::Closed;
+                }
+            }
+        }
+    }
+}
+
+/// The default safe window: a third of the negotiated session timeout. A suspension
+/// is usually noticed some time after the server last heard from us, so past this the
+/// server may be close to expiring the session.
+pub(crate) fn default_window(client: &Client) -> Duration {
+    let ms = u64::try_from(client.session_timeout_ms()).unwrap_or(0) / 3;
+    Duration::from_millis(ms)
+}
