@@ -127,8 +127,22 @@ impl Client {
     ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
         let (hosts, chroot) = parse_connect_string(connect_string)?;
         let mut last = Error::BadConnectString(connect_string.to_owned());
+        // A server can accept a connection and not answer yet (Apache ZooKeeper does
+        // while it loads its data): give each host at most the session timeout.
+        let per_host = std::time::Duration::from_millis(timeout_ms.max(100) as u64);
         for (i, host) in hosts.iter().enumerate() {
-            match session::handshake(host, timeout_ms, session_id, passwd, 0).await {
+            let attempt = tokio::time::timeout(
+                per_host,
+                session::handshake(host, timeout_ms, session_id, passwd, 0),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Connect(
+                    host.clone(),
+                    format!("no answer to the handshake within {per_host:?}"),
+                ))
+            });
+            match attempt {
                 Ok((stream, buf, est)) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
