@@ -36,6 +36,20 @@ enum Cmd {
     /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Run a command while holding a lock: `zlock lock /locks/job -- ./job.sh`
+    #[command(
+        after_help = "Examples:\n  zlock lock /locks/backup -- ./backup.sh\n  \
+                            zlock lock /locks/backup --timeout 10s -- sh -c 'echo $ZLOCK_FENCING_TOKEN'\n\n\
+                            The command gets ZLOCK_FENCING_TOKEN (the lock node's czxid, strictly\n\
+                            increasing across holders) and ZLOCK_LOCK_NODE. Its exit code is passed\n\
+                            through. SIGINT/SIGTERM are forwarded to it; once it exits the lock is\n\
+                            released and zlock exits with 128+signal. On --timeout: prints\n\
+                            `timed out waiting for lock <path>` and exits 1. Connection errors exit 1."
+    )]
+    Lock(cmd::lock::LockArgs),
+    /// Demonstrations: `zlock demo orders --clients 101 [--no-lock | --naive]`
+    #[command(subcommand)]
+    Demo(cmd::demo::DemoCmd),
     // zkCli-style commands: ls, get, set, create, delete, deleteall, stat (cmd/zk.rs).
     #[command(flatten)]
     Zk(cmd::zk::ZkCmd),
@@ -156,6 +170,12 @@ fn main() -> anyhow::Result<()> {
         // Their own exit codes and zkCli-style messages; no log lines on stderr.
         std::process::exit(if cmd::zk::run(c) { 0 } else { 1 });
     }
+    let cli = match cli.cmd {
+        // Their own exit codes and messages; no log lines on stderr.
+        Cmd::Lock(a) => std::process::exit(cmd::lock::run(a)),
+        Cmd::Demo(d) => std::process::exit(cmd::demo::run(d)),
+        other => Cli { cmd: other },
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ZLOCK_LOG")
@@ -195,6 +215,6 @@ fn main() -> anyhow::Result<()> {
                 anyhow::Ok(())
             })
         }
-        Cmd::Zk(_) => Ok(()),
+        Cmd::Zk(_) | Cmd::Lock(_) | Cmd::Demo(_) => Ok(()),
     }
 }

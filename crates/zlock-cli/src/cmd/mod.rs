@@ -1,4 +1,6 @@
 //! One module per subcommand family.
 
 pub mod bench;
+pub mod demo;
+pub mod lock;
 pub mod zk;
