@@ -9,7 +9,7 @@ use zlock_proto::{ErrorCode, OpCode, Request};
 use crate::tree::{DataTree, SessionId};
 use crate::txn::Txn;
 use crate::watches::{Notification, Trigger, Watches};
-use crate::write::{Ctx, Undo};
+use crate::write::{Ctx, Undo, Write};
 
 /// Settings that change semantics; must be identical on every replica.
 #[derive(Debug, Clone, Default)]
@@ -142,9 +142,12 @@ impl State {
                 Reply::ok(Vec::new())
             }
             other => {
+                let Some(w) = Write::of_request(other) else {
+                    return Reply::error(ErrorCode::BadArguments);
+                };
                 let mut trig = Vec::new();
-                let r = match self.write_one(cx, other, &mut none, &mut trig) {
-                    Ok(body) => Reply::ok(body),
+                let r = match self.write_one(cx, w, &mut none, &mut trig) {
+                    Ok(written) => Reply::ok(written.into_body()),
                     Err(e) => Reply::error(e),
                 };
                 self.fire(trig, events);

@@ -8,8 +8,8 @@
 use std::collections::HashSet;
 
 use zlock_proto::records::{
-    event_type, perms, Create2Response, CreateRequest, CreateResponse, Id, MultiOp, MultiResult,
-    StatResponse,
+    event_type, perms, Acl, CheckVersionRequest, Create2Response, CreateRequest, CreateResponse,
+    DeleteRequest, Id, MultiOp, MultiResult, SetAclRequest, SetDataRequest, Stat, StatResponse,
 };
 use zlock_proto::{ErrorCode, OpCode, Record, Request};
 
@@ -21,6 +21,14 @@ use crate::watches::{Notification, Trigger};
 
 /// Largest TTL ZooKeeper accepts (`EphemeralType.TTL`'s max: 2^40 - 1 ms).
 pub const MAX_TTL_MS: i64 = 0xFF_FFFF_FFFF;
+
+/// The fields of a create, whatever record carried them.
+struct CreateArgs<'a> {
+    path: &'a str,
+    data: &'a Option<Vec<u8>>,
+    acl: &'a [Acl],
+    flags: i32,
+}
 
 /// The inputs of one write, all fixed in its Txn.
 pub struct Ctx<'a> {
@@ -94,47 +102,172 @@ fn mode(flags: i32) -> Result<Mode, ErrorCode> {
     })
 }
 
+/// A write borrowed from a request or a multi op, so neither path copies its data.
+pub(crate) enum Write<'a> {
+    Create {
+        op: OpCode,
+        path: &'a str,
+        data: &'a Option<Vec<u8>>,
+        acl: &'a [Acl],
+        flags: i32,
+        /// -1 unless createTTL.
+        ttl: i64,
+    },
+    Delete(&'a DeleteRequest),
+    SetData(&'a SetDataRequest),
+    SetAcl(&'a SetAclRequest),
+    Check(&'a CheckVersionRequest),
+}
+
+impl<'a> Write<'a> {
+    /// The write a request asks for; `None` for anything that is not a single write.
+    pub(crate) fn of_request(req: &'a Request) -> Option<Write<'a>> {
+        Some(match req {
+            Request::Create(op, r) => Write::create(*op, r, -1),
+            Request::CreateTtl(r) => Write::Create {
+                op: OpCode::CreateTtl,
+                path: &r.path,
+                data: &r.data,
+                acl: &r.acl,
+                flags: r.flags,
+                ttl: r.ttl,
+            },
+            Request::Delete(r) => Write::Delete(r),
+            Request::SetData(r) => Write::SetData(r),
+            Request::SetAcl(r) => Write::SetAcl(r),
+            Request::Check(r) => Write::Check(r),
+            _ => return None,
+        })
+    }
+
+    /// The write of a multi op; `None` for the read ops of a multiRead.
+    ///
+    /// ZooKeeper rebuilds each create of a multi through `Op.create(.., flags)`, which
+    /// takes the opcode from the create mode when it can (3.8.0 and, with ZOOKEEPER-4026,
+    /// 3.8.2+ alike): CONTAINER flags make a createContainer whatever the opcode sent
+    /// (create, create2, even createTTL, whose ttl is then dropped). Outside a multi the
+    /// opcode decides instead.
+    fn of_multi_op(op: &'a MultiOp) -> Option<Write<'a>> {
+        Some(match op {
+            MultiOp::Create(_, r) if r.flags == 4 => Write::create(OpCode::CreateContainer, r, -1),
+            MultiOp::CreateTtl(r) if r.flags == 4 => Write::Create {
+                op: OpCode::CreateContainer,
+                path: &r.path,
+                data: &r.data,
+                acl: &r.acl,
+                flags: r.flags,
+                ttl: -1,
+            },
+            MultiOp::Create(c, r) => Write::create(*c, r, -1),
+            MultiOp::CreateTtl(r) => Write::Create {
+                op: OpCode::CreateTtl,
+                path: &r.path,
+                data: &r.data,
+                acl: &r.acl,
+                flags: r.flags,
+                ttl: r.ttl,
+            },
+            MultiOp::Delete(r) => Write::Delete(r),
+            MultiOp::SetData(r) => Write::SetData(r),
+            MultiOp::Check(r) => Write::Check(r),
+            MultiOp::GetData(_) | MultiOp::GetChildren(_) => return None,
+        })
+    }
+
+    fn create(op: OpCode, r: &'a CreateRequest, ttl: i64) -> Write<'a> {
+        Write::Create {
+            op,
+            path: &r.path,
+            data: &r.data,
+            acl: &r.acl,
+            flags: r.flags,
+            ttl,
+        }
+    }
+}
+
+/// What a successful write answers, before encoding.
+pub(crate) enum Written {
+    /// create (1): the path only.
+    Path(String),
+    /// create2, createContainer, createTTL: path and Stat.
+    PathStat(String, Stat),
+    /// setData, setACL.
+    Stat(Stat),
+    Deleted,
+    Checked,
+}
+
+impl Written {
+    /// The response record of a single write.
+    pub(crate) fn into_body(self) -> Vec<u8> {
+        match self {
+            Written::Path(path) => CreateResponse { path }.to_bytes(),
+            Written::PathStat(path, stat) => Create2Response { path, stat }.to_bytes(),
+            Written::Stat(stat) => StatResponse { stat }.to_bytes(),
+            Written::Deleted | Written::Checked => Vec::new(),
+        }
+    }
+
+    /// The entry of a multi reply.
+    fn into_multi(self) -> MultiResult {
+        match self {
+            Written::Path(path) => MultiResult::Create(path),
+            Written::PathStat(path, stat) => MultiResult::Create2(path, stat),
+            Written::Stat(stat) => MultiResult::SetData(stat),
+            Written::Deleted => MultiResult::Delete,
+            Written::Checked => MultiResult::Check,
+        }
+    }
+}
+
 impl State {
-    /// One write outside or inside a multi; returns the encoded response record.
+    /// One write outside or inside a multi.
     pub(crate) fn write_one(
         &mut self,
         cx: &Ctx<'_>,
-        req: &Request,
+        w: Write<'_>,
         undo: &mut Option<&mut Undo>,
         trig: &mut Vec<Trigger>,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        match req {
-            Request::Create(op, r) => {
-                let (p, stat) = self.create(cx, *op, r, -1, undo, trig)?;
-                Ok(create_body(*op, p, stat))
-            }
-            Request::CreateTtl(r) => {
-                let cr = CreateRequest {
-                    path: r.path.clone(),
-                    data: r.data.clone(),
-                    acl: r.acl.clone(),
-                    flags: r.flags,
+    ) -> Result<Written, ErrorCode> {
+        match w {
+            Write::Create {
+                op,
+                path,
+                data,
+                acl,
+                flags,
+                ttl,
+            } => {
+                let c = CreateArgs {
+                    path,
+                    data,
+                    acl,
+                    flags,
                 };
-                let (p, stat) = self.create(cx, OpCode::CreateTtl, &cr, r.ttl, undo, trig)?;
-                Ok(create_body(OpCode::CreateTtl, p, stat))
+                let (p, stat) = self.create(cx, op, &c, ttl, undo, trig)?;
+                Ok(if op == OpCode::Create {
+                    Written::Path(p)
+                } else {
+                    Written::PathStat(p, stat)
+                })
             }
-            Request::Delete(r) => {
+            Write::Delete(r) => {
                 self.delete(cx, &r.path, r.version, undo, trig)?;
-                Ok(Vec::new())
+                Ok(Written::Deleted)
             }
-            Request::SetData(r) => {
+            Write::SetData(r) => {
                 let stat = self.set_data(cx, &r.path, &r.data, r.version, undo, trig)?;
-                Ok(StatResponse { stat }.to_bytes())
+                Ok(Written::Stat(stat))
             }
-            Request::SetAcl(r) => {
+            Write::SetAcl(r) => {
                 let stat = self.set_acl(cx, &r.path, &r.acl, r.version, undo)?;
-                Ok(StatResponse { stat }.to_bytes())
+                Ok(Written::Stat(stat))
             }
-            Request::Check(r) => {
+            Write::Check(r) => {
                 self.check(cx, &r.path, r.version)?;
-                Ok(Vec::new())
+                Ok(Written::Checked)
             }
-            _ => Err(ErrorCode::BadArguments),
         }
     }
 
@@ -142,7 +275,7 @@ impl State {
         &mut self,
         cx: &Ctx<'_>,
         op: OpCode,
-        r: &CreateRequest,
+        r: &CreateArgs<'_>,
         ttl: i64,
         undo: &mut Option<&mut Undo>,
         trig: &mut Vec<Trigger>,
@@ -163,12 +296,12 @@ impl State {
         }
         // ZooKeeper only checks for a '/' and NUL here (`validatePathForCreate`); the full
         // path check comes after the parent and permission checks, on the final name.
-        basic_path_check(&r.path)?;
-        let acl_list = acl::fixup(&r.acl, cx.auth)?;
-        let parent_path = path::parent(&r.path).to_owned();
+        basic_path_check(r.path)?;
+        let acl_list = acl::fixup(r.acl, cx.auth)?;
+        let parent_path = path::parent(r.path).to_owned();
         let parent = self.tree.get(&parent_path).ok_or(ErrorCode::NoNode)?;
         acl::check(&parent.acl, perms::CREATE, cx.auth)?;
-        let mut p = r.path.clone();
+        let mut p = r.path.to_owned();
         if m.sequential {
             p.push_str(&format!("{:010}", parent.cversion));
         }
@@ -309,37 +442,13 @@ impl State {
         let mut results = Vec::with_capacity(ops.len());
         let mut failed: Option<(usize, ErrorCode)> = None;
         for (i, op) in ops.iter().enumerate() {
-            let req = match op.clone() {
-                // ZooKeeper rebuilds each create of a multi through `Op.create(.., flags)`,
-                // which takes the opcode from the create mode when it can (3.8.0 and, with
-                // ZOOKEEPER-4026, 3.8.2+ alike): CONTAINER flags make a createContainer
-                // whatever the opcode sent (create, create2, even createTTL, whose ttl is
-                // then dropped). Outside a multi the opcode decides instead.
-                MultiOp::Create(_, r) if r.flags == 4 => {
-                    Request::Create(OpCode::CreateContainer, r)
-                }
-                MultiOp::CreateTtl(r) if r.flags == 4 => Request::Create(
-                    OpCode::CreateContainer,
-                    CreateRequest {
-                        path: r.path,
-                        data: r.data,
-                        acl: r.acl,
-                        flags: r.flags,
-                    },
-                ),
-                MultiOp::Create(c, r) => Request::Create(c, r),
-                MultiOp::CreateTtl(r) => Request::CreateTtl(r),
-                MultiOp::Delete(r) => Request::Delete(r),
-                MultiOp::SetData(r) => Request::SetData(r),
-                MultiOp::Check(r) => Request::Check(r),
-                MultiOp::GetData(_) | MultiOp::GetChildren(_) => {
-                    failed = Some((i, ErrorCode::BadArguments));
-                    break;
-                }
+            let Some(w) = Write::of_multi_op(op) else {
+                failed = Some((i, ErrorCode::BadArguments));
+                break;
             };
             let mut u = Some(&mut undo);
-            match self.write_one(cx, &req, &mut u, &mut pending) {
-                Ok(body) => results.push(multi_result(&req, &body)),
+            match self.write_one(cx, w, &mut u, &mut pending) {
+                Ok(written) => results.push(written.into_multi()),
                 Err(e) => {
                     failed = Some((i, e));
                     break;
@@ -378,32 +487,5 @@ impl State {
             }
         }
         Reply::ok(out)
-    }
-}
-
-fn create_body(op: OpCode, path: String, stat: zlock_proto::records::Stat) -> Vec<u8> {
-    if op == OpCode::Create {
-        CreateResponse { path }.to_bytes()
-    } else {
-        Create2Response { path, stat }.to_bytes()
-    }
-}
-
-/// The result entry of one applied op of a multi (`req` as the multi ran it).
-fn multi_result(req: &Request, body: &[u8]) -> MultiResult {
-    use zlock_proto::Reader;
-    let mut r = Reader::new(body);
-    match req {
-        Request::Create(OpCode::Create, _) => CreateResponse::decode(&mut r)
-            .map(|c| MultiResult::Create(c.path))
-            .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
-        Request::Create(..) | Request::CreateTtl(_) => Create2Response::decode(&mut r)
-            .map(|c| MultiResult::Create2(c.path, c.stat))
-            .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
-        Request::SetData(_) => StatResponse::decode(&mut r)
-            .map(|s| MultiResult::SetData(s.stat))
-            .unwrap_or(MultiResult::Error(ErrorCode::MarshallingError.code())),
-        Request::Check(_) => MultiResult::Check,
-        _ => MultiResult::Delete,
     }
 }
