@@ -283,13 +283,13 @@ pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
     let create_txn = Txn::Request {
         session_id: 0x1234,
         time_ms: 1_700_000_000_000,
-        auth: vec![Id::new("ip", "127.0.0.1")],
+        auth: vec![Id::new("ip", "127.0.0.1")].into(),
         request: Request::Create(OpCode::Create2, create("/t", b"data", 3)),
     };
     let multi = Txn::Request {
         session_id: 0x1234,
         time_ms: 1,
-        auth: vec![],
+        auth: vec![].into(),
         request: Request::Multi(vec![
             MultiOp::Create(OpCode::Create, create("/m", b"", 0)),
             MultiOp::Delete(DeleteRequest {

@@ -197,7 +197,7 @@ mod tests {
             let a = st.apply(&Txn::Request {
                 session_id: 9,
                 time_ms: 100,
-                auth: vec![],
+                auth: vec![].into(),
                 request: Request::Create(
                     OpCode::Create,
                     CreateRequest {

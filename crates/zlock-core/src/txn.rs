@@ -13,6 +13,8 @@
 //! - tag 3 Request: `long session_id | long time_ms | vector<Id> auth | int opcode | request body`
 //! - tag 4 DeleteExpired: `long time_ms | vector<ustring> paths`
 
+use std::sync::Arc;
+
 use thiserror::Error;
 use zlock_proto::jute::{Field, Reader, Writer};
 use zlock_proto::records::Id;
@@ -36,7 +38,9 @@ pub enum Txn {
     Request {
         session_id: SessionId,
         time_ms: i64,
-        auth: Vec<Id>,
+        /// Shared with the connection that sent it: a write does not copy its caller's
+        /// identities.
+        auth: Arc<Vec<Id>>,
         request: Request,
     },
     /// Removal of empty containers and expired TTL nodes, re-checked at apply time.
@@ -82,7 +86,7 @@ impl Txn {
                 out.push(3);
                 out.write_i64(*session_id);
                 out.write_i64(*time_ms);
-                auth.put(out);
+                auth.as_ref().put(out);
                 out.write_i32(request.op_code().code());
                 request.encode(out);
             }
@@ -123,7 +127,7 @@ impl Txn {
             3 => {
                 let session_id = r.read_i64()?;
                 let time_ms = r.read_i64()?;
-                let auth = Vec::<Id>::get(&mut r)?;
+                let auth = Arc::new(Vec::<Id>::get(&mut r)?);
                 let op = r.read_i32()?;
                 let request = match Request::decode(op, &mut r)? {
                     Decoded::Request(req) => req,
@@ -163,7 +167,7 @@ mod tests {
             Txn::Request {
                 session_id: 42,
                 time_ms: 1_700_000_000_000,
-                auth: vec![Id::new("ip", "127.0.0.1")],
+                auth: vec![Id::new("ip", "127.0.0.1")].into(),
                 request: Request::Create(
                     OpCode::Create2,
                     CreateRequest {

@@ -114,7 +114,7 @@ impl Harness {
         let txn = Txn::Request {
             session_id: s,
             time_ms: self.now,
-            auth: auth.to_vec(),
+            auth: auth.to_vec().into(),
             request,
         };
         self.apply(&txn)

@@ -33,7 +33,7 @@ fn rich(h: &mut Harness) -> Vec<Txn> {
     let req = |h: &Harness, s: i64, request: Request| Txn::Request {
         session_id: s,
         time_ms: h.now,
-        auth: vec![ip()],
+        auth: vec![ip()].into(),
         request,
     };
     let steps: Vec<(i64, Request)> = vec![
@@ -256,7 +256,7 @@ fn bad_txns_are_errors() {
     let good = Txn::Request {
         session_id: 1,
         time_ms: 2,
-        auth: vec![ip()],
+        auth: vec![ip()].into(),
         request: Request::Multi(vec![MultiOp::Check(
             zlock_proto::records::CheckVersionRequest {
                 path: "/x".into(),

@@ -408,7 +408,7 @@ fn write(h: &mut Harness, log: &mut Vec<Txn>, sid: i64, request: Request) -> zlo
     let t = Txn::Request {
         session_id: sid,
         time_ms: h.now,
-        auth: vec![ip()],
+        auth: vec![ip()].into(),
         request,
     };
     let a = h.apply(&t);

@@ -166,14 +166,21 @@ impl ApplyStage {
         }
     }
 
+    /// The session's connection, if it is still `conn_id` (a reply for a connection the
+    /// session has left is dropped with it).
+    fn conn(&self, session: SessionId, conn_id: u64) -> Option<&ConnHandle> {
+        match self.live.get(&session) {
+            Some(Live { conn: Some(c), .. }) if c.id == conn_id => Some(c),
+            _ => None,
+        }
+    }
+
     fn send_to_conn(&self, session: SessionId, conn_id: u64, frame: Vec<u8>, permit: Permit) {
-        if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
-            if c.id == conn_id {
-                self.stats
-                    .packets_sent
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let _ = c.tx.send(Out::Reply(frame, permit));
-            }
+        if let Some(c) = self.conn(session, conn_id) {
+            self.stats
+                .packets_sent
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = c.tx.send(Out::Reply(frame, permit));
         }
     }
 
@@ -298,12 +305,8 @@ impl ApplyStage {
                 ..
             } => {
                 self.send_to_conn(session, conn_id, frame, permit);
-                if close {
-                    if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
-                        if c.id == conn_id {
-                            let _ = c.tx.send(Out::Close);
-                        }
-                    }
+                if let Some(c) = self.conn(session, conn_id).filter(|_| close) {
+                    let _ = c.tx.send(Out::Close);
                 }
             }
             Item::Disconnected { session, conn_id } => {

@@ -115,7 +115,7 @@ impl<L: CommitLog> CommitStage<L> {
                     Some(Txn::Request {
                         session_id: *session,
                         time_ms: now_ms(),
-                        auth: auth.as_ref().clone(),
+                        auth: auth.clone(),
                         request: std::mem::replace(req, Request::Ping),
                     })
                 }
