@@ -186,6 +186,9 @@ impl State {
         if let Some(par) = self.tree.get_mut(parent) {
             par.pzxid = zxid;
         }
+        if self.watches.is_empty() {
+            return;
+        }
         let parent_acl = self.tree.get(parent).map(|n| n.acl.clone());
         trig.push((p.to_owned(), event_type::NODE_DELETED, Some(gone.acl)));
         trig.push((

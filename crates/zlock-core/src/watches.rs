@@ -214,6 +214,11 @@ impl Watches {
         }
     }
 
+    /// No watch at all: a change needs no trigger (the common case on the write path).
+    pub fn is_empty(&self) -> bool {
+        self.by_session.is_empty()
+    }
+
     /// Total watches registered (for `wchs` and `mntr`'s zk_watch_count).
     pub fn count(&self) -> usize {
         self.by_path

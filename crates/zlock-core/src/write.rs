@@ -334,9 +334,11 @@ impl State {
         let node = Node::new(r.data.clone(), acl.clone(), kind, cx.zxid, cx.time);
         let stat = node.stat();
         self.tree.insert(&p, node);
-        let parent_acl = self.tree.get(&parent_path).map(|n| n.acl.clone());
-        trig.push((p.clone(), event_type::NODE_CREATED, Some(acl)));
-        trig.push((parent_path, event_type::NODE_CHILDREN_CHANGED, parent_acl));
+        if !self.watches.is_empty() {
+            let parent_acl = self.tree.get(&parent_path).map(|n| n.acl.clone());
+            trig.push((p.clone(), event_type::NODE_CREATED, Some(acl)));
+            trig.push((parent_path, event_type::NODE_CHILDREN_CHANGED, parent_acl));
+        }
         Ok((p, stat))
     }
 
@@ -392,7 +394,9 @@ impl State {
             }
             None => return Err(ErrorCode::NoNode),
         };
-        trig.push((p.to_owned(), event_type::NODE_DATA_CHANGED, Some(acl)));
+        if !self.watches.is_empty() {
+            trig.push((p.to_owned(), event_type::NODE_DATA_CHANGED, Some(acl)));
+        }
         Ok(stat)
     }
 
