@@ -131,6 +131,7 @@ pub fn seed_frames() -> Vec<(&'static str, Vec<u8>)> {
         session_id: 0,
         passwd: vec![0; 16],
         read_only: Some(false),
+        features: None,
     };
     let mut connect44 = connect.clone();
     connect44.read_only = None;

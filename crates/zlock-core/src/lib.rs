@@ -9,10 +9,12 @@
 //! - `write`, `read`: the operations, in ZooKeeper's check order.
 //! - [`tree`]: znodes, Stat, children, ephemeral/container/TTL indexes.
 //! - [`watches`]: the watch registry and which events a change fires.
+//! - [`locks`]: the native lock: contender queues by lock path, grants.
 //! - [`path`], [`acl`]: validation and permission checks.
 //! - [`snapshot`]: the state's snapshot encoding.
 
 pub mod acl;
+pub mod locks;
 pub mod path;
 pub mod read;
 pub mod snapshot;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use zlock_proto::records::{event_type, Id};
 use zlock_proto::{ErrorCode, OpCode, Request};
 
+use crate::locks::{Grant, LockIndex};
 use crate::tree::{DataTree, SessionId};
 use crate::txn::Txn;
 use crate::watches::{Notification, Trigger, Watches};
@@ -56,6 +57,8 @@ pub struct Applied {
     pub events: Vec<Notification>,
     /// A session that this Txn ended (close or expiry).
     pub closed_session: Option<SessionId>,
+    /// Native lock grants this Txn made, to push after `events`.
+    pub grants: Vec<Grant>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -66,6 +69,10 @@ pub struct State {
     pub zxid: i64,
     pub watches: Watches,
     pub config: Config,
+    /// The native lock index (derived from the tree, not snapshotted).
+    pub locks: LockIndex,
+    /// Grants made by the Txn being applied.
+    pub(crate) lock_grants: Vec<Grant>,
 }
 
 impl State {
@@ -76,6 +83,8 @@ impl State {
             zxid: 0,
             watches: Watches::default(),
             config,
+            locks: LockIndex::default(),
+            lock_grants: Vec::new(),
         }
     }
 
@@ -130,6 +139,8 @@ impl State {
                 self.delete_expired(*time_ms, paths, zxid, &mut out.events);
             }
         }
+        self.settle_locks();
+        out.grants = std::mem::take(&mut self.lock_grants);
         out
     }
 
@@ -140,6 +151,12 @@ impl State {
             Request::CloseSession => {
                 self.close_session(cx.session, cx.zxid, events);
                 Reply::ok(Vec::new())
+            }
+            Request::Lock(r) => {
+                let mut trig = Vec::new();
+                let reply = self.lock(cx, r, &mut trig);
+                self.fire(trig, events);
+                reply
             }
             other => {
                 let Some(w) = Write::of_request(other) else {
@@ -268,6 +285,7 @@ impl State {
                 | OpCode::Check
                 | OpCode::Multi
                 | OpCode::CloseSession
+                | OpCode::Lock
         )
     }
 }

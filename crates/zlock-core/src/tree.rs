@@ -5,7 +5,7 @@
 //! through [`DataTree::insert`], [`DataTree::remove`] or [`DataTree::get_mut`], so the
 //! indexes cannot drift from the nodes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use zlock_proto::records::{Acl, Stat};
@@ -116,6 +116,21 @@ pub struct DataTree {
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
     acl_cache: HashMap<Vec<Acl>, Arc<Vec<Acl>>>,
+    /// Lock paths the native lock index follows (see [`crate::locks`]), and the changes
+    /// to their children (or to themselves) since it last drained them.
+    lock_paths: HashSet<Arc<str>>,
+    lock_changes: Vec<LockChange>,
+}
+
+/// A change under (or of) a followed lock path, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LockChange {
+    /// A child was created (or replaced, by a multi's undo).
+    Added { lock: Arc<str>, name: Box<str> },
+    /// A child was removed.
+    Removed { lock: Arc<str>, name: Box<str> },
+    /// The lock path itself was removed.
+    Gone(Arc<str>),
 }
 
 impl DataTree {
@@ -199,6 +214,12 @@ impl DataTree {
             if let Some(p) = self.nodes.get_mut(parent) {
                 Arc::make_mut(p).children.insert(name.into());
             }
+            if let Some(lock) = self.lock_paths.get(parent) {
+                self.lock_changes.push(LockChange::Added {
+                    lock: lock.clone(),
+                    name: name.into(),
+                });
+            }
         }
         let kind = node.kind;
         if let Some(old) = self.nodes.insert(path.into(), Arc::new(node)) {
@@ -214,6 +235,15 @@ impl DataTree {
             let (parent, name) = split(path);
             if let Some(p) = self.nodes.get_mut(parent) {
                 Arc::make_mut(p).children.remove(name);
+            }
+            if let Some(lock) = self.lock_paths.get(parent) {
+                self.lock_changes.push(LockChange::Removed {
+                    lock: lock.clone(),
+                    name: name.into(),
+                });
+            }
+            if let Some(lock) = self.lock_paths.take(path) {
+                self.lock_changes.push(LockChange::Gone(lock));
             }
         }
         self.index(path, node.kind, false);
@@ -251,6 +281,16 @@ impl DataTree {
                 }
             }
         }
+    }
+
+    /// Starts reporting the changes to `lock`'s children (see [`crate::locks`]).
+    pub(crate) fn follow_lock(&mut self, lock: Arc<str>) {
+        self.lock_paths.insert(lock);
+    }
+
+    /// The changes under followed lock paths since the last call.
+    pub(crate) fn take_lock_changes(&mut self) -> Vec<LockChange> {
+        std::mem::take(&mut self.lock_changes)
     }
 
     /// The ephemeral node paths a session owns, in path order.

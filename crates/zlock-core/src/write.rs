@@ -23,11 +23,11 @@ use crate::watches::{Notification, Trigger};
 pub const MAX_TTL_MS: i64 = 0xFF_FFFF_FFFF;
 
 /// The fields of a create, whatever record carried them.
-struct CreateArgs<'a> {
-    path: &'a str,
-    data: &'a Option<Vec<u8>>,
-    acl: &'a [Acl],
-    flags: i32,
+pub(crate) struct CreateArgs<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) data: &'a Option<Vec<u8>>,
+    pub(crate) acl: &'a [Acl],
+    pub(crate) flags: i32,
 }
 
 /// The inputs of one write, all fixed in its Txn.
@@ -271,7 +271,7 @@ impl State {
         }
     }
 
-    fn create(
+    pub(crate) fn create(
         &mut self,
         cx: &Ctx<'_>,
         op: OpCode,
@@ -342,7 +342,7 @@ impl State {
         Ok((p, stat))
     }
 
-    fn delete(
+    pub(crate) fn delete(
         &mut self,
         cx: &Ctx<'_>,
         p: &str,

@@ -53,6 +53,11 @@ impl<'a> Reader<'a> {
         self.buf
     }
 
+    /// Drops the unread bytes.
+    pub fn skip_rest(&mut self) {
+        self.buf = &[];
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.buf.len() < n {
             return Err(DecodeError::Truncated {

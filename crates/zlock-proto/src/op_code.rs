@@ -34,6 +34,8 @@ pub enum OpCode {
     SetWatches2 = 105,
     AddWatch = 106,
     WhoAmI = 107,
+    /// zlock's native lock ([`LockRequest`](crate::records::LockRequest)); not ZooKeeper's.
+    Lock = 1001,
     CreateSession = -10,
     CloseSession = -11,
     Error = -1,
@@ -41,7 +43,7 @@ pub enum OpCode {
 
 impl OpCode {
     /// Every code, for exhaustive tests.
-    pub const ALL: [OpCode; 33] = [
+    pub const ALL: [OpCode; 34] = [
         OpCode::Notification,
         OpCode::Create,
         OpCode::Delete,
@@ -72,6 +74,7 @@ impl OpCode {
         OpCode::SetWatches2,
         OpCode::AddWatch,
         OpCode::WhoAmI,
+        OpCode::Lock,
         OpCode::CreateSession,
         OpCode::CloseSession,
         OpCode::Error,

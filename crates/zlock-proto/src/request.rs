@@ -36,6 +36,8 @@ pub enum Request {
     AddWatch(AddWatchRequest),
     WhoAmI,
     CloseSession,
+    /// zlock's native lock (1001).
+    Lock(LockRequest),
 }
 
 /// The result of decoding a request body.
@@ -91,6 +93,7 @@ impl Request {
             OpCode::GetAllChildrenNumber => Request::GetAllChildrenNumber(PathRequest::decode(r)?),
             OpCode::AddWatch => Request::AddWatch(AddWatchRequest::decode(r)?),
             OpCode::WhoAmI => Request::WhoAmI,
+            OpCode::Lock => Request::Lock(LockRequest::decode(r)?),
             OpCode::CloseSession => Request::CloseSession,
             OpCode::Notification
             | OpCode::DeleteContainer
@@ -128,6 +131,7 @@ impl Request {
             Request::AddWatch(_) => OpCode::AddWatch,
             Request::WhoAmI => OpCode::WhoAmI,
             Request::CloseSession => OpCode::CloseSession,
+            Request::Lock(_) => OpCode::Lock,
         }
     }
 
@@ -156,6 +160,7 @@ impl Request {
             Request::SetWatches(r) => r.encode(out),
             Request::Sasl(r) => r.encode(out),
             Request::AddWatch(r) => r.encode(out),
+            Request::Lock(r) => r.encode(out),
         }
     }
 }

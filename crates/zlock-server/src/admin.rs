@@ -91,6 +91,15 @@ pub(crate) fn answer(q: AdminQuery, st: &ApplyStage) -> String {
                 ),
                 ("zk_global_sessions", st.state.sessions.len().to_string()),
                 ("zk_last_zxid", format!("0x{:x}", st.state.zxid)),
+                // zlock's own keys (mntr consumers ignore unknown keys).
+                (
+                    "zlock_native_lock_waiters",
+                    st.state.locks.waiting().to_string(),
+                ),
+                (
+                    "zlock_native_lock_grants",
+                    st.stats.lock_grants.load(Ordering::Relaxed).to_string(),
+                ),
                 (
                     "zk_uptime",
                     st.stats.started.elapsed().as_millis().to_string(),

@@ -22,6 +22,8 @@ pub struct ConnInfo {
 pub struct Stats {
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
+    /// Native lock grants pushed (each one hand-over).
+    pub lock_grants: AtomicU64,
     pub started: Instant,
     conns: Mutex<HashMap<u64, Arc<ConnInfo>>>,
 }
@@ -31,6 +33,7 @@ impl Default for Stats {
         Stats {
             packets_received: AtomicU64::new(0),
             packets_sent: AtomicU64::new(0),
+            lock_grants: AtomicU64::new(0),
             started: Instant::now(),
             conns: Mutex::new(HashMap::new()),
         }

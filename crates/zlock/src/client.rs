@@ -1,13 +1,14 @@
 //! The client handle: cheap to clone, requests queued in call order.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use zlock_proto::records::{
     add_watch_mode, Acl, AddWatchRequest, Create2Response, CreateRequest, CreateResponse,
     DeleteRequest, GetAclResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    MultiOp, MultiResult, PathRequest, PathWatchRequest, SetDataRequest, Stat, StatResponse,
-    WatcherEvent,
+    LockGrant, LockRequest, LockResponse, MultiOp, MultiResult, PathRequest, PathWatchRequest,
+    SetDataRequest, Stat, StatResponse, WatcherEvent, FEATURE_NATIVE_LOCK,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
@@ -60,6 +61,63 @@ pub struct Client {
     passwd: Arc<[u8]>,
     chroot: Arc<str>,
     state: watch::Receiver<ConnectionState>,
+    /// The server's zlock feature bits (0 for Apache ZooKeeper), kept by the actor.
+    features: Arc<AtomicI32>,
+    lock_path: LockPath,
+}
+
+/// Which way the lock recipes take (see [`Client::with_lock_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockPath {
+    /// The native one-round-trip lock when the server offers it, else the standard
+    /// recipe.
+    #[default]
+    Auto,
+    /// Always the standard ZooKeeper recipe (create, getChildren, watch).
+    Recipe,
+    /// Always the native lock; fails with `Unimplemented` on a server without it.
+    Native,
+}
+
+/// What [`Client::lock_native`] answers.
+#[derive(Debug)]
+pub enum NativeLock {
+    /// The contender's node holds now.
+    Granted { node: String, czxid: i64 },
+    /// The node is queued; `grant` resolves when the server grants it.
+    Queued {
+        node: String,
+        czxid: i64,
+        grant: GrantWaiter,
+    },
+    /// A try (`LockRequest` flag TRY) found the lock busy: nothing was created.
+    Busy,
+}
+
+/// Resolves when the server pushes the grant for a queued native lock request:
+/// `Ok(grant)` (node path relative to the chroot, and its czxid), or the session's
+/// fate ([`Error::SessionExpired`], [`Error::Closed`]). Cancellation safe; dropping it
+/// does not remove the node (delete it).
+#[derive(Debug)]
+pub struct GrantWaiter {
+    rx: oneshot::Receiver<Result<LockGrant>>,
+    chroot: Arc<str>,
+    gone: Error,
+}
+
+impl std::future::Future for GrantWaiter {
+    type Output = Result<LockGrant>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        std::pin::Pin::new(&mut this.rx).poll(cx).map(|r| {
+            let mut g = r.map_err(|_| this.gone.clone())??;
+            g.node = strip_chroot(&this.chroot, &g.node);
+            Ok(g)
+        })
+    }
 }
 
 /// Splits a connect string `h1:2181,h2:2181/app` into hosts and chroot ("" for none).
@@ -147,6 +205,7 @@ impl Client {
                     let (tx, rx) = mpsc::unbounded_channel();
                     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
                     let (state_tx, state_rx) = watch::channel(ConnectionState::Connected);
+                    let features = Arc::new(AtomicI32::new(est.features));
                     let client = Client {
                         tx,
                         session_id: est.session_id,
@@ -154,8 +213,19 @@ impl Client {
                         passwd: est.passwd.clone().into(),
                         chroot: chroot.clone().into(),
                         state: state_rx,
+                        features: features.clone(),
+                        lock_path: LockPath::Auto,
                     };
-                    let actor = Actor::new(hosts.clone(), i + 1, chroot, est, rx, ev_tx, state_tx);
+                    let actor = Actor::new(
+                        hosts.clone(),
+                        i + 1,
+                        chroot,
+                        est,
+                        rx,
+                        ev_tx,
+                        state_tx,
+                        features,
+                    );
                     tokio::spawn(actor.run(stream, buf));
                     return Ok((client, ev_rx));
                 }
@@ -268,6 +338,72 @@ impl Client {
             return Err(Error::from_code(h.err));
         }
         Ok(())
+    }
+
+    /// Does the server take zlock's native lock operation? (Learned in the handshake;
+    /// false for Apache ZooKeeper.)
+    pub fn server_has_native_locks(&self) -> bool {
+        self.features.load(Ordering::Relaxed) & FEATURE_NATIVE_LOCK != 0
+    }
+
+    /// This handle with the lock recipes set to take `path` (default [`LockPath::Auto`]).
+    /// The session is shared with the original handle.
+    pub fn with_lock_path(mut self, path: LockPath) -> Client {
+        self.lock_path = path;
+        self
+    }
+
+    /// Should the lock recipes use the native lock on this handle?
+    pub fn uses_native_locks(&self) -> bool {
+        match self.lock_path {
+            LockPath::Auto => self.server_has_native_locks(),
+            LockPath::Recipe => false,
+            LockPath::Native => true,
+        }
+    }
+
+    /// zlock's native lock (one round trip): creates the ephemeral sequential node
+    /// `req.path/req.prefixNNNNNNNNNN` (missing parents as containers) and answers
+    /// whether it holds; a queued node's [`GrantWaiter`] resolves when the server grants
+    /// it, in the commit that removed the last node before it. Release is an ordinary
+    /// [`Client::delete`] of the node. After a reconnect the client re-registers queued
+    /// waiters by itself. On a lost reply, call again with the RESUME flag: the server
+    /// finds the node by its prefix instead of queueing a second one.
+    ///
+    /// # Errors
+    /// `Server(Unimplemented)` without sending anything if the server does not offer
+    /// the native lock (Apache ZooKeeper would close the connection); otherwise the
+    /// errors of a create.
+    pub async fn lock_native(&self, req: LockRequest) -> Result<NativeLock> {
+        if !self.server_has_native_locks() {
+            return Err(Error::Server(ErrorCode::Unimplemented));
+        }
+        let mut server_req = req.clone();
+        if !self.chroot.is_empty() {
+            prefix(&self.chroot, &mut server_req.path);
+        }
+        let (gtx, grx) = oneshot::channel();
+        let sink = Sink::Grant(gtx, server_req);
+        let r: LockResponse = self.call_with(Request::Lock(req), sink).await?;
+        let node = strip_chroot(&self.chroot, &r.node);
+        Ok(if r.granted {
+            NativeLock::Granted {
+                node,
+                czxid: r.czxid,
+            }
+        } else if r.node.is_empty() {
+            NativeLock::Busy
+        } else {
+            NativeLock::Queued {
+                node,
+                czxid: r.czxid,
+                grant: GrantWaiter {
+                    rx: grx,
+                    chroot: self.chroot.clone(),
+                    gone: self.gone(),
+                },
+            }
+        })
     }
 
     /// Creates a node with the open ACL; returns its actual path and Stat.
@@ -554,6 +690,7 @@ fn watch_of(req: &Request) -> Option<(WatchKind, String)> {
         Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => {
             Some((WatchKind::Child, r.path.clone()))
         }
+        Request::Lock(r) => Some((WatchKind::LockGrant, r.path.clone())),
         Request::AddWatch(r) => {
             let kind = if r.mode == add_watch_mode::PERSISTENT_RECURSIVE {
                 WatchKind::PersistentRecursive
@@ -610,6 +747,7 @@ pub(crate) fn chroot_request(chroot: &str, req: &Request) -> Request {
         }
         Request::CheckWatches(r) | Request::RemoveWatches(r) => prefix(chroot, &mut r.path),
         Request::AddWatch(r) => prefix(chroot, &mut r.path),
+        Request::Lock(r) => prefix(chroot, &mut r.path),
         _ => {}
     }
     req

@@ -70,10 +70,13 @@ mod retry;
 mod session;
 mod watcher;
 
-pub use client::{Client, CreateMode};
+pub use client::{Client, CreateMode, GrantWaiter, LockPath, NativeLock};
 pub use error::{Error, Result};
 pub use recipes::{Mutex, MutexGuard, NaiveGuard, NaiveLock};
 pub use retry::RetryPolicy;
 pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
-pub use zlock_proto::records::{perms, Acl, Id, MultiOp, MultiResult, Stat, WatcherEvent};
+pub use zlock_proto::records::{
+    lock_flags, lock_mode, perms, Acl, Id, LockGrant, LockRequest, MultiOp, MultiResult, Stat,
+    WatcherEvent,
+};
 pub use zlock_proto::ErrorCode;

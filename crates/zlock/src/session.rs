@@ -21,6 +21,8 @@
 //! watchers end. A new session is never opened silently.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -30,8 +32,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use zlock_proto::frame;
 use zlock_proto::records::{
-    AuthPacket, ConnectRequest, ConnectResponse, ReplyHeader, RequestHeader, SetWatches,
-    SetWatches2, WatcherEvent, XID_AUTH, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES,
+    lock_flags, AuthPacket, ConnectRequest, ConnectResponse, LockGrant, LockRequest, LockResponse,
+    ReplyHeader, RequestHeader, SetWatches, SetWatches2, WatcherEvent, FEATURE_NATIVE_LOCK,
+    XID_AUTH, XID_LOCK_GRANT, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record};
 
@@ -46,6 +49,9 @@ pub(crate) enum Sink {
     None,
     Oneshot(oneshot::Sender<Result<WatchedEvent>>),
     Persistent(mpsc::UnboundedSender<WatchedEvent>),
+    /// A native lock request: if the reply says queued, the grant goes here. The
+    /// request (server paths) is kept to re-register the waiter after a reconnect.
+    Grant(oneshot::Sender<Result<LockGrant>>, LockRequest),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +62,14 @@ pub(crate) enum WatchKind {
     Child,
     Persistent,
     PersistentRecursive,
+    /// Not a watch: a native lock waiter (see [`Sink::Grant`]).
+    LockGrant,
+}
+
+/// A queued native lock request waiting for its grant.
+struct GrantWait {
+    sink: oneshot::Sender<Result<LockGrant>>,
+    req: LockRequest,
 }
 
 /// A watch a request registers once the server accepts it. `path` is the server path.
@@ -86,6 +100,8 @@ pub(crate) struct Established {
     pub session_id: i64,
     pub timeout_ms: i32,
     pub passwd: Vec<u8>,
+    /// zlock feature bits the server offered (0 for Apache ZooKeeper).
+    pub features: i32,
 }
 
 fn perr(e: impl std::fmt::Display) -> Error {
@@ -116,6 +132,7 @@ pub(crate) async fn handshake(
             passwd.to_vec()
         },
         read_only: Some(false),
+        features: Some(FEATURE_NATIVE_LOCK),
     };
     let mut out = Vec::new();
     let at = frame::begin(&mut out);
@@ -137,6 +154,7 @@ pub(crate) async fn handshake(
                     session_id: resp.session_id,
                     timeout_ms: resp.time_out,
                     passwd: resp.passwd,
+                    features: resp.features.unwrap_or(0),
                 },
             ));
         }
@@ -184,6 +202,7 @@ impl Watches {
             WatchKind::Child => &mut self.child,
             WatchKind::Persistent => &mut self.persistent,
             WatchKind::PersistentRecursive => &mut self.recursive,
+            WatchKind::LockGrant => return,
         };
         map.entry(path).or_default().push(sink);
     }
@@ -306,8 +325,12 @@ pub(crate) struct Actor {
     pub cmds: mpsc::UnboundedReceiver<Cmd>,
     pub events: mpsc::UnboundedSender<WatcherEvent>,
     pub state: watch::Sender<ConnectionState>,
+    /// The server's feature bits, shared with the [`Client`](crate::Client) handles.
+    pub features: Arc<AtomicI32>,
     auths: Vec<(String, Vec<u8>)>,
     watches: Watches,
+    /// Queued native lock requests by node (server path).
+    grants: HashMap<String, GrantWait>,
 }
 
 enum End {
@@ -327,6 +350,7 @@ impl Actor {
         cmds: mpsc::UnboundedReceiver<Cmd>,
         events: mpsc::UnboundedSender<WatcherEvent>,
         state: watch::Sender<ConnectionState>,
+        features: Arc<AtomicI32>,
     ) -> Actor {
         Actor {
             hosts,
@@ -339,8 +363,10 @@ impl Actor {
             cmds,
             events,
             state,
+            features,
             auths: Vec::new(),
             watches: Watches::default(),
+            grants: HashMap::new(),
         }
     }
 
@@ -350,6 +376,7 @@ impl Actor {
             match self.serve(stream, buf).await {
                 End::Closed => {
                     self.watches.fail_all(&Error::Closed);
+                    self.fail_grants(&Error::Closed);
                     let _ = self.state.send(ConnectionState::Closed);
                     return;
                 }
@@ -368,6 +395,7 @@ impl Actor {
         }
         // Lost: answer everything with SessionExpired until every handle is gone.
         self.watches.fail_all(&Error::SessionExpired);
+        self.fail_grants(&Error::SessionExpired);
         let _ = self.state.send(ConnectionState::Lost);
         while let Some(cmd) = self.cmds.recv().await {
             let done = match cmd {
@@ -414,6 +442,7 @@ impl Actor {
                         return None;
                     }
                     self.timeout_ms = est.timeout_ms;
+                    self.features.store(est.features, Ordering::Relaxed);
                     return Some((s, b));
                 }
                 Ok(Err(Error::SessionExpired)) => {
@@ -429,10 +458,48 @@ impl Actor {
         }
     }
 
-    fn register(&mut self, h: &ReplyHeader, reg: Option<WatchReg>) {
+    fn fail_grants(&mut self, err: &Error) {
+        for (_, w) in self.grants.drain() {
+            let _ = w.sink.send(Err(err.clone()));
+        }
+    }
+
+    /// A native lock reply: a queued waiter waits for its grant (or, for a re-sent
+    /// request after a reconnect, is told it holds now).
+    fn register_lock(&mut self, h: &ReplyHeader, body: &[u8], sink: Sink) {
+        let Sink::Grant(tx, req) = sink else { return };
+        if h.err != 0 {
+            let _ = tx.send(Err(Error::from_code(h.err)));
+            return;
+        }
+        match LockResponse::decode(&mut Reader::new(body)) {
+            Ok(r) if r.granted => {
+                let _ = tx.send(Ok(LockGrant {
+                    node: r.node,
+                    czxid: r.czxid,
+                }));
+            }
+            Ok(r) if !r.node.is_empty() => {
+                self.grants.retain(|_, w| !w.sink.is_closed());
+                self.grants.insert(r.node, GrantWait { sink: tx, req });
+            }
+            Ok(_) => {
+                let _ = tx.send(Err(Error::Server(ErrorCode::NoNode)));
+            }
+            Err(e) => {
+                let _ = tx.send(Err(perr(e)));
+            }
+        }
+    }
+
+    fn register(&mut self, h: &ReplyHeader, body: &[u8], reg: Option<WatchReg>) {
         let Some(WatchReg { kind, path, sink }) = reg else {
             return;
         };
+        if kind == WatchKind::LockGrant {
+            self.register_lock(h, body, sink);
+            return;
+        }
         let no_node = h.err == ErrorCode::NoNode.code();
         match (kind, h.err == 0) {
             (WatchKind::Exists, true) => self.watches.register(WatchKind::Data, path, sink),
@@ -469,6 +536,35 @@ impl Actor {
         }
         if !self.watches.is_empty() {
             self.watches.set_watches(self.last_zxid, &mut out);
+        }
+        // Native lock waiters: the grant may have been pushed while we were away, and
+        // the server knows waiters by connection. Re-send each request with RESUME: it
+        // finds the node and answers granted, or queued (registered again).
+        self.grants.retain(|_, w| !w.sink.is_closed());
+        for (node, w) in self.grants.drain() {
+            let mut req = w.req;
+            req.flags |= lock_flags::RESUME;
+            let xid = next_xid;
+            next_xid = next_xid.wrapping_add(1).max(1);
+            let at = frame::begin(&mut out);
+            RequestHeader {
+                xid,
+                op_type: OpCode::Lock.code(),
+            }
+            .encode(&mut out);
+            req.encode(&mut out);
+            frame::finish(&mut out, at);
+            let (done, _) = oneshot::channel();
+            let sink = Sink::Grant(w.sink, req);
+            pending.push_back((
+                xid,
+                done,
+                Some(WatchReg {
+                    kind: WatchKind::LockGrant,
+                    path: node,
+                    sink,
+                }),
+            ));
         }
         if !out.is_empty() {
             if wr.write_all(&out).await.is_err() {
@@ -550,6 +646,14 @@ impl Actor {
                                     self.notify(ev);
                                 }
                             }
+                            XID_LOCK_GRANT => {
+                                self.last_zxid = self.last_zxid.max(h.zxid);
+                                if let Ok(g) = LockGrant::decode(&mut Reader::new(&rest)) {
+                                    if let Some(w) = self.grants.remove(&g.node) {
+                                        let _ = w.sink.send(Ok(g));
+                                    }
+                                }
+                            }
                             XID_PING | XID_SET_WATCHES => {}
                             XID_AUTH => {
                                 if let Some((done, cred)) = auth_pending.pop_front() {
@@ -567,7 +671,7 @@ impl Actor {
                                 }
                                 match pending.pop_front() {
                                     Some((want, done, reg)) if want == xid => {
-                                        self.register(&h, reg);
+                                        self.register(&h, &rest, reg);
                                         let _ = done.send(Ok((h, rest)));
                                     }
                                     _ => break 'conn End::Broken,

@@ -23,3 +23,4 @@ mod t60_acl;
 mod t70_container_ttl;
 mod t80_snapshot;
 mod t90_model;
+mod t95_native_lock;

@@ -1,6 +1,10 @@
 //! The session handshake. Both records may carry one trailing `readOnly` byte outside
 //! jute; a server answers with the byte only when the client sent it (ZooKeeper 3.8).
+//! After that byte zlock adds its feature words (`int magic, int features`, see
+//! [`HANDSHAKE_MAGIC`]): a zlock client offers them, a zlock server answers with what
+//! it supports; Apache ZooKeeper ignores them and answers without.
 
+use super::HANDSHAKE_MAGIC;
 use crate::jute::{DecodeError, Reader, Record, Writer};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -14,6 +18,29 @@ pub struct ConnectRequest {
     pub passwd: Vec<u8>,
     /// `Some` when the client sent the trailing readOnly byte.
     pub read_only: Option<bool>,
+    /// zlock feature bits the client understands (sent only with `read_only`).
+    pub features: Option<i32>,
+}
+
+/// Writes the zlock feature words, if any (only after a readOnly byte).
+fn write_features(out: &mut Vec<u8>, read_only: Option<bool>, features: Option<i32>) {
+    if let (Some(_), Some(f)) = (read_only, features) {
+        out.write_i32(HANDSHAKE_MAGIC);
+        out.write_i32(f);
+    }
+}
+
+/// Reads the zlock feature words if the rest of the record is exactly them; anything
+/// else after the readOnly byte is ignored, as ZooKeeper does.
+fn read_features(r: &mut Reader<'_>) -> Result<Option<i32>, DecodeError> {
+    if r.remaining() != 8 {
+        return Ok(None);
+    }
+    if r.read_i32()? != HANDSHAKE_MAGIC {
+        r.skip_rest();
+        return Ok(None);
+    }
+    Ok(Some(r.read_i32()?))
 }
 
 impl Record for ConnectRequest {
@@ -26,6 +53,7 @@ impl Record for ConnectRequest {
         if let Some(ro) = self.read_only {
             out.write_bool(ro);
         }
+        write_features(out, self.read_only, self.features);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let mut c = ConnectRequest {
@@ -35,9 +63,11 @@ impl Record for ConnectRequest {
             session_id: r.read_i64()?,
             passwd: r.read_buffer()?,
             read_only: None,
+            features: None,
         };
         if !r.is_empty() {
             c.read_only = Some(r.read_bool()?);
+            c.features = read_features(r)?;
         }
         Ok(c)
     }
@@ -51,6 +81,8 @@ pub struct ConnectResponse {
     pub session_id: i64,
     pub passwd: Vec<u8>,
     pub read_only: Option<bool>,
+    /// zlock feature bits the server offers (only to a client that sent its own).
+    pub features: Option<i32>,
 }
 
 impl Record for ConnectResponse {
@@ -62,6 +94,7 @@ impl Record for ConnectResponse {
         if let Some(ro) = self.read_only {
             out.write_bool(ro);
         }
+        write_features(out, self.read_only, self.features);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let mut c = ConnectResponse {
@@ -70,9 +103,11 @@ impl Record for ConnectResponse {
             session_id: r.read_i64()?,
             passwd: r.read_buffer()?,
             read_only: None,
+            features: None,
         };
         if !r.is_empty() {
             c.read_only = Some(r.read_bool()?);
+            c.features = read_features(r)?;
         }
         Ok(c)
     }
@@ -94,5 +129,21 @@ mod tests {
         let b = c.to_bytes();
         assert_eq!(b.len(), 45);
         assert_eq!(ConnectRequest::decode(&mut Reader::new(&b)).unwrap(), c);
+        c.features = Some(1);
+        let b = c.to_bytes();
+        assert_eq!(b.len(), 53);
+        assert_eq!(ConnectRequest::decode(&mut Reader::new(&b)).unwrap(), c);
+    }
+
+    #[test]
+    fn foreign_trailing_bytes_are_not_features() {
+        let mut b = ConnectResponse {
+            read_only: Some(false),
+            ..Default::default()
+        }
+        .to_bytes();
+        b.extend_from_slice(&[0, 0, 0, 7, 0, 0, 0, 1]);
+        let c = ConnectResponse::decode(&mut Reader::new(&b)).unwrap();
+        assert_eq!(c.features, None);
     }
 }

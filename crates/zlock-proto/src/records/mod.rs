@@ -3,6 +3,7 @@
 mod acl;
 mod connect;
 mod header;
+mod lock;
 mod multi;
 mod ops;
 mod stat;
@@ -11,6 +12,7 @@ mod watches;
 pub use acl::*;
 pub use connect::*;
 pub use header::*;
+pub use lock::*;
 pub use multi::*;
 pub use ops::*;
 pub use stat::*;

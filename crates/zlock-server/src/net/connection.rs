@@ -215,6 +215,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
             timeout_ms: timeout,
             passwd,
             read_only: c.read_only,
+            features: c.features,
             done,
         }
     } else {
@@ -224,6 +225,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
             last_zxid_seen: c.last_zxid_seen,
             passwd: c.passwd,
             read_only: c.read_only,
+            features: c.features,
             done,
         }
     };

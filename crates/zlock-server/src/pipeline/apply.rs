@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use zlock_core::{Applied, SessionId, State, Txn};
 use zlock_proto::frame;
-use zlock_proto::records::{ConnectResponse, ReplyHeader, WatcherEvent, XID_NOTIFICATION};
+use zlock_proto::records::{
+    ConnectResponse, LockGrant, ReplyHeader, WatcherEvent, FEATURE_NATIVE_LOCK, XID_LOCK_GRANT,
+    XID_NOTIFICATION,
+};
 use zlock_proto::{Record, Request};
 
 use super::{AdminQuery, ApplyMsg, Committed, ConnHandle, Handshake, Item, Out, Permit};
@@ -69,6 +72,26 @@ fn event_frame(ev: &WatcherEvent) -> Vec<u8> {
     ev.encode(&mut out);
     frame::finish(&mut out, at);
     out
+}
+
+/// A pushed native lock grant (see `zlock_core::locks`).
+fn grant_frame(zxid: i64, g: &LockGrant) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + g.node.len());
+    let at = frame::begin(&mut out);
+    ReplyHeader {
+        xid: XID_LOCK_GRANT,
+        zxid,
+        err: 0,
+    }
+    .encode(&mut out);
+    g.encode(&mut out);
+    frame::finish(&mut out, at);
+    out
+}
+
+/// The feature bits this server answers a zlock client with (none to other clients).
+fn offered(asked: Option<i32>) -> Option<i32> {
+    asked.map(|_| FEATURE_NATIVE_LOCK)
 }
 
 pub(crate) fn connect_frame(resp: &ConnectResponse) -> Vec<u8> {
@@ -190,6 +213,17 @@ impl ApplyStage {
         }
     }
 
+    /// Watch events, then native lock grants, of one applied Txn.
+    fn deliver_applied(&self, a: &Applied) {
+        self.deliver(&a.events);
+        for (s, g) in &a.grants {
+            self.stats
+                .lock_grants
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.send(*s, grant_frame(a.zxid, g));
+        }
+    }
+
     fn touch(&mut self, session: SessionId) {
         if let Some(l) = self.live.get_mut(&session) {
             l.deadline = Instant::now() + l.timeout;
@@ -210,6 +244,7 @@ impl ApplyStage {
             Item::Connect {
                 conn,
                 read_only,
+                features,
                 done,
                 ..
             } => {
@@ -230,6 +265,7 @@ impl ApplyStage {
                         session_id,
                         passwd,
                         read_only: read_only.map(|_| false),
+                        features: offered(features),
                     })));
                     self.live.insert(
                         session_id,
@@ -252,6 +288,7 @@ impl ApplyStage {
                 last_zxid_seen,
                 passwd,
                 read_only,
+                features,
                 done,
             } => {
                 if last_zxid_seen > self.state.zxid {
@@ -267,7 +304,7 @@ impl ApplyStage {
                     let _ = conn.tx.send(Out::Close);
                     let _ = done.send(None);
                 } else {
-                    self.resume(conn, session_id, passwd, read_only, done)
+                    self.resume(conn, session_id, passwd, (read_only, features), done)
                 }
             }
             Item::Request {
@@ -284,7 +321,7 @@ impl ApplyStage {
                 match c.txn {
                     Some((index, txn)) => {
                         let a = self.apply(index, &txn);
-                        self.deliver(&a.events);
+                        self.deliver_applied(&a);
                         let frame = reply_frame(xid, a.zxid, a.reply.err, &a.reply.body);
                         self.send_to_conn(session, conn_id, frame, permit);
                         if let Some(s) = a.closed_session {
@@ -319,7 +356,7 @@ impl ApplyStage {
             Item::Expire { .. } | Item::DeleteExpired { .. } => {
                 if let Some((index, txn)) = c.txn {
                     let a = self.apply(index, &txn);
-                    self.deliver(&a.events);
+                    self.deliver_applied(&a);
                     if let Some(s) = a.closed_session {
                         tracing::info!(session = format_args!("0x{s:x}"), "session expired");
                         self.end_session(s);
@@ -344,7 +381,7 @@ impl ApplyStage {
         conn: ConnHandle,
         session_id: SessionId,
         passwd: Vec<u8>,
-        read_only: Option<bool>,
+        (read_only, features): (Option<bool>, Option<i32>),
         done: tokio::sync::oneshot::Sender<Option<Handshake>>,
     ) {
         let known = self.state.sessions.get(&session_id).cloned();
@@ -358,6 +395,7 @@ impl ApplyStage {
                     session_id,
                     passwd: s.passwd.clone(),
                     read_only: read_only.map(|_| false),
+                    features: offered(features),
                 })));
                 if let Some(l) = self.live.get_mut(&session_id) {
                     if let Some(old) = l.conn.replace(conn) {
@@ -380,6 +418,7 @@ impl ApplyStage {
                     session_id: 0,
                     passwd: vec![0; 16],
                     read_only: read_only.map(|_| false),
+                    features: None,
                 })));
                 let _ = conn.tx.send(Out::Close);
                 let _ = done.send(None);

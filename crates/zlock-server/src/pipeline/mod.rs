@@ -85,6 +85,8 @@ pub(crate) enum Item {
         timeout_ms: i32,
         passwd: Vec<u8>,
         read_only: Option<bool>,
+        /// zlock feature bits the client offered (see `ConnectRequest::features`).
+        features: Option<i32>,
         done: oneshot::Sender<Option<Handshake>>,
     },
     /// A reconnect to an existing session.
@@ -94,6 +96,7 @@ pub(crate) enum Item {
         last_zxid_seen: i64,
         passwd: Vec<u8>,
         read_only: Option<bool>,
+        features: Option<i32>,
         done: oneshot::Sender<Option<Handshake>>,
     },
     /// A request from an established session.

@@ -121,6 +121,7 @@ pub fn connect_frame(timeout_ms: i32) -> Vec<u8> {
         session_id: 0,
         passwd: vec![0; 16],
         read_only: Some(false),
+        features: None,
     };
     let mut out = Vec::new();
     frame::encode(&req.to_bytes(), &mut out);

@@ -42,6 +42,7 @@ impl Raw {
             time_out: timeout_ms,
             passwd: vec![0; 16],
             read_only: Some(false),
+            features: None,
             ..Default::default()
         };
         Self::connect(addr, req).await
@@ -161,6 +162,7 @@ async fn silent_session_expires_and_its_ephemerals_go() {
                     session_id: resp.session_id,
                     passwd: resp.passwd.clone(),
                     read_only: Some(false),
+                    features: None,
                     ..Default::default()
                 },
             )
@@ -258,6 +260,7 @@ async fn unknown_opcode_then_connection_closed() {
                     session_id: resp.session_id,
                     passwd: resp.passwd.clone(),
                     read_only: Some(false),
+                    features: None,
                     ..Default::default()
                 },
             )

@@ -1,0 +1,268 @@
+//! The native lock (opcode 1001): grants decided in the commit that creates or removes a
+//! node, FIFO with recipe contenders on the same path, one grant per hand-over however
+//! long the queue.
+
+use zlock_core::Applied;
+use zlock_proto::records::{lock_flags, lock_mode, LockRequest, LockResponse};
+use zlock_proto::{Reader, Record, Request};
+
+use crate::harness::*;
+
+fn lock_req(path: &str, prefix: &str, mode: i32, leases: i32, flags: i32) -> Request {
+    Request::Lock(LockRequest {
+        path: path.into(),
+        prefix: prefix.into(),
+        data: Some(b"me".to_vec()),
+        acl: open(),
+        mode,
+        leases,
+        flags,
+    })
+}
+
+fn answer(a: &Applied) -> LockResponse {
+    assert_eq!(a.reply.err, OK, "lock failed: {}", a.reply.err);
+    LockResponse::decode(&mut Reader::new(&a.reply.body)).unwrap()
+}
+
+fn lock(h: &mut Harness, s: i64, path: &str, mode: i32) -> (LockResponse, Applied) {
+    let a = h.write(s, lock_req(path, "_c_x-lock-", mode, 1, 0));
+    (answer(&a), a)
+}
+
+/// The sessions the grants of `a` went to, with their nodes.
+fn grants(a: &Applied) -> Vec<(i64, String)> {
+    a.grants.iter().map(|(s, g)| (*s, g.node.clone())).collect()
+}
+
+#[test]
+fn first_contender_holds_and_parents_are_containers() {
+    let mut h = Harness::new();
+    let s = h.session();
+    let (r, a) = lock(&mut h, s, "/app/locks/l", lock_mode::EXCLUSIVE);
+    assert!(r.granted);
+    assert_eq!(r.node, "/app/locks/l/_c_x-lock-0000000000");
+    assert_eq!(r.czxid, a.zxid, "fencing token is the node's czxid");
+    assert!(h.has("/app/locks/l/_c_x-lock-0000000000"));
+    let n = h.dump();
+    assert_eq!(n["/app"].kind, zlock_core::tree::NodeKind::Container);
+    assert_eq!(
+        n["/app/locks/l"].kind,
+        zlock_core::tree::NodeKind::Container
+    );
+    assert_eq!(
+        n["/app/locks/l/_c_x-lock-0000000000"].kind,
+        zlock_core::tree::NodeKind::Ephemeral(s)
+    );
+}
+
+#[test]
+fn waiters_are_granted_in_order_one_per_release() {
+    let mut h = Harness::new();
+    let ss: Vec<i64> = (0..4).map(|_| h.session()).collect();
+    let mut nodes = Vec::new();
+    for (i, s) in ss.iter().enumerate() {
+        let (r, a) = lock(&mut h, *s, "/l", lock_mode::EXCLUSIVE);
+        assert_eq!(r.granted, i == 0);
+        assert!(a.grants.is_empty());
+        nodes.push(r.node);
+    }
+    for i in 0..3 {
+        let a = h.delete(ss[i], &nodes[i], -1);
+        assert_eq!(a.reply.err, OK);
+        assert_eq!(grants(&a), vec![(ss[i + 1], nodes[i + 1].clone())]);
+        assert_eq!(a.grants[0].1.czxid, h.stat(&nodes[i + 1]).czxid);
+    }
+}
+
+#[test]
+fn a_waiter_leaving_the_middle_grants_nobody() {
+    let mut h = Harness::new();
+    let (a, b, c) = (h.session(), h.session(), h.session());
+    let (ra, _) = lock(&mut h, a, "/l", lock_mode::EXCLUSIVE);
+    let (rb, _) = lock(&mut h, b, "/l", lock_mode::EXCLUSIVE);
+    let (rc, _) = lock(&mut h, c, "/l", lock_mode::EXCLUSIVE);
+    assert!(h.delete(b, &rb.node, -1).grants.is_empty());
+    let x = h.delete(a, &ra.node, -1);
+    assert_eq!(grants(&x), vec![(c, rc.node)]);
+}
+
+#[test]
+fn session_close_and_expiry_hand_the_lock_on() {
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    lock(&mut h, a, "/l", lock_mode::EXCLUSIVE);
+    let (rb, _) = lock(&mut h, b, "/l", lock_mode::EXCLUSIVE);
+    let x = h.close(a);
+    assert_eq!(grants(&x), vec![(b, rb.node)]);
+}
+
+#[test]
+fn recipe_contenders_share_the_queue() {
+    // A Curator-style node created with an ordinary create comes first; the native
+    // contender waits for it and is granted when it is deleted.
+    let mut h = Harness::new();
+    let (curator, native) = (h.session(), h.session());
+    h.mk(curator, "/l");
+    let a = h.create(curator, "/l/_c_abc-lock-", b"", flags::EPHEMERAL_SEQUENTIAL);
+    assert_eq!(a.reply.err, OK);
+    let (r, _) = lock(&mut h, native, "/l", lock_mode::EXCLUSIVE);
+    assert!(!r.granted);
+    assert_eq!(r.node, "/l/_c_x-lock-0000000001");
+    // A recipe contender after the native one is behind it.
+    let c = h.session();
+    h.create(c, "/l/_c_def-lock-", b"", flags::EPHEMERAL_SEQUENTIAL);
+    let x = h.delete(curator, "/l/_c_abc-lock-0000000000", -1);
+    assert_eq!(grants(&x), vec![(native, r.node.clone())]);
+    // Its delete fires the recipe waiter's watch as usual (nothing native about it).
+    assert!(h.delete(native, &r.node, -1).grants.is_empty());
+}
+
+#[test]
+fn readers_share_writers_exclude() {
+    let mut h = Harness::new();
+    let s: Vec<i64> = (0..5).map(|_| h.session()).collect();
+    let read = |h: &mut Harness, s| {
+        answer(&h.write(s, lock_req("/rw", "_c_x-__READ__", lock_mode::READ, 1, 0)))
+    };
+    let write = |h: &mut Harness, s| {
+        answer(&h.write(s, lock_req("/rw", "_c_x-__WRIT__", lock_mode::WRITE, 1, 0)))
+    };
+    let r0 = read(&mut h, s[0]);
+    let r1 = read(&mut h, s[1]);
+    let w2 = write(&mut h, s[2]);
+    let r3 = read(&mut h, s[3]);
+    let r4 = read(&mut h, s[4]);
+    assert!(r0.granted && r1.granted);
+    assert!(
+        !w2.granted && !r3.granted && !r4.granted,
+        "a queued writer blocks later readers"
+    );
+    assert!(h.delete(s[0], &r0.node, -1).grants.is_empty());
+    assert_eq!(
+        grants(&h.delete(s[1], &r1.node, -1)),
+        vec![(s[2], w2.node.clone())]
+    );
+    let x = h.delete(s[2], &w2.node, -1);
+    assert_eq!(grants(&x), vec![(s[3], r3.node), (s[4], r4.node)]);
+}
+
+#[test]
+fn semaphore_leases() {
+    let mut h = Harness::new();
+    let s: Vec<i64> = (0..4).map(|_| h.session()).collect();
+    let mut r = Vec::new();
+    for x in &s {
+        let a = h.write(
+            *x,
+            lock_req("/sem", "_c_x-lease-", lock_mode::SEMAPHORE, 2, 0),
+        );
+        r.push(answer(&a));
+    }
+    assert_eq!(
+        r.iter().map(|r| r.granted).collect::<Vec<_>>(),
+        [true, true, false, false]
+    );
+    assert_eq!(
+        grants(&h.delete(s[1], &r[1].node, -1)),
+        vec![(s[2], r[2].node.clone())]
+    );
+    assert_eq!(
+        grants(&h.delete(s[0], &r[0].node, -1)),
+        vec![(s[3], r[3].node.clone())]
+    );
+}
+
+#[test]
+fn try_creates_nothing_when_busy() {
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    lock(&mut h, a, "/l", lock_mode::EXCLUSIVE);
+    let r = answer(&h.write(
+        b,
+        lock_req("/l", "_c_y-lock-", lock_mode::EXCLUSIVE, 1, lock_flags::TRY),
+    ));
+    assert!(!r.granted);
+    assert_eq!(r.node, "");
+    assert_eq!(h.children(a, "/l", false).unwrap().len(), 1);
+}
+
+#[test]
+fn resume_finds_the_sessions_node() {
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    lock(&mut h, a, "/l", lock_mode::EXCLUSIVE);
+    let r1 = answer(&h.write(b, lock_req("/l", "_c_g1-lock-", lock_mode::EXCLUSIVE, 1, 0)));
+    // The reply was lost: the retry finds the node instead of queueing a second one.
+    let r2 = answer(&h.write(
+        b,
+        lock_req(
+            "/l",
+            "_c_g1-lock-",
+            lock_mode::EXCLUSIVE,
+            1,
+            lock_flags::RESUME,
+        ),
+    ));
+    assert_eq!(r1.node, r2.node);
+    assert!(!r2.granted);
+    assert_eq!(h.children(a, "/l", false).unwrap().len(), 2);
+    // Another session's node with the same prefix is not "found".
+    let c = h.session();
+    let r3 = answer(&h.write(
+        c,
+        lock_req(
+            "/l",
+            "_c_g1-lock-",
+            lock_mode::EXCLUSIVE,
+            1,
+            lock_flags::RESUME,
+        ),
+    ));
+    assert_ne!(r3.node, r1.node);
+}
+
+#[test]
+fn bad_requests_are_refused_cleanly() {
+    let mut h = Harness::new();
+    let s = h.session();
+    for req in [
+        lock_req("l", "p-", lock_mode::EXCLUSIVE, 1, 0),
+        lock_req("/l", "a/b-", lock_mode::EXCLUSIVE, 1, 0),
+        lock_req("/l", "p-", 9, 1, 0),
+        lock_req("/l", "p-", lock_mode::SEMAPHORE, 0, 0),
+        lock_req("/l/", "p-", lock_mode::EXCLUSIVE, 1, 0),
+    ] {
+        assert_eq!(h.write(s, req).reply.err, BAD_ARGUMENTS);
+    }
+    // Under an ephemeral node: ZooKeeper's error for the create.
+    h.create(s, "/e", b"", flags::EPHEMERAL);
+    assert_eq!(
+        h.write(s, lock_req("/e", "p-", lock_mode::EXCLUSIVE, 1, 0))
+            .reply
+            .err,
+        NO_CHILDREN_FOR_EPHEMERALS
+    );
+}
+
+/// 10,000 waiters: each release grants exactly one waiter, the next in line, and
+/// fires no watch event.
+#[test]
+fn ten_thousand_waiters_one_grant_per_hand_over() {
+    let mut h = Harness::new();
+    let n = 10_000;
+    let ss: Vec<i64> = (0..n).map(|_| h.session()).collect();
+    let mut nodes = Vec::with_capacity(n);
+    for s in &ss {
+        let (r, _) = lock(&mut h, *s, "/big", lock_mode::EXCLUSIVE);
+        nodes.push(r.node);
+    }
+    assert_eq!(h.st.locks.waiting(), n - 1);
+    for i in 0..n - 1 {
+        let a = h.delete(ss[i], &nodes[i], -1);
+        assert_eq!(a.grants.len(), 1, "hand-over {i}");
+        assert_eq!(a.grants[0].0, ss[i + 1]);
+        assert!(a.events.is_empty());
+    }
+    assert_eq!(h.st.locks.waiting(), 0);
+}

@@ -1,0 +1,83 @@
+//! zlock's native lock operation: one request creates a contender node and says whether
+//! it holds the lock; a waiter is told by a pushed [`LockGrant`] when it does. Nothing
+//! here exists in Apache ZooKeeper: the opcode sits outside ZooKeeper's ranges and a
+//! client only sends it to a server that offered [`FEATURE_NATIVE_LOCK`] in the
+//! handshake (see [`ConnectRequest::features`](super::ConnectRequest)).
+
+use super::Acl;
+use crate::record;
+
+/// Marks the zlock feature words appended to the handshake records, after the readOnly
+/// byte: `int magic, int features`. Apache ZooKeeper ignores trailing bytes of a
+/// ConnectRequest and never sends them, so a client that finds no magic in the reply
+/// knows it talks to a server without zlock's extensions.
+pub const HANDSHAKE_MAGIC: i32 = 0x7a6c_6b31; // "zlk1"
+
+/// Feature bit: the server takes the native lock operation (opcode 1001).
+pub const FEATURE_NATIVE_LOCK: i32 = 1;
+
+/// The xid of a pushed [`LockGrant`] frame (`ReplyHeader{xid, zxid, err 0}` + record).
+pub const XID_LOCK_GRANT: i32 = -101;
+
+/// What a contender asks for; decides which earlier nodes block it.
+pub mod lock_mode {
+    /// Blocked by any earlier node (Curator's InterProcessMutex).
+    pub const EXCLUSIVE: i32 = 0;
+    /// Blocked by an earlier node that is not a read node (`__READ__` in its name).
+    pub const READ: i32 = 1;
+    /// Blocked by any earlier node (the write side of a read-write lock).
+    pub const WRITE: i32 = 2;
+    /// Blocked once `leases` earlier nodes exist (a counting semaphore).
+    pub const SEMAPHORE: i32 = 3;
+}
+
+/// Bits of [`LockRequest::flags`].
+pub mod lock_flags {
+    /// Reuse the node this session already has under the lock path whose name starts
+    /// with the request's prefix, instead of creating one (a retry after a lost reply,
+    /// or re-registering a waiter after a reconnect). Creates one if there is none.
+    pub const RESUME: i32 = 1;
+    /// Do not queue: if the lock is not free, create nothing and answer not granted.
+    pub const TRY: i32 = 2;
+}
+
+record! {
+    /// The native lock request (opcode 1001). Creates the ephemeral sequential node
+    /// `path + "/" + prefix + NNNNNNNNNN` (missing ancestors as containers), in the same
+    /// commit decides whether it holds, and registers the session as its waiter if not.
+    pub struct LockRequest {
+        /// The lock path: the parent of the contenders' nodes.
+        pub path: String,
+        /// Node name up to the sequence number, e.g. `_c_<guid>-lock-`.
+        pub prefix: String,
+        pub data: Option<Vec<u8>>,
+        pub acl: Vec<Acl>,
+        /// One of [`lock_mode`].
+        pub mode: i32,
+        /// For [`lock_mode::SEMAPHORE`]: how many may hold at once.
+        pub leases: i32,
+        /// [`lock_flags`] bits.
+        pub flags: i32,
+    }
+}
+
+record! {
+    /// The reply: the contender's node and whether it holds now. With
+    /// [`lock_flags::TRY`] and a busy lock: `node` is empty and `granted` false.
+    pub struct LockResponse {
+        /// Full path of the contender's node.
+        pub node: String,
+        /// The node's creation zxid: the holder's fencing token.
+        pub czxid: i64,
+        pub granted: bool,
+    }
+}
+
+record! {
+    /// Pushed to a waiting session (xid [`XID_LOCK_GRANT`]) in the commit that removed
+    /// the last node blocking `node`.
+    pub struct LockGrant {
+        pub node: String,
+        pub czxid: i64,
+    }
+}

@@ -1,0 +1,303 @@
+//! zlock's native lock operation through the real protocol: discovery in the handshake,
+//! one-round-trip grants, FIFO hand-over pushed to the waiter, hand-over on session end,
+//! waiters re-registered after a reconnect, recipe contenders sharing the queue, and a
+//! queue of 10,000 waiters handed over with one message per hand-over.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // not every test binary uses every knob
+mod proxy;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proxy::Proxy;
+use zlock::{lock_flags, lock_mode, Acl, Client, ConnectionState, Error, LockRequest, NativeLock};
+use zlock_testkit::{TestServer, ZooKeeper};
+
+const T: Duration = Duration::from_secs(30);
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(T, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: timed out"))
+}
+
+async fn connect(addr: &str) -> Client {
+    Client::connect(addr, 10_000).await.unwrap().0
+}
+
+fn req(path: &str, guid: &str) -> LockRequest {
+    LockRequest {
+        path: path.into(),
+        prefix: format!("_c_{guid}-lock-"),
+        data: Some(Vec::new()),
+        acl: Acl::open_unsafe(),
+        mode: lock_mode::EXCLUSIVE,
+        leases: 1,
+        flags: 0,
+    }
+}
+
+#[tokio::test]
+async fn offered_by_zlock_not_by_zookeeper() {
+    let s = TestServer::start().await.unwrap();
+    let c = connect(&s.connect_string()).await;
+    assert!(c.server_has_native_locks());
+    assert!(c.uses_native_locks());
+    assert!(!c
+        .clone()
+        .with_lock_path(zlock::LockPath::Recipe)
+        .uses_native_locks());
+    if ZooKeeper::available() {
+        let zk = ZooKeeper::start().unwrap();
+        let z = loop {
+            match Client::connect(&zk.connect_string(), 10_000).await {
+                Ok((z, _)) => break z,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        assert!(
+            !z.server_has_native_locks(),
+            "ZooKeeper offered zlock features?"
+        );
+        // Refused locally: ZooKeeper would close the connection on an unknown opcode.
+        assert_eq!(
+            z.lock_native(req("/l", "a")).await.unwrap_err(),
+            Error::Server(zlock::ErrorCode::Unimplemented)
+        );
+        z.create("/still-works", b"", zlock::CreateMode::Persistent)
+            .await
+            .unwrap();
+    } else {
+        eprintln!("\n*** SKIPPED the ZooKeeper half: zookeeper is not installed ***\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_grants_pushed_in_order() {
+    let s = TestServer::start().await.unwrap();
+    let holder = connect(&s.connect_string()).await;
+    let NativeLock::Granted { node: first, czxid } =
+        holder.lock_native(req("/app/l", "h")).await.unwrap()
+    else {
+        panic!("an uncontended native lock is granted in its reply")
+    };
+    assert!(first.starts_with("/app/l/_c_h-lock-"));
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let c = connect(&s.connect_string()).await;
+        match c
+            .lock_native(req("/app/l", &format!("w{i}")))
+            .await
+            .unwrap()
+        {
+            NativeLock::Queued { node, grant, .. } => waiters.push((c, node, grant)),
+            other => panic!("expected queued, got {other:?}"),
+        }
+    }
+    // The Curator-compatible names are ordinary children everyone can see.
+    assert_eq!(holder.get_children("/app/l", false).await.unwrap().len(), 6);
+    holder.delete(&first, -1).await.unwrap();
+    let mut last = czxid;
+    for (c, node, grant) in waiters {
+        let g = within("grant", grant).await.unwrap();
+        assert_eq!(g.node, node);
+        assert!(g.czxid > last, "fencing tokens increase");
+        last = g.czxid;
+        c.delete(&node, -1).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_and_session_close_hand_over() {
+    let s = TestServer::start().await.unwrap();
+    let a = connect(&s.connect_string()).await;
+    let b = connect(&s.connect_string()).await;
+    let c = connect(&s.connect_string()).await;
+    assert!(matches!(
+        a.lock_native(req("/l", "a")).await.unwrap(),
+        NativeLock::Granted { .. }
+    ));
+    let mut t = req("/l", "c");
+    t.flags = lock_flags::TRY;
+    assert!(matches!(c.lock_native(t).await.unwrap(), NativeLock::Busy));
+    let NativeLock::Queued { grant, .. } = b.lock_native(req("/l", "b")).await.unwrap() else {
+        panic!()
+    };
+    a.close().await.unwrap();
+    within("grant after the holder's session closed", grant)
+        .await
+        .unwrap();
+    assert_eq!(c.get_children("/l", false).await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_survives_reconnect_and_holder_expiry() {
+    let s = TestServer::start().await.unwrap();
+    let holder_proxy = Proxy::start(s.addr).await;
+    let waiter_proxy = Proxy::start(s.addr).await;
+    let (holder, _) = Client::connect(&holder_proxy.addr.to_string(), 2_000)
+        .await
+        .unwrap();
+    let waiter = connect(&waiter_proxy.addr.to_string()).await;
+    let NativeLock::Granted { .. } = holder.lock_native(req("/l", "h")).await.unwrap() else {
+        panic!()
+    };
+    let NativeLock::Queued { node, grant, .. } = waiter.lock_native(req("/l", "w")).await.unwrap()
+    else {
+        panic!()
+    };
+    // The waiter is cut off while the holder's session dies (the grant, if pushed, is
+    // lost with the connection); on reconnect the client re-registers and learns it holds.
+    waiter_proxy.block(true);
+    waiter_proxy.cut();
+    holder_proxy.block(true);
+    holder_proxy.cut();
+    let mut st = holder.state_stream();
+    within("holder session lost", async {
+        while *st.borrow_and_update() != ConnectionState::Lost {
+            st.changed().await.unwrap();
+        }
+    })
+    .await;
+    let observer = connect(&s.connect_string()).await;
+    within("holder node gone", async {
+        while observer.get_children("/l", false).await.unwrap().len() != 1 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    waiter_proxy.block(false);
+    let g = within("grant after reconnect", grant).await.unwrap();
+    assert_eq!(g.node, node);
+    assert_eq!(waiter.state(), ConnectionState::Reconnected);
+}
+
+/// Native contenders and the standard recipe (zlock's Mutex with `LockPath::Recipe`)
+/// on one path exclude each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_and_recipe_contenders_exclude_each_other() {
+    let s = TestServer::start().await.unwrap();
+    let busy = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let c = connect(&s.connect_string()).await;
+        let (busy, count) = (busy.clone(), count.clone());
+        tasks.push(tokio::spawn(async move {
+            for j in 0..15 {
+                let native = i % 2 == 0;
+                let release: Box<dyn FnOnce() -> _ + Send> = if native {
+                    let node = match c
+                        .lock_native(req("/mixed", &format!("n{i}-{j}")))
+                        .await
+                        .unwrap()
+                    {
+                        NativeLock::Granted { node, .. } => node,
+                        NativeLock::Queued { grant, .. } => grant.await.unwrap().node,
+                        NativeLock::Busy => unreachable!(),
+                    };
+                    let c = c.clone();
+                    Box::new(move || {
+                        tokio::spawn(async move { c.delete(&node, -1).await.unwrap() })
+                    })
+                } else {
+                    let m = zlock::Mutex::new(
+                        c.clone().with_lock_path(zlock::LockPath::Recipe),
+                        "/mixed",
+                    );
+                    let g = m.acquire().await.unwrap();
+                    Box::new(move || tokio::spawn(async move { g.release().await.unwrap() }))
+                };
+                assert!(!busy.swap(true, Ordering::SeqCst), "two holders at once");
+                let v = count.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                count.store(v + 1, Ordering::SeqCst);
+                busy.store(false, Ordering::SeqCst);
+                release().await.unwrap();
+            }
+        }));
+    }
+    within("mixed contenders", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(count.load(Ordering::SeqCst), 90);
+}
+
+/// 10,000 queued waiters (100 sessions x 100 nodes): every release hands over with
+/// exactly one pushed grant, to the next node in line, and no watch event at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_waiters_one_message_per_hand_over() {
+    const SESSIONS: usize = 100;
+    const PER: usize = 100;
+    let s = TestServer::start().await.unwrap();
+    let holder = connect(&s.connect_string()).await;
+    let NativeLock::Granted { node: mut held, .. } =
+        holder.lock_native(req("/big", "h")).await.unwrap()
+    else {
+        panic!()
+    };
+    let mut clients = Vec::new();
+    let mut events = Vec::new();
+    for _ in 0..SESSIONS {
+        let (c, ev) = Client::connect(&s.connect_string(), 30_000).await.unwrap();
+        clients.push(c);
+        events.push(ev);
+    }
+    // Queue them round-robin so consecutive nodes belong to different sessions.
+    let mut queue = Vec::with_capacity(SESSIONS * PER);
+    for j in 0..PER {
+        let mut replies = Vec::new();
+        for (i, c) in clients.iter().enumerate() {
+            replies.push((i, c.lock_native(req("/big", &format!("s{i}-{j}")))));
+        }
+        for (i, r) in replies {
+            match r.await.unwrap() {
+                NativeLock::Queued { node, grant, .. } => queue.push((i, node, grant)),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let grants_before = mntr(&s, "zlock_native_lock_grants").await;
+    assert_eq!(
+        mntr(&s, "zlock_native_lock_waiters").await,
+        (SESSIONS * PER) as u64
+    );
+    let started = std::time::Instant::now();
+    let mut releaser = holder.clone();
+    for (i, node, grant) in queue {
+        releaser.delete(&held, -1).await.unwrap();
+        let g = within("grant", grant).await.unwrap();
+        assert_eq!(g.node, node);
+        held = node;
+        releaser = clients[i].clone();
+    }
+    releaser.delete(&held, -1).await.unwrap();
+    let hand_overs = (SESSIONS * PER) as u64;
+    let grants = mntr(&s, "zlock_native_lock_grants").await - grants_before;
+    assert_eq!(grants, hand_overs, "one pushed grant per hand-over");
+    for ev in &mut events {
+        assert!(ev.try_recv().is_err(), "a native waiter got a watch event");
+    }
+    eprintln!(
+        "10,000 native waiters: {hand_overs} hand-overs, {grants} grant messages, {:.1} µs per hand-over (delete + grant round trip)",
+        started.elapsed().as_micros() as f64 / hand_overs as f64
+    );
+}
+
+/// A `mntr` value, through the four-letter-word port.
+async fn mntr(s: &TestServer, key: &str) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"mntr").await.unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).await.unwrap();
+    out.lines()
+        .find_map(|l| l.strip_prefix(key).map(|v| v.trim().parse().unwrap()))
+        .unwrap_or_else(|| panic!("{key} not in mntr:\n{out}"))
+}
