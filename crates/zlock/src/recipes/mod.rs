@@ -6,9 +6,12 @@
 //! - [`NaiveLock`]: every contender races to create one ephemeral node; kept for
 //!   comparison (herd effect, no fairness).
 
+mod driver;
+mod metrics;
 mod mutex;
 mod naive;
 
+pub use metrics::{LockMetrics, LockMetricsSnapshot};
 pub use mutex::{Mutex, MutexGuard};
 pub use naive::{NaiveGuard, NaiveLock};
 
