@@ -99,6 +99,11 @@ impl LockCore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether this instance holds its lock now.
+    pub(crate) fn holds(&self) -> bool {
+        self.held().is_some()
+    }
+
     /// Counts one more guard on the held node, if there is one.
     fn reenter(self: &Arc<Self>, metrics: Option<&LockMetrics>) -> Option<Hold> {
         let mut held = self.held();
