@@ -5,12 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // not every helper of the proxy is used here
+mod proxy;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use proxy::Proxy;
 use zlock::recipes::{LeaderLatch, LockMetrics, Mutex, ReadWriteLock, Semaphore};
-use zlock::{Client, Error, ErrorCode};
+use zlock::{Client, ConnectionState, Error, ErrorCode};
 use zlock_testkit::{TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(60);
@@ -405,6 +409,51 @@ async fn leader_latch(addr: &str) {
     }
 }
 
+/// The leader's connection breaks (the session lives): leadership turns false past
+/// the safe window, nobody else takes over, and it comes back on the reconnect.
+async fn leader_latch_suspended(addr: &str) {
+    const PATH: &str = "/election/suspended";
+    let proxy = Proxy::start(addr.parse().unwrap()).await;
+    let leader_zk = within("connect via proxy", async {
+        let (c, _) = Client::connect(&proxy.addr.to_string(), 6_000)
+            .await
+            .unwrap();
+        c
+    })
+    .await;
+    let other_zk = connect(addr).await;
+    let leader = LeaderLatch::new(leader_zk.clone(), PATH, "a");
+    let other = LeaderLatch::new(other_zk.clone(), PATH, "b");
+    leader.start();
+    within("a leads", leader.await_leadership()).await.unwrap();
+    other.start();
+    wait_children(&other_zk, PATH, 2).await;
+
+    let mut state = leader_zk.state_stream();
+    proxy.block(true);
+    proxy.cut();
+    within(
+        "suspended",
+        state.wait_for(|s| *s == ConnectionState::Suspended),
+    )
+    .await
+    .unwrap();
+    leadership_becomes(&leader, false).await;
+    assert!(!other.has_leadership(), "the session lives: no new leader");
+    proxy.block(false);
+    within("a leads again", leader.await_leadership())
+        .await
+        .unwrap();
+    assert_eq!(leader_zk.state(), ConnectionState::Reconnected);
+    assert_eq!(other.participants().await.unwrap(), ["a", "b"]);
+
+    leader.close().await.unwrap();
+    within("b leads", other.await_leadership()).await.unwrap();
+    other.close().await.unwrap();
+    leader_zk.close().await.unwrap();
+    other_zk.close().await.unwrap();
+}
+
 /// The counters through real acquires: acquisitions, timeouts, failures, releases.
 async fn metrics(addr: &str) {
     const PATH: &str = "/metrics/mutex";
@@ -480,6 +529,7 @@ async fn all(addr: &str) {
     run!(semaphore_bounds_holders);
     run!(semaphore_no_node_left);
     run!(leader_latch);
+    run!(leader_latch_suspended);
     run!(metrics);
 }
 
