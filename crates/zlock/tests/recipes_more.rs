@@ -326,6 +326,31 @@ async fn semaphore_no_node_left(addr: &str) {
     a.close().await.unwrap();
 }
 
+/// A cancelled acquire (its future dropped while waiting for a lease) removes both
+/// its lease node and the internal mutex node.
+async fn semaphore_cancelled(addr: &str) {
+    const PATH: &str = "/sem/cancel";
+    const LEASES: &str = "/sem/cancel/leases";
+    const LOCKS: &str = "/sem/cancel/locks";
+    let a = connect(addr).await;
+    let b = connect(addr).await;
+    let lease = Semaphore::new(a.clone(), PATH, 1).acquire().await.unwrap();
+    let sb = Semaphore::new(b.clone(), PATH, 1);
+    let waiter = tokio::spawn(async move {
+        let _lease = sb.acquire().await;
+    });
+    wait_children(&a, LEASES, 2).await;
+    wait_children(&a, LOCKS, 1).await;
+    waiter.abort();
+    let _ = waiter.await;
+    wait_children(&a, LEASES, 1).await;
+    wait_children(&a, LOCKS, 0).await;
+    lease.release().await.unwrap();
+    assert!(children(&a, LEASES).await.is_empty());
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
 /// Waits until `latch` reports `want` on its stream.
 async fn leadership_becomes(latch: &LeaderLatch, want: bool) {
     let mut rx = latch.leadership();
@@ -528,6 +553,7 @@ async fn all(addr: &str) {
     run!(rw_stress);
     run!(semaphore_bounds_holders);
     run!(semaphore_no_node_left);
+    run!(semaphore_cancelled);
     run!(leader_latch);
     run!(leader_latch_suspended);
     run!(metrics);
