@@ -61,7 +61,9 @@
 //! - `watcher`: typed watchers and [`ConnectionState`].
 //! - [`RetryPolicy`]: retries ConnectionLoss for idempotent operations.
 //! - [`Error`]: ZooKeeper codes plus client-local failures.
-//! - [`recipes`]: the fair [`Mutex`] (Curator's InterProcessMutex) and [`NaiveLock`].
+//! - [`recipes`]: Curator's recipes: the fair [`Mutex`] (InterProcessMutex),
+//!   [`ReadWriteLock`], [`Semaphore`] (InterProcessSemaphoreV2), [`LeaderLatch`], plus
+//!   [`NaiveLock`] and client-side [`LockMetrics`].
 
 mod client;
 mod error;
@@ -72,7 +74,10 @@ mod watcher;
 
 pub use client::{Client, CreateMode, GrantWaiter, LockPath, NativeLock};
 pub use error::{Error, Result};
-pub use recipes::{Mutex, MutexGuard, NaiveGuard, NaiveLock};
+pub use recipes::{
+    LeaderLatch, Lease, LockMetrics, LockMetricsSnapshot, Mutex, MutexGuard, NaiveGuard, NaiveLock,
+    ReadLock, ReadWriteGuard, ReadWriteLock, Semaphore, WriteLock,
+};
 pub use retry::RetryPolicy;
 pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
 pub use zlock_proto::records::{

@@ -3,14 +3,36 @@
 //! - [`Mutex`]: the fair lock (Curator's `InterProcessMutex`): one ephemeral sequential
 //!   node per contender, each waiter watches only its predecessor, FIFO hand-over,
 //!   reentrant per `Mutex` instance, fencing tokens, a "lock may be lost" future.
+//! - [`ReadWriteLock`]: Curator's `InterProcessReadWriteLock`: shared readers, an
+//!   exclusive writer, one fair queue for both, reentrant per instance, downgrade.
+//! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2`: at most `max_leases`
+//!   [`Lease`]s at once, acquirers serialised by an internal [`Mutex`].
+//! - [`LeaderLatch`]: Curator's `LeaderLatch`: exactly one leader among the started
+//!   latches, leadership as a `watch` stream.
 //! - [`NaiveLock`]: every contender races to create one ephemeral node; kept for
 //!   comparison (herd effect, no fairness).
+//! - [`LockMetrics`]: client-side counters and a wait-time histogram, fed by
+//!   `Mutex`, `ReadWriteLock` and `Semaphore` (to [`LockMetrics::global`] by
+//!   default).
+//!
+//! The sequential-node recipes share one driver (`driver.rs`): protected creates
+//! (`_c_<guid>-`) found again by GUID after a lost reply, cleanup of a cancelled or
+//! timed-out acquire's node, the per-instance reentrant hold, and the `lost()` future.
 
+mod driver;
+mod leader_latch;
+mod metrics;
 mod mutex;
 mod naive;
+mod rwlock;
+mod semaphore;
 
+pub use leader_latch::LeaderLatch;
+pub use metrics::{LockMetrics, LockMetricsSnapshot};
 pub use mutex::{Mutex, MutexGuard};
 pub use naive::{NaiveGuard, NaiveLock};
+pub use rwlock::{ReadLock, ReadWriteGuard, ReadWriteLock, WriteLock};
+pub use semaphore::{Lease, Semaphore};
 
 use std::time::Duration;
 

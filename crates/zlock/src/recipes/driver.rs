@@ -1,0 +1,515 @@
+//! The machinery shared by the recipes that queue with ephemeral sequential nodes
+//! ([`Mutex`](super::Mutex), [`ReadWriteLock`](super::ReadWriteLock),
+//! [`Semaphore`](super::Semaphore), [`LeaderLatch`](super::LeaderLatch)).
+//!
+//! - Protected creates (Curator's `withProtection`): each node is named
+//!   `_c_<guid>-<marker>NNNNNNNNNN`, so a create whose reply was lost is found again by
+//!   its GUID instead of being left behind as an orphan that blocks everyone.
+//! - [`Pending`]: the node of an acquire that has not settled; dropped armed, it spawns
+//!   the node's removal (finding it by GUID if the create was still in flight).
+//! - [`LockCore`]: one queue of lock nodes with a per-instance reentrant hold. What
+//!   "first enough to hold" means is a [`Rule`] given per acquire: the mutex and the
+//!   write lock hold when first, the read lock when no write node precedes it.
+//! - [`Hold`]: the held node, released on `release` or drop, with the `lost()` future.
+
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::metrics::{self, LockMetrics};
+use super::{create_parents, default_window, delete_node, session_in_doubt, spawn_delete};
+use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
+
+/// Curator's protection prefix: `_c_<guid>-`.
+const PROTECTED_PREFIX: &str = "_c_";
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy)]
+pub(crate) enum Wait {
+    No,
+    Forever,
+    Until(Instant),
+}
+
+/// What a contender does after listing the queue.
+pub(crate) enum Decision {
+    Hold,
+    /// Wait for this sibling (a node name) to go, then look again.
+    Watch(String),
+}
+
+/// Given the contenders sorted by sequence and the index of our own node, decide.
+pub(crate) type Rule<'a> = &'a (dyn Fn(&[String], usize) -> Decision + Sync);
+
+/// Holds when first; otherwise watches the node just before (the mutex, the write
+/// lock).
+pub(crate) fn first_holds(sorted: &[String], idx: usize) -> Decision {
+    match idx.checked_sub(1) {
+        None => Decision::Hold,
+        Some(p) => Decision::Watch(sorted[p].clone()),
+    }
+}
+
+/// One queue of lock nodes under `path`, as seen by one recipe instance.
+pub(crate) struct LockCore {
+    pub(crate) client: Client,
+    pub(crate) path: String,
+    /// What our nodes are named after the protection prefix, before the sequence.
+    marker: &'static str,
+    /// The markers of every node kind sharing the queue; the sequence follows the
+    /// last one in a name.
+    queue_markers: &'static [&'static str],
+    /// The node this instance holds and how many guards share it.
+    held: std::sync::Mutex<Option<Held>>,
+    /// Serialises the acquires of this instance so that reentrancy is well defined.
+    acquiring: tokio::sync::Mutex<()>,
+}
+
+#[derive(Clone)]
+struct Held {
+    node: String,
+    czxid: i64,
+    count: usize,
+}
+
+impl LockCore {
+    pub(crate) fn new(
+        client: Client,
+        path: &str,
+        marker: &'static str,
+        queue_markers: &'static [&'static str],
+    ) -> Arc<LockCore> {
+        Arc::new(LockCore {
+            client,
+            path: path.trim_end_matches('/').to_owned(),
+            marker,
+            queue_markers,
+            held: std::sync::Mutex::new(None),
+            acquiring: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether this instance holds its lock now.
+    pub(crate) fn holds(&self) -> bool {
+        self.held().is_some()
+    }
+
+    /// Counts one more guard on the held node, if there is one.
+    fn reenter(self: &Arc<Self>, metrics: Option<&LockMetrics>) -> Option<Hold> {
+        let mut held = self.held();
+        let h = held.as_mut()?;
+        h.count += 1;
+        Some(Hold {
+            core: Arc::clone(self),
+            node: h.node.clone(),
+            czxid: h.czxid,
+            metrics: metrics.cloned(),
+            released: false,
+        })
+    }
+
+    /// Acquires (or re-enters) under `rule`, recording the outcome on `metrics`.
+    /// `None` when `wait` ran out; no node is left behind then.
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        wait: Wait,
+        rule: Rule<'_>,
+        metrics: Option<&LockMetrics>,
+    ) -> Result<Option<Hold>> {
+        let started = Instant::now();
+        let outcome = self.acquire_unobserved(wait, rule, metrics).await;
+        metrics::observe(metrics, started, &outcome, 1);
+        outcome
+    }
+
+    async fn acquire_unobserved(
+        self: &Arc<Self>,
+        wait: Wait,
+        rule: Rule<'_>,
+        metrics: Option<&LockMetrics>,
+    ) -> Result<Option<Hold>> {
+        if let Some(h) = self.reenter(metrics) {
+            return Ok(Some(h));
+        }
+        let _serial = match wait {
+            Wait::Until(d) => match tokio::time::timeout_at(d, self.acquiring.lock()).await {
+                Ok(s) => s,
+                Err(_) => return Ok(None),
+            },
+            Wait::No | Wait::Forever => self.acquiring.lock().await,
+        };
+        if let Some(h) = self.reenter(metrics) {
+            return Ok(Some(h));
+        }
+        let client = &self.client;
+        let mut pending = Pending::new(client, &self.path);
+        let (node, czxid) =
+            create_node(client, &self.path, &pending.guid, self.marker, b"").await?;
+        pending.node = Some(node.clone());
+        let own = node_name(&node).to_owned();
+        loop {
+            let children = client.get_children(&self.path, false).await?;
+            let sorted = sort_by_sequence(children, self.queue_markers);
+            let Some(idx) = sorted.iter().position(|c| *c == own) else {
+                return Err(Error::Server(ErrorCode::NoNode));
+            };
+            let pred = match rule(&sorted, idx) {
+                Decision::Hold => {
+                    pending.disarm();
+                    *self.held() = Some(Held {
+                        node: node.clone(),
+                        czxid,
+                        count: 1,
+                    });
+                    return Ok(Some(Hold {
+                        core: Arc::clone(self),
+                        node,
+                        czxid,
+                        metrics: metrics.cloned(),
+                        released: false,
+                    }));
+                }
+                Decision::Watch(pred) => format!("{}/{pred}", self.path),
+            };
+            if matches!(wait, Wait::No) {
+                return pending.remove().await.map(|()| None);
+            }
+            let (stat, watcher) = client.exists_watch(&pred).await?;
+            if stat.is_none() {
+                continue;
+            }
+            match wait {
+                Wait::Until(d) => match tokio::time::timeout_at(d, watcher).await {
+                    Ok(r) => {
+                        r?;
+                    }
+                    Err(_) => return pending.remove().await.map(|()| None),
+                },
+                Wait::No | Wait::Forever => {
+                    watcher.await?;
+                }
+            }
+        }
+    }
+}
+
+/// A held lock node. Released by [`Hold::release`] or on drop; the node is deleted
+/// when the last hold of the owning instance goes.
+pub(crate) struct Hold {
+    core: Arc<LockCore>,
+    node: String,
+    czxid: i64,
+    metrics: Option<LockMetrics>,
+    released: bool,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("node", &self.node)
+            .field("fencing_token", &self.czxid)
+            .finish()
+    }
+}
+
+impl Hold {
+    pub(crate) fn fencing_token(&self) -> i64 {
+        self.czxid
+    }
+
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub(crate) fn lost(&self) -> impl Future<Output = ConnectionState> + Send + 'static {
+        let client = self.core.client.clone();
+        let window = default_window(&client);
+        session_in_doubt(client, window)
+    }
+
+    pub(crate) fn lost_after(
+        &self,
+        window: Duration,
+    ) -> impl Future<Output = ConnectionState> + Send + 'static {
+        session_in_doubt(self.core.client.clone(), window)
+    }
+
+    pub(crate) async fn release(mut self) -> Result<()> {
+        self.released = true;
+        if let Some(m) = &self.metrics {
+            m.released();
+        }
+        match self.unhold() {
+            Some(node) => delete_node(&self.core.client, &node).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Drops one count of the hold; the node to delete if it was the last.
+    fn unhold(&self) -> Option<String> {
+        let mut held = self.core.held();
+        match held.as_mut() {
+            Some(h) if h.node == self.node => {
+                h.count = h.count.saturating_sub(1);
+                if h.count == 0 {
+                    *held = None;
+                    Some(self.node.clone())
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Some(m) = &self.metrics {
+            m.released();
+        }
+        if let Some(node) = self.unhold() {
+            spawn_delete(self.core.client.clone(), node);
+        }
+    }
+}
+
+/// A contender's node until its acquire settles; dropping it armed spawns its removal.
+pub(crate) struct Pending {
+    client: Client,
+    parent: String,
+    pub(crate) guid: String,
+    /// The created node's path, once the create has answered.
+    pub(crate) node: Option<String>,
+    armed: bool,
+}
+
+impl Pending {
+    /// A fresh GUID for one node about to be created under `parent`.
+    pub(crate) fn new(client: &Client, parent: &str) -> Pending {
+        Pending {
+            client: client.clone(),
+            parent: parent.to_owned(),
+            guid: new_guid(),
+            node: None,
+            armed: true,
+        }
+    }
+
+    /// The node is kept (held, or owned by someone else from now on).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Deletes the node now (awaited) and disarms.
+    pub(crate) async fn remove(&mut self) -> Result<()> {
+        if let Some(node) = &self.node {
+            delete_node(&self.client, node).await?;
+        }
+        self.armed = false;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(node) = self.node.take() {
+            spawn_delete(self.client.clone(), node);
+            return;
+        }
+        // The create may still be in flight: requests of a session are ordered, so a
+        // listing sent now sees it if it was applied.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.client.clone();
+        let parent = std::mem::take(&mut self.parent);
+        let guid = std::mem::take(&mut self.guid);
+        rt.spawn(async move {
+            if let Ok(Some(name)) = find_by_guid(&client, &parent, &guid).await {
+                let _ = delete_node(&client, &format!("{parent}/{name}")).await;
+            }
+        });
+    }
+}
+
+/// Creates the protected ephemeral sequential node
+/// `<parent>/_c_<guid>-<marker>NNNNNNNNNN` with `data`, creating missing parents as
+/// containers; returns its path and czxid. A lost reply is resolved by looking for
+/// the GUID before creating again.
+pub(crate) async fn create_node(
+    client: &Client,
+    parent: &str,
+    guid: &str,
+    marker: &str,
+    data: &[u8],
+) -> Result<(String, i64)> {
+    let prefix = format!("{parent}/{PROTECTED_PREFIX}{guid}-{marker}");
+    let mut may_exist = false;
+    loop {
+        if may_exist {
+            match find_by_guid(client, parent, guid).await {
+                Ok(Some(name)) => {
+                    let node = format!("{parent}/{name}");
+                    match client.exists(&node, false).await {
+                        Ok(Some(stat)) => return Ok((node, stat.czxid)),
+                        Ok(None) => {}
+                        Err(Error::ConnectionLoss) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(None) => {}
+                Err(Error::ConnectionLoss) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        match client
+            .create(&prefix, data, CreateMode::EphemeralSequential)
+            .await
+        {
+            Ok((node, stat)) => return Ok((node, stat.czxid)),
+            Err(Error::Server(ErrorCode::NoNode)) => create_parents(client, &prefix).await?,
+            Err(Error::ConnectionLoss) => may_exist = true,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The child of `parent` carrying `guid`, if any.
+async fn find_by_guid(client: &Client, parent: &str, guid: &str) -> Result<Option<String>> {
+    let tag = format!("{PROTECTED_PREFIX}{guid}-");
+    match client.get_children(parent, false).await {
+        Ok(children) => Ok(children.into_iter().find(|c| c.starts_with(&tag))),
+        Err(Error::Server(ErrorCode::NoNode)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The last path segment.
+pub(crate) fn node_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The sequence number of a node: the digits after the last occurrence of any of
+/// `markers` (Curator's `fixForSorting`).
+fn sequence(name: &str, markers: &[&str]) -> Option<u64> {
+    let end = markers
+        .iter()
+        .filter_map(|m| name.rfind(m).map(|i| i + m.len()))
+        .max()?;
+    name[end..].parse().ok()
+}
+
+/// The nodes sorted by sequence number; children without one are ignored.
+pub(crate) fn sort_by_sequence(children: Vec<String>, markers: &[&str]) -> Vec<String> {
+    let mut v: Vec<(u64, String)> = children
+        .into_iter()
+        .filter_map(|c| sequence(&c, markers).map(|s| (s, c)))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, c)| c).collect()
+}
+
+/// A random UUID-formatted (version 4 layout) identifier for one node.
+pub(crate) fn new_guid() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut w = [0u64; 2];
+    for (i, x) in w.iter_mut().enumerate() {
+        // RandomState carries per-process random keys.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(n);
+        h.write_u128(t);
+        h.write_usize(i);
+        h.write_u32(std::process::id());
+        *x = h.finish();
+    }
+    let hi = (w[0] & 0xffff_ffff_ffff_0fff) | 0x4000;
+    let lo = (w[1] & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0xffff,
+        lo >> 48,
+        lo & 0xffff_ffff_ffff
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_by_suffix_ignoring_prefix() {
+        let v = sort_by_sequence(
+            vec![
+                "_c_bbb-lock-0000000003".into(),
+                "_c_aaa-lock-0000000010".into(),
+                "lock-0000000001".into(),
+                "unrelated".into(),
+            ],
+            &["lock-"],
+        );
+        assert_eq!(
+            v,
+            vec![
+                "lock-0000000001",
+                "_c_bbb-lock-0000000003",
+                "_c_aaa-lock-0000000010"
+            ]
+        );
+    }
+
+    #[test]
+    fn sorts_mixed_markers_by_their_suffix() {
+        let v = sort_by_sequence(
+            vec![
+                "_c_a-__READ__0000000002".into(),
+                "_c_b-__WRIT__0000000001".into(),
+                "_c_c-__WRIT__0000000003".into(),
+            ],
+            &["__READ__", "__WRIT__"],
+        );
+        assert_eq!(
+            v,
+            vec![
+                "_c_b-__WRIT__0000000001",
+                "_c_a-__READ__0000000002",
+                "_c_c-__WRIT__0000000003"
+            ]
+        );
+    }
+
+    #[test]
+    fn guid_is_uuid_shaped_and_unique() {
+        let a = new_guid();
+        let b = new_guid();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(
+            a.split('-').map(str::len).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+    }
+}

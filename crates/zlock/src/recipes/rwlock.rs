@@ -1,0 +1,302 @@
+//! The read-write lock: Curator's `InterProcessReadWriteLock` recipe.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::driver::{first_holds, Decision, Hold, LockCore, Wait};
+use super::metrics::LockMetrics;
+use crate::{Client, ConnectionState, Error, Result};
+
+/// Curator's marker of a read node: `_c_<guid>-__READ__NNNNNNNNNN`.
+const READ_NAME: &str = "__READ__";
+/// Curator's marker of a write node: `_c_<guid>-__WRIT__NNNNNNNNNN`.
+const WRITE_NAME: &str = "__WRIT__";
+/// Readers and writers queue under one path and are ordered by one sequence.
+const QUEUE: &[&str] = &[READ_NAME, WRITE_NAME];
+
+/// A fair, distributed, reentrant read-write lock with the semantics and node names
+/// of Apache Curator's `InterProcessReadWriteLock`, so Curator clients and zlock
+/// clients on one path exclude each other.
+///
+/// # Algorithm
+/// Readers and writers queue as ephemeral sequential nodes under the lock path:
+/// `_c_<guid>-__WRIT__NNNNNNNNNN` and `_c_<guid>-__READ__NNNNNNNNNN`, sorted by the
+/// sequence suffix.
+/// - A writer holds when its node is first of all; a waiting writer watches its
+///   immediate predecessor (of either kind).
+/// - A reader holds when no write node precedes it; a waiting reader watches the last
+///   write node before it. (Curator's reader watches the *first* one; both are
+///   correct, watching the last one just wakes the reader once instead of once per
+///   writer ahead. Which node a contender watches does not matter to the others, so
+///   the two interoperate.)
+///
+/// So readers share, a writer excludes everyone, and the queue is fair: a writer
+/// queued behind readers blocks the readers that come after it.
+///
+/// # Guarantees
+/// - While every holder's session lives: a write holder excludes every other holder;
+///   read holders exclude writers only.
+/// - A crashed holder's node goes with its session.
+/// - [`ReadWriteGuard::fencing_token`] is the node's creation zxid. Write tokens are
+///   strictly increasing across write holders; a read token is greater than the token
+///   of every write that finished before the read was queued.
+/// - Reentrant per [`ReadWriteLock`] instance and side, as [`Mutex`](super::Mutex):
+///   a second `read_lock().acquire()` on an instance that holds the read lock returns
+///   at once with a guard on the same node (same for the write lock).
+/// - Downgrade: an instance holding the write lock may take the read lock; the read
+///   node is granted at once (Curator's rule). Release the write guard afterwards and
+///   the instance keeps reading, ahead of writers that queued meanwhile.
+/// - Upgrade is **not** supported (nor is it in Curator): asking for the write lock
+///   while the same instance holds the read lock waits for that read node, i.e.
+///   forever (`acquire_timeout` returns `None`). Release the read lock first.
+///
+/// # Connection loss and session expiry
+/// As [`Mutex`](super::Mutex): a create whose reply is lost is found again by its
+/// GUID; a waiter's watch survives a reconnect; a lost session fails the acquire with
+/// [`Error::SessionExpired`]; a holder learns that its hold may be gone through
+/// [`ReadWriteGuard::lost`].
+///
+/// # Cancellation safety
+/// As [`Mutex`](super::Mutex): a dropped acquire removes its node (through a spawned
+/// task), a timed-out `acquire_timeout` and a failed `try_acquire` remove theirs
+/// before returning, and a dropped guard releases through a spawned task.
+///
+/// # Metrics
+/// Both sides report to [`LockMetrics::global`] unless
+/// [`ReadWriteLock::with_metrics`] says otherwise.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zlock::Error> {
+/// use std::time::Duration;
+/// use zlock::{recipes::ReadWriteLock, Client};
+///
+/// let (zk, _events) = Client::connect("127.0.0.1:2181", 10_000).await?;
+/// let lock = ReadWriteLock::new(zk.clone(), "/locks/catalog");
+///
+/// let read = lock.read_lock().acquire().await?; // shared with other readers
+/// read.release().await?;
+///
+/// if let Some(write) = lock.write_lock().acquire_timeout(Duration::from_secs(2)).await? {
+///     let _token = write.fencing_token(); // pass it to the protected resource
+///     write.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct ReadWriteLock {
+    read: ReadLock,
+    write: WriteLock,
+}
+
+impl ReadWriteLock {
+    /// A read-write lock on `lock_path` (its children are the contenders' nodes).
+    pub fn new(client: Client, lock_path: &str) -> ReadWriteLock {
+        let write = LockCore::new(client.clone(), lock_path, WRITE_NAME, QUEUE);
+        let read = LockCore::new(client, lock_path, READ_NAME, QUEUE);
+        let metrics = Some(LockMetrics::global().clone());
+        ReadWriteLock {
+            read: ReadLock {
+                core: read,
+                write: Arc::clone(&write),
+                metrics: metrics.clone(),
+            },
+            write: WriteLock {
+                core: write,
+                metrics,
+            },
+        }
+    }
+
+    /// Reports both sides' acquires and releases to `metrics` instead of the global
+    /// sink.
+    pub fn with_metrics(mut self, metrics: LockMetrics) -> ReadWriteLock {
+        self.read.metrics = Some(metrics.clone());
+        self.write.metrics = Some(metrics);
+        self
+    }
+
+    /// Reports nowhere.
+    pub fn without_metrics(mut self) -> ReadWriteLock {
+        self.read.metrics = None;
+        self.write.metrics = None;
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.write.core.path
+    }
+
+    /// The shared side.
+    pub fn read_lock(&self) -> &ReadLock {
+        &self.read
+    }
+
+    /// The exclusive side.
+    pub fn write_lock(&self) -> &WriteLock {
+        &self.write
+    }
+}
+
+/// The shared side of a [`ReadWriteLock`].
+pub struct ReadLock {
+    core: Arc<LockCore>,
+    /// The same instance's write side: holding it grants the read lock at once.
+    write: Arc<LockCore>,
+    metrics: Option<LockMetrics>,
+}
+
+impl ReadLock {
+    /// Waits for the read lock.
+    ///
+    /// # Errors
+    /// [`Error::SessionExpired`] / [`Error::Closed`] if the session ends while waiting;
+    /// `Server(NoNode)` if this contender's node vanished; other server errors.
+    pub async fn acquire(&self) -> Result<ReadWriteGuard> {
+        forever(self.acquire_inner(Wait::Forever).await)
+    }
+
+    /// Takes the read lock only if no writer holds or waits ahead now; otherwise
+    /// removes its node and returns `None`.
+    ///
+    /// # Errors
+    /// As [`ReadLock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<ReadWriteGuard>> {
+        self.acquire_inner(Wait::No).await
+    }
+
+    /// Waits at most `timeout`; `None` (and no node left behind) if the lock did not
+    /// come.
+    ///
+    /// # Errors
+    /// As [`ReadLock::acquire`].
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReadWriteGuard>> {
+        self.acquire_inner(Wait::Until(Instant::now() + timeout))
+            .await
+    }
+
+    async fn acquire_inner(&self, wait: Wait) -> Result<Option<ReadWriteGuard>> {
+        let write = &self.write;
+        let rule = |sorted: &[String], idx: usize| {
+            if write.holds() {
+                return Decision::Hold; // downgrade
+            }
+            match sorted[..idx].iter().rev().find(|n| n.contains(WRITE_NAME)) {
+                Some(w) => Decision::Watch(w.clone()),
+                None => Decision::Hold,
+            }
+        };
+        let hold = self
+            .core
+            .acquire(wait, &rule, self.metrics.as_ref())
+            .await?;
+        Ok(hold.map(|hold| ReadWriteGuard { hold }))
+    }
+}
+
+/// The exclusive side of a [`ReadWriteLock`].
+pub struct WriteLock {
+    core: Arc<LockCore>,
+    metrics: Option<LockMetrics>,
+}
+
+impl WriteLock {
+    /// Waits for the write lock.
+    ///
+    /// # Errors
+    /// As [`ReadLock::acquire`].
+    pub async fn acquire(&self) -> Result<ReadWriteGuard> {
+        forever(self.acquire_inner(Wait::Forever).await)
+    }
+
+    /// Takes the write lock only if nobody holds or waits ahead now; otherwise
+    /// removes its node and returns `None`.
+    ///
+    /// # Errors
+    /// As [`ReadLock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<ReadWriteGuard>> {
+        self.acquire_inner(Wait::No).await
+    }
+
+    /// Waits at most `timeout`; `None` (and no node left behind) if the lock did not
+    /// come.
+    ///
+    /// # Errors
+    /// As [`ReadLock::acquire`].
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReadWriteGuard>> {
+        self.acquire_inner(Wait::Until(Instant::now() + timeout))
+            .await
+    }
+
+    async fn acquire_inner(&self, wait: Wait) -> Result<Option<ReadWriteGuard>> {
+        let hold = self
+            .core
+            .acquire(wait, &first_holds, self.metrics.as_ref())
+            .await?;
+        Ok(hold.map(|hold| ReadWriteGuard { hold }))
+    }
+}
+
+/// An acquire without a deadline always ends with the lock or an error.
+fn forever(r: Result<Option<ReadWriteGuard>>) -> Result<ReadWriteGuard> {
+    r?.ok_or_else(|| Error::Protocol("lock acquire ended without the lock".into()))
+}
+
+/// Proof of holding one side of a [`ReadWriteLock`]. Released by
+/// [`ReadWriteGuard::release`] or on drop (the node is deleted when the last guard of
+/// that side of the owning instance goes).
+#[must_use = "dropping the guard releases the lock"]
+pub struct ReadWriteGuard {
+    hold: Hold,
+}
+
+impl std::fmt::Debug for ReadWriteGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadWriteGuard")
+            .field("node", &self.hold.node())
+            .field("fencing_token", &self.hold.fencing_token())
+            .finish()
+    }
+}
+
+impl ReadWriteGuard {
+    /// The lock node's creation zxid (see the guarantees on [`ReadWriteLock`]).
+    pub fn fencing_token(&self) -> i64 {
+        self.hold.fencing_token()
+    }
+
+    /// The path of the lock node held.
+    pub fn node(&self) -> &str {
+        self.hold.node()
+    }
+
+    /// Whether this is the write side's guard.
+    pub fn is_write(&self) -> bool {
+        self.hold.node().contains(WRITE_NAME)
+    }
+
+    /// Resolves when the hold may be lost (as [`MutexGuard::lost`](super::MutexGuard::lost)).
+    /// Cancellation safe; independent of the guard's lifetime.
+    pub fn lost(&self) -> impl Future<Output = ConnectionState> + Send + 'static {
+        self.hold.lost()
+    }
+
+    /// As [`ReadWriteGuard::lost`] with a chosen window.
+    pub fn lost_after(
+        &self,
+        window: Duration,
+    ) -> impl Future<Output = ConnectionState> + Send + 'static {
+        self.hold.lost_after(window)
+    }
+
+    /// Releases this guard; the node is deleted (and awaited) when it was the last
+    /// guard of its side's hold.
+    ///
+    /// # Errors
+    /// The delete's error other than `NoNode`.
+    pub async fn release(self) -> Result<()> {
+        self.hold.release().await
+    }
+}

@@ -1,0 +1,321 @@
+//! The counting semaphore: Curator's `InterProcessSemaphoreV2` recipe.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::driver::{create_node, node_name, sort_by_sequence, Pending, Wait};
+use super::metrics::{self, LockMetrics};
+use super::{delete_node, spawn_delete, Mutex};
+use crate::{Client, Error, ErrorCode, Result};
+
+/// Curator's marker of a lease node: `_c_<guid>-lease-NNNNNNNNNN`.
+const LEASE_NAME: &str = "lease-";
+
+/// A distributed counting semaphore: at most `max_leases` leases are held at once
+/// across all sessions, with the layout of Apache Curator's
+/// `InterProcessSemaphoreV2` so Curator clients share the leases.
+///
+/// # Algorithm
+/// Under the semaphore path, `locks` holds an internal [`Mutex`] (Curator's
+/// `InterProcessMutex`) that serialises acquirers, and `leases` holds one ephemeral
+/// sequential node `_c_<guid>-lease-NNNNNNNNNN` per lease. An acquirer takes the
+/// internal mutex, creates its lease node and lists `leases` with a child watch: if
+/// its node is among the first `max_leases` it holds the lease, otherwise it waits
+/// for the children to change (a release) and looks again. The internal mutex is
+/// released as soon as the lease is held, so acquirers queue FIFO on the mutex and
+/// only the head of that queue watches `leases`.
+///
+/// `max_leases` is a property of each client, not of the path (as in Curator): all
+/// users of one path must agree on it.
+///
+/// # Guarantees
+/// - While every holder's session lives, at most `max_leases` leases are held.
+/// - A crashed holder's leases go with its session.
+/// - Waiters are served in the order they queued on the internal mutex.
+///
+/// # Connection loss and session expiry
+/// Lease and mutex nodes are protected creates: a create whose reply is lost is found
+/// again by its GUID. A waiter's watch survives a reconnect; a lost session fails the
+/// acquire with [`Error::SessionExpired`]. A lease holds only while its session
+/// lives; there is no `lost()` future yet: watch
+/// [`Client::state_stream`](crate::Client::state_stream) for `Lost`.
+///
+/// # Cancellation safety
+/// Dropping an acquire future removes whatever it had made: the internal mutex node,
+/// the lease node being waited on, and (for [`Semaphore::acquire_many`]) the leases
+/// already obtained, each through a spawned task. A timed-out `acquire_timeout` and a
+/// failed `try_acquire` remove their nodes before returning. Dropping a [`Lease`]
+/// releases it through a spawned task; prefer [`Lease::release`].
+///
+/// # Metrics
+/// Reports to [`LockMetrics::global`] unless [`Semaphore::with_metrics`] says
+/// otherwise; each lease counts as one acquisition and one release.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zlock::Error> {
+/// use std::time::Duration;
+/// use zlock::{recipes::Semaphore, Client};
+///
+/// let (zk, _events) = Client::connect("127.0.0.1:2181", 10_000).await?;
+/// let pool = Semaphore::new(zk, "/semaphores/db", 3); // at most 3 users at once
+/// let lease = pool.acquire().await?;
+/// // use one of the three slots
+/// lease.release().await?;
+///
+/// if let Some(leases) = pool.acquire_many_timeout(2, Duration::from_secs(1)).await? {
+///     for l in leases {
+///         l.release().await?;
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Semaphore {
+    client: Client,
+    locks_path: String,
+    leases_path: String,
+    max_leases: usize,
+    metrics: Option<LockMetrics>,
+}
+
+impl Semaphore {
+    /// A semaphore on `path` allowing `max_leases` holders at once.
+    pub fn new(client: Client, path: &str, max_leases: usize) -> Semaphore {
+        let path = path.trim_end_matches('/');
+        Semaphore {
+            client,
+            locks_path: format!("{path}/locks"),
+            leases_path: format!("{path}/leases"),
+            max_leases,
+            metrics: Some(LockMetrics::global().clone()),
+        }
+    }
+
+    /// Reports acquires and releases to `metrics` instead of the global sink.
+    pub fn with_metrics(mut self, metrics: LockMetrics) -> Semaphore {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Reports nowhere.
+    pub fn without_metrics(mut self) -> Semaphore {
+        self.metrics = None;
+        self
+    }
+
+    /// The number of leases that may be held at once.
+    pub fn max_leases(&self) -> usize {
+        self.max_leases
+    }
+
+    /// Waits for one lease.
+    ///
+    /// # Errors
+    /// [`Error::SessionExpired`] / [`Error::Closed`] if the session ends while waiting;
+    /// `Server(NoNode)` if the lease node vanished; `Server(BadArguments)` if
+    /// `max_leases` is 0; other server errors.
+    pub async fn acquire(&self) -> Result<Lease> {
+        let mut leases = self.acquire_many(1).await?;
+        leases
+            .pop()
+            .ok_or_else(|| Error::Protocol("semaphore acquire ended without a lease".into()))
+    }
+
+    /// Waits for `n` leases, taken one after another (as Curator does); on an error
+    /// the ones already taken are released.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire`]; `Server(BadArguments)` if `n > max_leases` (it
+    /// could never be granted).
+    pub async fn acquire_many(&self, n: usize) -> Result<Vec<Lease>> {
+        self.acquire_leases(n, Wait::Forever)
+            .await?
+            .ok_or_else(|| Error::Protocol("semaphore acquire ended without a lease".into()))
+    }
+
+    /// Takes a lease only if one is free now. Also `None` while another acquirer is
+    /// between taking the internal mutex and getting its lease (or waits for one), as
+    /// in Curator.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<Lease>> {
+        Ok(self
+            .acquire_leases(1, Wait::No)
+            .await?
+            .and_then(|mut v| v.pop()))
+    }
+
+    /// Waits at most `timeout` for a lease; `None` (and no node left behind) if none
+    /// came.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire`].
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
+        let deadline = Instant::now() + timeout;
+        let leases = self.acquire_leases(1, Wait::Until(deadline)).await?;
+        Ok(leases.and_then(|mut v| v.pop()))
+    }
+
+    /// Waits at most `timeout` for `n` leases in all; `None` (the ones taken released,
+    /// no node left behind) if they did not all come.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire_many`].
+    pub async fn acquire_many_timeout(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Option<Vec<Lease>>> {
+        self.acquire_leases(n, Wait::Until(Instant::now() + timeout))
+            .await
+    }
+
+    async fn acquire_leases(&self, n: usize, wait: Wait) -> Result<Option<Vec<Lease>>> {
+        let started = Instant::now();
+        let outcome = self.acquire_leases_unobserved(n, wait).await;
+        let count = outcome
+            .as_ref()
+            .map_or(0, |o| o.as_ref().map_or(0, Vec::len));
+        metrics::observe(self.metrics.as_ref(), started, &outcome, count as u64);
+        outcome
+    }
+
+    async fn acquire_leases_unobserved(&self, n: usize, wait: Wait) -> Result<Option<Vec<Lease>>> {
+        if n > self.max_leases || self.max_leases == 0 {
+            return Err(Error::Server(ErrorCode::BadArguments));
+        }
+        let mut leases = Vec::with_capacity(n);
+        while leases.len() < n {
+            let got = self.acquire_one(wait).await;
+            let failed = match got {
+                Ok(Some(lease)) => {
+                    leases.push(lease);
+                    continue;
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            for lease in leases {
+                let _ = lease.release().await;
+            }
+            return failed;
+        }
+        // Counted from here on: leases given back above were never handed out.
+        for lease in &mut leases {
+            lease.metrics = self.metrics.clone();
+        }
+        Ok(Some(leases))
+    }
+
+    /// One lease: take the internal mutex, queue a lease node, wait for it to be
+    /// among the first `max_leases`, release the mutex (awaited, whatever the
+    /// outcome, so the next acquirer can go on at once).
+    async fn acquire_one(&self, wait: Wait) -> Result<Option<Lease>> {
+        // A fresh (non-reentrant) mutex per acquire: two tasks sharing this
+        // `Semaphore` must queue on it like two processes would.
+        let mutex = Mutex::new(self.client.clone(), &self.locks_path).without_metrics();
+        let Some(serial) = mutex.acquire_inner(wait).await? else {
+            return Ok(None);
+        };
+        let outcome = self.queue_lease(wait).await;
+        match (outcome, serial.release().await) {
+            (Ok(lease), Ok(())) => Ok(lease),
+            (Err(e), _) => Err(e),
+            (Ok(lease), Err(e)) => {
+                if let Some(lease) = lease {
+                    let _ = lease.release().await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates a lease node and waits (with the internal mutex held) until it is
+    /// among the first `max_leases`.
+    async fn queue_lease(&self, wait: Wait) -> Result<Option<Lease>> {
+        let client = &self.client;
+        let mut pending = Pending::new(client, &self.leases_path);
+        let (node, _czxid) =
+            create_node(client, &self.leases_path, &pending.guid, LEASE_NAME, b"").await?;
+        pending.node = Some(node.clone());
+        let own = node_name(&node).to_owned();
+        loop {
+            let (children, changed) = client.get_children_watch(&self.leases_path).await?;
+            let sorted = sort_by_sequence(children, &[LEASE_NAME]);
+            let Some(idx) = sorted.iter().position(|c| *c == own) else {
+                return Err(Error::Server(ErrorCode::NoNode));
+            };
+            if idx < self.max_leases {
+                pending.disarm();
+                return Ok(Some(Lease {
+                    client: client.clone(),
+                    node,
+                    metrics: None,
+                    released: false,
+                }));
+            }
+            match wait {
+                Wait::No => return pending.remove().await.map(|()| None),
+                Wait::Until(d) => match tokio::time::timeout_at(d, changed).await {
+                    Ok(r) => {
+                        r?;
+                    }
+                    Err(_) => return pending.remove().await.map(|()| None),
+                },
+                Wait::Forever => {
+                    changed.await?;
+                }
+            }
+        }
+    }
+}
+
+/// One lease of a [`Semaphore`]. Released by [`Lease::release`] or on drop.
+#[must_use = "dropping the lease releases it"]
+pub struct Lease {
+    client: Client,
+    node: String,
+    /// None until the lease is handed out, so leases given back by a failed or
+    /// dropped `acquire_many` are not counted as releases.
+    metrics: Option<LockMetrics>,
+    released: bool,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease").field("node", &self.node).finish()
+    }
+}
+
+impl Lease {
+    /// The path of the lease node.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Releases the lease: deletes its node (awaited).
+    ///
+    /// # Errors
+    /// The delete's error other than `NoNode` (e.g. [`Error::SessionExpired`], in which
+    /// case the node is gone with the session anyway).
+    pub async fn release(mut self) -> Result<()> {
+        if let Some(m) = &self.metrics {
+            m.released();
+        }
+        self.released = true;
+        delete_node(&self.client, &self.node).await
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Some(m) = &self.metrics {
+            m.released();
+        }
+        spawn_delete(self.client.clone(), std::mem::take(&mut self.node));
+    }
+}
