@@ -20,6 +20,12 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
         .unwrap_or_else(|_| panic!("{what}: timed out"))
 }
 
+tokio::task_local! {
+    /// The lock path the scenario's clients take (the zlock runs go both ways; a client
+    /// made in a spawned task takes the default, which mixes the two).
+    static LOCK_PATH: zlock::LockPath;
+}
+
 /// Connects, retrying while the server is still starting.
 async fn connect(addr: &str) -> Client {
     let start = std::time::Instant::now();
@@ -29,7 +35,7 @@ async fn connect(addr: &str) -> Client {
             eprintln!("connect {addr}: no answer in 10 s, retrying");
             Err(Error::ConnectionLoss)
         }) {
-            Ok((c, _)) => return c,
+            Ok((c, _)) => return c.with_lock_path(LOCK_PATH.try_with(|p| *p).unwrap_or_default()),
             Err(e) if start.elapsed() < Duration::from_secs(60) => {
                 let _ = e;
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -334,7 +340,21 @@ async fn all(addr: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_recipes() {
     let s = TestServer::start().await.unwrap();
+    let probe = connect(&s.connect_string()).await;
+    assert!(
+        probe.uses_native_locks(),
+        "zlock offers the native lock path"
+    );
     all(&s.connect_string()).await;
+}
+
+/// The same scenarios on zlock with the standard recipe (create, getChildren, watch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlock_recipes_standard_path() {
+    let s = TestServer::start().await.unwrap();
+    LOCK_PATH
+        .scope(zlock::LockPath::Recipe, all(&s.connect_string()))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,7 +22,10 @@ use tokio::time::Instant;
 
 use super::metrics::{self, LockMetrics};
 use super::{create_parents, default_window, delete_node, session_in_doubt, spawn_delete};
-use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
+use crate::{
+    lock_flags, lock_mode, Acl, Client, ConnectionState, CreateMode, Error, ErrorCode, LockRequest,
+    NativeLock, Result,
+};
 
 /// Curator's protection prefix: `_c_<guid>-`.
 const PROTECTED_PREFIX: &str = "_c_";
@@ -126,8 +129,23 @@ impl LockCore {
         rule: Rule<'_>,
         metrics: Option<&LockMetrics>,
     ) -> Result<Option<Hold>> {
+        self.acquire_with(wait, rule, metrics, true).await
+    }
+
+    /// As [`LockCore::acquire`]; `native_ok: false` keeps to the recipe even when the
+    /// server offers the native lock (a rule the server cannot know, such as a read lock
+    /// taken by the holder of the write lock).
+    pub(crate) async fn acquire_with(
+        self: &Arc<Self>,
+        wait: Wait,
+        rule: Rule<'_>,
+        metrics: Option<&LockMetrics>,
+        native_ok: bool,
+    ) -> Result<Option<Hold>> {
         let started = Instant::now();
-        let outcome = self.acquire_unobserved(wait, rule, metrics).await;
+        let outcome = self
+            .acquire_unobserved(wait, rule, metrics, native_ok)
+            .await;
         metrics::observe(metrics, started, &outcome, 1);
         outcome
     }
@@ -137,6 +155,7 @@ impl LockCore {
         wait: Wait,
         rule: Rule<'_>,
         metrics: Option<&LockMetrics>,
+        native_ok: bool,
     ) -> Result<Option<Hold>> {
         if let Some(h) = self.reenter(metrics) {
             return Ok(Some(h));
@@ -150,6 +169,9 @@ impl LockCore {
         };
         if let Some(h) = self.reenter(metrics) {
             return Ok(Some(h));
+        }
+        if native_ok && self.client.uses_native_locks() {
+            return self.acquire_native(wait, metrics).await;
         }
         let client = &self.client;
         let mut pending = Pending::new(client, &self.path);
@@ -200,6 +222,77 @@ impl LockCore {
                 }
             }
         }
+    }
+}
+
+impl LockCore {
+    /// The same acquire through zlock's native lock operation: one round trip creates
+    /// the node (same name) and answers whether it holds; a queued node waits for the
+    /// grant the server pushes, with no listing and no watch. The server applies the
+    /// same rule as [`first_holds`] (or the read rule for `__READ__` nodes) to every
+    /// node of the queue, so recipe and native contenders mix.
+    async fn acquire_native(
+        self: &Arc<Self>,
+        wait: Wait,
+        metrics: Option<&LockMetrics>,
+    ) -> Result<Option<Hold>> {
+        let client = &self.client;
+        let mut pending = Pending::new(client, &self.path);
+        let mode = if self.marker.contains("__READ__") {
+            lock_mode::READ
+        } else {
+            lock_mode::EXCLUSIVE
+        };
+        let mut req = LockRequest {
+            path: self.path.clone(),
+            prefix: format!("{PROTECTED_PREFIX}{}-{}", pending.guid, self.marker),
+            data: Some(Vec::new()),
+            acl: Acl::open_unsafe(),
+            mode,
+            leases: 1,
+            flags: if matches!(wait, Wait::No) {
+                lock_flags::TRY
+            } else {
+                0
+            },
+        };
+        let answer = loop {
+            match client.lock_native(req.clone()).await {
+                Ok(a) => break a,
+                // The reply was lost: ask again for the node the first request may
+                // have created (the server finds it by our GUID).
+                Err(Error::ConnectionLoss) => req.flags |= lock_flags::RESUME,
+                Err(e) => return Err(e),
+            }
+        };
+        let (node, czxid) = match answer {
+            NativeLock::Granted { node, czxid } => (node, czxid),
+            NativeLock::Busy => return Ok(None),
+            NativeLock::Queued { node, grant, .. } => {
+                pending.node = Some(node);
+                let g = match wait {
+                    Wait::Until(d) => match tokio::time::timeout_at(d, grant).await {
+                        Ok(r) => r?,
+                        Err(_) => return pending.remove().await.map(|()| None),
+                    },
+                    Wait::No | Wait::Forever => grant.await?,
+                };
+                (g.node, g.czxid)
+            }
+        };
+        pending.disarm();
+        *self.held() = Some(Held {
+            node: node.clone(),
+            czxid,
+            count: 1,
+        });
+        Ok(Some(Hold {
+            core: Arc::clone(self),
+            node,
+            czxid,
+            metrics: metrics.cloned(),
+            released: false,
+        }))
     }
 }
 

@@ -188,9 +188,12 @@ impl ReadLock {
                 None => Decision::Hold,
             }
         };
+        // The server does not know our write node is ours: a downgrade keeps to the
+        // recipe, whose rule does.
+        let native_ok = !write.holds();
         let hold = self
             .core
-            .acquire(wait, &rule, self.metrics.as_ref())
+            .acquire_with(wait, &rule, self.metrics.as_ref(), native_ok)
             .await?;
         Ok(hold.map(|hold| ReadWriteGuard { hold }))
     }
