@@ -1,0 +1,361 @@
+//! Curator interop: Apache Curator's `InterProcessMutex` (Debian
+//! `libcurator-recipes-java`, driven by `compat/curator/CuratorLockCheck.java`) and
+//! zlock's `Mutex` contending on one path exclude each other, against an in-process
+//! zlock server and against Apache ZooKeeper 3.8.
+//!
+//! - `increments`: a Curator process and two zlock sessions each take the lock and do
+//!   a read-sleep-write increment of one counter znode; no increment may be lost.
+//! - `curator_holds`: while Curator holds, zlock's `try_acquire` and `acquire_timeout`
+//!   fail; a queued zlock `acquire` gets the lock when Curator releases.
+//! - `zlock_holds`: while zlock holds, Curator's `acquire(timeout)` fails; a queued
+//!   Curator acquire gets the lock when zlock releases.
+//!
+//! Skips loudly when `javac` or the Curator jar is missing. Java processes are
+//! SIGKILLed by pid when their handle drops, so a failing test leaves none behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use zlock::recipes::Mutex;
+use zlock::{Client, CreateMode, Error, ErrorCode};
+use zlock_testkit::{TestServer, ZooKeeper};
+
+const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
+const SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
+/// Deadline for one step; only there so that a hang fails with a name.
+const T: Duration = Duration::from_secs(60);
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(T, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: timed out after {T:?}"))
+}
+
+/// `CuratorLockCheck` compiled into a temporary directory, or why it cannot be.
+fn compile() -> Result<tempfile::TempDir, String> {
+    if !Path::new(CURATOR_JAR).exists() {
+        return Err(format!(
+            "{CURATOR_JAR} is missing (apt-get install libcurator-recipes-java)"
+        ));
+    }
+    match Command::new("javac").arg("-version").output() {
+        Ok(o) if o.status.success() => {}
+        _ => return Err("no javac (apt-get install default-jdk-headless)".into()),
+    }
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat/curator/CuratorLockCheck.java");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("javac")
+        .args(["-cp", CURATOR_JAR, "-d"])
+        .arg(dir.path())
+        .arg(&src)
+        .output()
+        .expect("running javac");
+    assert!(
+        out.status.success(),
+        "javac {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(dir)
+}
+
+/// A running `CuratorLockCheck`; SIGKILLed (by pid) on drop.
+struct Java {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Java {
+    fn start(classes: &Path, args: &[&str]) -> Java {
+        let mut cp = format!("{CURATOR_JAR}:{}", classes.display());
+        if Path::new(SLF4J_NOP).exists() {
+            cp.push(':');
+            cp.push_str(SLF4J_NOP);
+        }
+        let mut child = Command::new("java")
+            .args(["-cp", &cp, "CuratorLockCheck"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting java");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Java {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Waits for the next line the program prints and checks it.
+    async fn expect(&mut self, want: &str) {
+        let what = format!("Curator to print {want}");
+        let got = within(&what, self.lines.recv()).await;
+        assert_eq!(got.as_deref(), Some(want), "Curator's output");
+    }
+
+    /// Sends a line to its stdin (`hold` releases on it).
+    fn send_line(&mut self) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Waits for the process to exit; its exit code.
+    async fn exit_code(&mut self) -> i32 {
+        within("Curator to exit", async {
+            loop {
+                if let Some(st) = self.child.try_wait().unwrap() {
+                    return st.code().unwrap_or(-1);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Java {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn connect(addr: &str) -> Client {
+    let start = Instant::now();
+    loop {
+        match Client::connect(addr, 10_000).await {
+            Ok((c, _)) => return c,
+            Err(e) if start.elapsed() < T => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("connect {addr}: {e}"),
+        }
+    }
+}
+
+async fn children(zk: &Client, path: &str) -> Vec<String> {
+    match zk.get_children(path, false).await {
+        Ok(c) => c,
+        Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+async fn wait_children(zk: &Client, path: &str, n: usize) {
+    within(&format!("{path} to have {n} children"), async {
+        while children(zk, path).await.len() != n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+async fn read_counter(zk: &Client, path: &str) -> u64 {
+    let (data, _) = zk.get_data(path, false).await.unwrap();
+    std::str::from_utf8(&data).unwrap().trim().parse().unwrap()
+}
+
+/// Curator (100 increments) and two zlock sessions (100 each) increment one counter
+/// under the lock, all at once: every increment is kept.
+async fn increments(addr: &str, classes: &Path) {
+    const LOCK: &str = "/interop/counter-lock";
+    const COUNTER: &str = "/interop/counter";
+    const EACH: u64 = 100;
+    const SESSIONS: usize = 2;
+    let admin = connect(addr).await;
+    match admin.create(COUNTER, b"0", CreateMode::Persistent).await {
+        Ok(_) => {}
+        Err(Error::Server(ErrorCode::NodeExists)) => {
+            admin.set_data(COUNTER, b"0", -1).await.unwrap();
+        }
+        Err(e) => panic!("{e}"),
+    }
+    let n = EACH.to_string();
+    let mut java = Java::start(classes, &[addr, "increment", LOCK, COUNTER, &n]);
+    let mut clients = Vec::new();
+    for _ in 0..SESSIONS {
+        clients.push(connect(addr).await);
+    }
+    // Start together with Curator, once it is connected.
+    java.expect("READY").await;
+    let started = Instant::now();
+    let busy = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for zk in &clients {
+        let (zk, busy, seen) = (zk.clone(), busy.clone(), seen.clone());
+        tasks.spawn(async move {
+            let lock = Mutex::new(zk.clone(), LOCK);
+            for _ in 0..EACH {
+                let g = lock.acquire().await.unwrap();
+                assert!(!busy.swap(true, Ordering::SeqCst), "two zlock holders");
+                let v = read_counter(&zk, COUNTER).await;
+                seen.lock().unwrap().push(v);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                zk.set_data(COUNTER, (v + 1).to_string().as_bytes(), -1)
+                    .await
+                    .unwrap();
+                busy.store(false, Ordering::SeqCst);
+                g.release().await.unwrap();
+            }
+        });
+    }
+    within("zlock increments", async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+    })
+    .await;
+    java.expect(&format!("DONE {EACH}")).await;
+    assert_eq!(java.exit_code().await, 0);
+    let total = EACH * (SESSIONS as u64 + 1);
+    let got = read_counter(&admin, COUNTER).await;
+    // The values zlock read, in order: a jump means Curator held the lock in between.
+    let seen = seen.lock().unwrap().clone();
+    let handovers = seen.windows(2).filter(|w| w[1] != w[0] + 1).count();
+    eprintln!(
+        "increments: counter {got} of {total} (Curator {EACH}, zlock {SESSIONS} x {EACH}) \
+         in {:?}; Curator held the lock between two zlock holds {handovers} times",
+        started.elapsed()
+    );
+    assert_eq!(
+        got, total,
+        "lost increments: Curator and zlock did not exclude"
+    );
+    assert!(handovers > 0, "Curator and zlock never contended: {seen:?}");
+    assert!(children(&admin, LOCK).await.is_empty(), "node left");
+    for c in clients.into_iter().chain([admin]) {
+        c.close().await.unwrap();
+    }
+}
+
+/// While Curator holds the lock, zlock's try_acquire and acquire_timeout fail; a zlock
+/// acquire queued behind Curator gets the lock when Curator releases.
+async fn curator_holds(addr: &str, classes: &Path) {
+    const LOCK: &str = "/interop/curator-holds";
+    let zk = connect(addr).await;
+    let mut java = Java::start(classes, &[addr, "hold", LOCK]);
+    java.expect("READY").await;
+    java.expect("HOLDING").await;
+    let held = children(&zk, LOCK).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    let lock = Arc::new(Mutex::new(zk.clone(), LOCK));
+    assert!(lock.try_acquire().await.unwrap().is_none(), "try_acquire");
+    let r = lock
+        .acquire_timeout(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(r.is_none(), "acquire_timeout while Curator holds");
+    assert_eq!(children(&zk, LOCK).await, held, "zlock left a node");
+
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await.unwrap() }
+    });
+    wait_children(&zk, LOCK, 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "acquired while Curator holds");
+    java.send_line();
+    java.expect("RELEASED").await;
+    let g = within("zlock after Curator's release", waiter)
+        .await
+        .unwrap();
+    assert_eq!(java.exit_code().await, 0);
+    assert_ne!(g.node().rsplit('/').next().unwrap(), held[0]);
+    g.release().await.unwrap();
+    assert!(children(&zk, LOCK).await.is_empty());
+    zk.close().await.unwrap();
+}
+
+/// While zlock holds the lock, Curator's acquire(timeout) fails; a Curator acquire
+/// queued behind zlock gets the lock when zlock releases.
+async fn zlock_holds(addr: &str, classes: &Path) {
+    const LOCK: &str = "/interop/zlock-holds";
+    let zk = connect(addr).await;
+    let g = Mutex::new(zk.clone(), LOCK).acquire().await.unwrap();
+
+    let mut java = Java::start(classes, &[addr, "try", LOCK, "1000"]);
+    java.expect("READY").await;
+    java.expect("NOT_ACQUIRED").await;
+    assert_eq!(java.exit_code().await, 3);
+    assert_eq!(children(&zk, LOCK).await.len(), 1, "Curator left a node");
+
+    let mut java = Java::start(classes, &[addr, "try", LOCK, "30000"]);
+    java.expect("READY").await;
+    wait_children(&zk, LOCK, 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        java.child.try_wait().unwrap().is_none(),
+        "Curator ended early"
+    );
+    g.release().await.unwrap();
+    java.expect("ACQUIRED").await;
+    assert_eq!(java.exit_code().await, 0);
+    wait_children(&zk, LOCK, 0).await;
+    zk.close().await.unwrap();
+}
+
+async fn all(addr: &str, server: &str) {
+    let classes = match compile() {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("\n*** SKIPPED: Curator interop against {server}: {why} ***\n");
+            return;
+        }
+    };
+    // A persistent parent, so that no lock path's parent container is reaped midway.
+    let admin = connect(addr).await;
+    admin.ensure_path("/interop").await.unwrap();
+    admin.close().await.unwrap();
+    let started = Instant::now();
+    increments(addr, classes.path()).await;
+    eprintln!("[{server}] increments passed in {:?}", started.elapsed());
+    let started = Instant::now();
+    curator_holds(addr, classes.path()).await;
+    eprintln!("[{server}] curator_holds passed in {:?}", started.elapsed());
+    let started = Instant::now();
+    zlock_holds(addr, classes.path()).await;
+    eprintln!("[{server}] zlock_holds passed in {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlock_curator_interop() {
+    let s = TestServer::start().await.unwrap();
+    all(&s.connect_string(), "zlock").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_curator_interop() {
+    if !ZooKeeper::available() {
+        eprintln!(
+            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
+             Curator interop ran against zlock only ***\n"
+        );
+        return;
+    }
+    let zk = ZooKeeper::start().unwrap();
+    all(&zk.connect_string(), "ZooKeeper 3.8").await;
+}

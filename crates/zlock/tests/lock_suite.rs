@@ -1,0 +1,437 @@
+//! The lock recipes under load and failure. Every scenario runs against an in-process
+//! zlock server and against Apache ZooKeeper 3.8 (when the Debian package is installed;
+//! a loud SKIPPED otherwise), one after the other on one server:
+//!
+//! 1. `stress`: 20 sessions x 50 acquisitions, overlap detector, lost-update counter,
+//!    fencing tokens strictly increasing in acquisition order, no node left.
+//! 2. `fifo`: 10 waiters acquire in the order they queued.
+//! 3. `timeouts_leave_no_node`: expired `acquire_timeout`s and dropped `acquire`s
+//!    (also while their create is in flight) leave only the holder's node.
+//! 4. `holder_killed` (`failures.rs`): a `zlock lock` process holding the lock is
+//!    SIGKILLed; a waiter gets the lock once the holder's session expires.
+//! 5. to 8. (`failures.rs`): session expiry while holding and while waiting,
+//!    connection loss while waiting and while holding, through a TCP proxy the test
+//!    can cut.
+//! 9. `herd` (`herd.rs`): watch notifications per release, 100 waiters on `Mutex` vs
+//!    100 on `NaiveLock`; the figures are printed.
+//!
+//! No tight timing thresholds: deadlines only keep a broken run from hanging, and the
+//! few ordering checks have margins of a second or more.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // not every test binary uses every knob
+mod proxy;
+
+#[path = "lock_suite/failures.rs"]
+mod failures;
+#[path = "lock_suite/herd.rs"]
+mod herd;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use zlock::recipes::Mutex;
+use zlock::{Client, ConnectionState, Error, ErrorCode, WatcherEvent};
+use zlock_testkit::{TestServer, ZooKeeper};
+
+/// Deadline for one step; only there so that a hang fails with a name.
+const T: Duration = Duration::from_secs(60);
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(T, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: timed out after {T:?}"))
+}
+
+/// Connects with this session timeout, retrying while the server is still starting;
+/// returns the catch-all event receiver too.
+async fn connect_events(addr: &str, timeout_ms: i32) -> (Client, UnboundedReceiver<WatcherEvent>) {
+    let start = Instant::now();
+    loop {
+        let attempt =
+            tokio::time::timeout(Duration::from_secs(10), Client::connect(addr, timeout_ms));
+        match attempt.await.unwrap_or(Err(Error::ConnectionLoss)) {
+            Ok(c) => return c,
+            Err(e) if start.elapsed() < T => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("connect {addr}: {e}"),
+        }
+    }
+}
+
+async fn connect(addr: &str, timeout_ms: i32) -> Client {
+    connect_events(addr, timeout_ms).await.0
+}
+
+/// The children of a lock path, sorted (none if the container is gone).
+async fn children(zk: &Client, path: &str) -> Vec<String> {
+    match zk.get_children(path, false).await {
+        Ok(mut c) => {
+            c.sort();
+            c
+        }
+        Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+/// Polls until `path` has exactly `n` children.
+async fn wait_children(zk: &Client, path: &str, n: usize) {
+    within(&format!("{path} to have {n} children"), async {
+        while children(zk, path).await.len() != n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// Polls until the children of `path` are exactly `want` (names, any order).
+async fn wait_children_exactly(zk: &Client, path: &str, want: &[&str]) {
+    let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    let what = format!("{path} to hold exactly {want:?}");
+    within(&what, async {
+        loop {
+            let now = children(zk, path).await;
+            if now == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+async fn wait_state(c: &Client, want: ConnectionState) {
+    let mut rx = c.state_stream();
+    within(&format!("state {want:?}"), rx.wait_for(|s| *s == want))
+        .await
+        .unwrap_or_else(|_| panic!("state stream ended before {want:?}"));
+}
+
+/// Polls `wchs` until the server holds exactly `n` watches: how a test knows that
+/// waiters are parked on their watches (no request of theirs in flight).
+async fn wait_watches(addr: &str, n: usize) {
+    let mut last = 0;
+    let r = tokio::time::timeout(T, async {
+        loop {
+            last = total_watches(addr).await;
+            if last == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "server to hold {n} watches: still {last}");
+}
+
+/// `Total watches:` from the `wchs` four-letter word.
+async fn total_watches(addr: &str) -> usize {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"wchs").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.lines()
+        .find_map(|l| l.strip_prefix("Total watches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("wchs: {out:?}"))
+}
+
+/// The last path segment.
+fn name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Scenario 1: 20 sessions x 50 acquisitions of one `Mutex`: never two holders, all 1000
+/// increments of a read-yield-write counter kept, fencing tokens strictly increasing in
+/// acquisition order, no node left.
+async fn stress(addr: &str) {
+    const PATH: &str = "/suite/stress";
+    const SESSIONS: usize = 20;
+    const ROUNDS: usize = 50;
+    let busy = Arc::new(AtomicBool::new(false));
+    let counter = Arc::new(AtomicU64::new(0));
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::with_capacity(SESSIONS * ROUNDS)));
+    let barrier = Arc::new(tokio::sync::Barrier::new(SESSIONS));
+    let mut clients = Vec::new();
+    for _ in 0..SESSIONS {
+        clients.push(connect(addr, 10_000).await);
+    }
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for zk in &clients {
+        let lock = Mutex::new(zk.clone(), PATH);
+        let (busy, counter, tokens, barrier) = (
+            busy.clone(),
+            counter.clone(),
+            tokens.clone(),
+            barrier.clone(),
+        );
+        tasks.spawn(async move {
+            barrier.wait().await;
+            for round in 0..ROUNDS {
+                let g = lock.acquire().await.unwrap();
+                assert!(!busy.swap(true, Ordering::SeqCst), "two holders at once");
+                tokens.lock().unwrap().push(g.fencing_token());
+                // Not an atomic increment: a second holder would lose updates.
+                let v = counter.load(Ordering::SeqCst);
+                if round % 5 == 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                counter.store(v + 1, Ordering::SeqCst);
+                busy.store(false, Ordering::SeqCst);
+                g.release().await.unwrap();
+            }
+        });
+    }
+    within("stress", async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+    })
+    .await;
+    let n = SESSIONS * ROUNDS;
+    eprintln!(
+        "stress: {n} acquisitions by {SESSIONS} sessions in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(counter.load(Ordering::SeqCst), n as u64, "lost increments");
+    let tokens = tokens.lock().unwrap().clone();
+    assert_eq!(tokens.len(), n);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens not strictly increasing in acquisition order: {tokens:?}"
+    );
+    assert!(children(&clients[0], PATH).await.is_empty(), "node left");
+    for zk in clients {
+        zk.close().await.unwrap();
+    }
+}
+
+/// Scenario 2: Ten waiters, each queued once the previous one's node exists, acquire in that
+/// order, with increasing fencing tokens.
+async fn fifo(addr: &str) {
+    const PATH: &str = "/suite/fifo";
+    const WAITERS: usize = 10;
+    let zk = connect(addr, 10_000).await;
+    let g = Mutex::new(zk.clone(), PATH).acquire().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let c = connect(addr, 10_000).await;
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = Mutex::new(c.clone(), PATH).acquire().await.unwrap();
+            order.lock().unwrap().push((i, g.fencing_token()));
+            g.release().await.unwrap();
+            c.close().await.unwrap();
+        }));
+        // Waiter i has queued once its node is there.
+        wait_children(&zk, PATH, i + 2).await;
+    }
+    g.release().await.unwrap();
+    within("fifo waiters", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    let order = order.lock().unwrap().clone();
+    let who: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
+    assert_eq!(who, (0..WAITERS).collect::<Vec<_>>(), "not FIFO");
+    assert!(order.windows(2).all(|w| w[0].1 < w[1].1), "{order:?}");
+    assert!(children(&zk, PATH).await.is_empty());
+    zk.close().await.unwrap();
+}
+
+/// Scenario 3: Expired `acquire_timeout`s and dropped `acquire` futures (while waiting, and at
+/// once, while the create may still be in flight) leave exactly the holder's node; the
+/// lock still hands over afterwards.
+async fn timeouts_leave_no_node(addr: &str) {
+    const PATH: &str = "/suite/timeouts";
+    let zk = connect(addr, 10_000).await;
+    let waiter_zk = connect(addr, 10_000).await;
+    let other_zk = connect(addr, 10_000).await;
+    let g = Mutex::new(zk.clone(), PATH).acquire().await.unwrap();
+    let holder = name(g.node()).to_owned();
+    let only_holder = [holder.as_str()];
+    let waiter = Arc::new(Mutex::new(waiter_zk.clone(), PATH));
+
+    // acquire_timeout that expires: its node is deleted before it returns.
+    for ms in [0, 1, 50, 200] {
+        let r = within(
+            "acquire_timeout",
+            waiter.acquire_timeout(Duration::from_millis(ms)),
+        )
+        .await
+        .unwrap();
+        assert!(r.is_none(), "acquired while held ({ms} ms)");
+        assert_eq!(
+            children(&zk, PATH).await,
+            only_holder,
+            "after {ms} ms timeout"
+        );
+    }
+
+    // acquire futures dropped at different points: the earliest ones are dropped
+    // right after the create is sent, before its reply.
+    for us in [0, 0, 50, 200, 1_000, 3_000, 10_000, 100_000] {
+        let r = tokio::time::timeout(Duration::from_micros(us), waiter.acquire()).await;
+        assert!(r.is_err(), "acquired while held");
+    }
+    wait_children_exactly(&zk, PATH, &only_holder).await;
+
+    // A waiting task aborted, and several sessions cancelling at once.
+    let w = waiter.clone();
+    let task = tokio::spawn(async move { w.acquire().await.map(|_| ()) });
+    wait_children(&zk, PATH, 2).await;
+    task.abort();
+    let _ = task.await;
+    let mut cancels = tokio::task::JoinSet::new();
+    for i in 0..8u64 {
+        let m = Mutex::new(
+            if i % 2 == 0 { &waiter_zk } else { &other_zk }.clone(),
+            PATH,
+        );
+        cancels.spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_millis(i * 7), m.acquire()).await;
+        });
+    }
+    while let Some(r) = cancels.join_next().await {
+        r.unwrap();
+    }
+    wait_children_exactly(&zk, PATH, &only_holder).await;
+
+    // Nothing orphaned blocks the queue: the next waiter gets the lock on release.
+    let next = tokio::spawn({
+        let w = waiter.clone();
+        async move { w.acquire().await.unwrap().release().await.unwrap() }
+    });
+    wait_children(&zk, PATH, 2).await;
+    g.release().await.unwrap();
+    within("waiter after release", next).await.unwrap();
+    assert!(children(&zk, PATH).await.is_empty());
+    for c in [zk, waiter_zk, other_zk] {
+        c.close().await.unwrap();
+    }
+}
+
+/// Every scenario in turn on one server, each under an overall deadline.
+/// `LOCK_SUITE_ONLY=<part of a name>` runs only the matching scenarios.
+async fn all(addr: &str, server: &str) {
+    let deadline = Duration::from_secs(180);
+    let only = std::env::var("LOCK_SUITE_ONLY").unwrap_or_default();
+    // A persistent parent for the lock paths. Were it a container too, the server would
+    // reap it whenever it empties between scenarios, and an acquire racing with that
+    // fails with NoNode (see `recipe_bug_parent_reaped` below).
+    let admin = connect(addr, 10_000).await;
+    admin.ensure_path("/suite").await.unwrap();
+    admin.close().await.unwrap();
+    macro_rules! run {
+        ($f:path $(, $arg:expr)*) => {{
+            let what = stringify!($f);
+            if what.contains(only.as_str()) {
+                let started = Instant::now();
+                tokio::time::timeout(deadline, $f(addr $(, $arg)*))
+                    .await
+                    .unwrap_or_else(|_| panic!("[{server}] {what}: timed out"));
+                eprintln!("[{server}] {what} passed in {:?}", started.elapsed());
+            } else {
+                eprintln!("[{server}] {what}: not selected");
+            }
+        }};
+    }
+    run!(stress);
+    run!(fifo);
+    run!(timeouts_leave_no_node);
+    run!(failures::holder_killed);
+    run!(failures::expiry_while_holding);
+    run!(failures::expiry_while_waiting);
+    run!(failures::connection_loss_while_waiting);
+    run!(failures::connection_loss_while_holding);
+    run!(herd::compare, server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlock_lock_suite() {
+    let s = TestServer::start().await.unwrap();
+    all(&s.connect_string(), "zlock").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_lock_suite() {
+    if !ZooKeeper::available() {
+        eprintln!(
+            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
+             the lock suite ran against zlock only ***\n"
+        );
+        return;
+    }
+    let zk = ZooKeeper::start().unwrap();
+    all(&zk.connect_string(), "ZooKeeper 3.8").await;
+}
+
+// RECIPE BUG, kept failing on purpose: see
+// `failures::recipe_bug_connection_loss_during_recheck`. Run with
+// `cargo test -p zlock --test lock_suite -- --ignored`.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "RECIPE BUG in recipes/mutex.rs: ConnectionLoss during a waiter's re-check fails acquire"]
+async fn recipe_bug_zlock_connection_loss_during_recheck() {
+    let s = TestServer::start().await.unwrap();
+    failures::recipe_bug_connection_loss_during_recheck(&s.connect_string()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "RECIPE BUG in recipes/mutex.rs: ConnectionLoss during a waiter's re-check fails acquire"]
+async fn recipe_bug_zookeeper_connection_loss_during_recheck() {
+    if !ZooKeeper::available() {
+        eprintln!("\n*** SKIPPED: Apache ZooKeeper is not installed ***\n");
+        return;
+    }
+    let zk = ZooKeeper::start().unwrap();
+    failures::recipe_bug_connection_loss_during_recheck(&zk.connect_string()).await;
+}
+
+/// RECIPE BUG, kept failing on purpose (`recipes/mod.rs`, `create_parents`): it creates
+/// the missing ancestors of a lock node one by one as containers, and gives up with
+/// `NoNode` when the server reaps an empty ancestor container between two of its
+/// steps. `Mutex::acquire` then fails with `Server(NoNode)` although nothing is wrong;
+/// retrying from the top on NoNode would fix it. Seen in the suite against ZooKeeper
+/// (the lock paths' container parent emptied between scenarios); made likely here with
+/// a 1 ms container check, so it is probabilistic: it fails in most runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "RECIPE BUG in recipes/mod.rs: create_parents fails with NoNode when a container parent is reaped meanwhile"]
+async fn recipe_bug_parent_reaped() {
+    let s = TestServer::start_with(|c| c.container_check_interval_ms = 1)
+        .await
+        .unwrap();
+    let zk = connect(&s.connect_string(), 10_000).await;
+    let lock = Mutex::new(zk.clone(), "/reaped/parent/lock");
+    let mut failures = 0;
+    for _ in 0..200 {
+        match lock.acquire().await {
+            Ok(g) => g.release().await.unwrap(),
+            Err(e) => {
+                assert_eq!(e, Error::Server(ErrorCode::NoNode));
+                failures += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        failures, 0,
+        "RECIPE BUG: {failures} of 200 acquires failed with NoNode"
+    );
+    zk.close().await.unwrap();
+}
