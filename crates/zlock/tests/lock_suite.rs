@@ -48,6 +48,12 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
         .unwrap_or_else(|_| panic!("{what}: timed out after {T:?}"))
 }
 
+tokio::task_local! {
+    /// The lock path the scenario's clients take: zlock runs the suite both ways (a
+    /// client made in a spawned task takes the default, mixing the two).
+    static LOCK_PATH: zlock::LockPath;
+}
+
 /// Connects with this session timeout, retrying while the server is still starting;
 /// returns the catch-all event receiver too.
 async fn connect_events(addr: &str, timeout_ms: i32) -> (Client, UnboundedReceiver<WatcherEvent>) {
@@ -56,7 +62,10 @@ async fn connect_events(addr: &str, timeout_ms: i32) -> (Client, UnboundedReceiv
         let attempt =
             tokio::time::timeout(Duration::from_secs(10), Client::connect(addr, timeout_ms));
         match attempt.await.unwrap_or(Err(Error::ConnectionLoss)) {
-            Ok(c) => return c,
+            Ok((c, ev)) => {
+                let path = LOCK_PATH.try_with(|p| *p).unwrap_or_default();
+                return (c.with_lock_path(path), ev);
+            }
             Err(e) if start.elapsed() < T => {
                 let _ = e;
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -116,8 +125,9 @@ async fn wait_state(c: &Client, want: ConnectionState) {
         .unwrap_or_else(|_| panic!("state stream ended before {want:?}"));
 }
 
-/// Polls `wchs` until the server holds exactly `n` watches: how a test knows that
-/// waiters are parked on their watches (no request of theirs in flight).
+/// Polls the server until exactly `n` waiters are parked: watches (`wchs`) plus, on
+/// zlock, native lock waiters (`mntr`). How a test knows that waiters sit on their
+/// watch or grant (no request of theirs in flight).
 async fn wait_watches(addr: &str, n: usize) {
     let mut last = 0;
     let r = tokio::time::timeout(T, async {
@@ -133,16 +143,30 @@ async fn wait_watches(addr: &str, n: usize) {
     assert!(r.is_ok(), "server to hold {n} watches: still {last}");
 }
 
-/// `Total watches:` from the `wchs` four-letter word.
+/// `Total watches:` from the `wchs` four-letter word, plus zlock's
+/// `zlock_native_lock_waiters` from `mntr` (absent on ZooKeeper).
 async fn total_watches(addr: &str) -> usize {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"wchs").await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.lines()
+    let watches: usize = four_letters(addr, b"wchs")
+        .await
+        .lines()
         .find_map(|l| l.strip_prefix("Total watches:"))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("wchs: {out:?}"))
+        .unwrap_or_else(|| panic!("wchs gave no total"));
+    let native: usize = four_letters(addr, b"mntr")
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix("zlock_native_lock_waiters"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    watches + native
+}
+
+async fn four_letters(addr: &str, word: &[u8]) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(word).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }
 
 /// The last path segment.
@@ -365,7 +389,21 @@ async fn all(addr: &str, server: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_lock_suite() {
     let s = TestServer::start().await.unwrap();
-    all(&s.connect_string(), "zlock").await;
+    assert!(connect(&s.connect_string(), 10_000)
+        .await
+        .uses_native_locks());
+    all(&s.connect_string(), "zlock, native").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlock_lock_suite_standard_path() {
+    let s = TestServer::start().await.unwrap();
+    LOCK_PATH
+        .scope(
+            zlock::LockPath::Recipe,
+            all(&s.connect_string(), "zlock, recipe"),
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,19 +419,21 @@ async fn zookeeper_lock_suite() {
     all(&zk.connect_string(), "ZooKeeper 3.8").await;
 }
 
-// RECIPE BUG, kept failing on purpose: see
-// `failures::recipe_bug_connection_loss_during_recheck`. Run with
-// `cargo test -p zlock --test lock_suite -- --ignored`.
+// Regression tests of two recipe bugs this suite found (fixed in recipes/driver.rs and
+// recipes/mod.rs). They exercise the standard recipe, so the zlock runs force it.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "RECIPE BUG in recipes/mutex.rs: ConnectionLoss during a waiter's re-check fails acquire"]
 async fn recipe_bug_zlock_connection_loss_during_recheck() {
     let s = TestServer::start().await.unwrap();
-    failures::recipe_bug_connection_loss_during_recheck(&s.connect_string()).await;
+    LOCK_PATH
+        .scope(
+            zlock::LockPath::Recipe,
+            failures::recipe_bug_connection_loss_during_recheck(&s.connect_string()),
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "RECIPE BUG in recipes/mutex.rs: ConnectionLoss during a waiter's re-check fails acquire"]
 async fn recipe_bug_zookeeper_connection_loss_during_recheck() {
     if !ZooKeeper::available() {
         eprintln!("\n*** SKIPPED: Apache ZooKeeper is not installed ***\n");
@@ -403,16 +443,21 @@ async fn recipe_bug_zookeeper_connection_loss_during_recheck() {
     failures::recipe_bug_connection_loss_during_recheck(&zk.connect_string()).await;
 }
 
-/// RECIPE BUG, kept failing on purpose (`recipes/mod.rs`, `create_parents`): it creates
-/// the missing ancestors of a lock node one by one as containers, and gives up with
-/// `NoNode` when the server reaps an empty ancestor container between two of its
-/// steps. `Mutex::acquire` then fails with `Server(NoNode)` although nothing is wrong;
-/// retrying from the top on NoNode would fix it. Seen in the suite against ZooKeeper
-/// (the lock paths' container parent emptied between scenarios); made likely here with
-/// a 1 ms container check, so it is probabilistic: it fails in most runs.
+/// Regression (`recipes/mod.rs`, `create_parents`): it creates the missing ancestors of
+/// a lock node one by one as containers, and gave up with `NoNode` when the server
+/// reaped an empty ancestor container between two of its steps, so `Mutex::acquire`
+/// failed although nothing was wrong; it now starts again from the top. Seen in this
+/// suite against ZooKeeper; made likely here with a 1 ms container check (before the
+/// fix about 15% of these acquires failed). Runs the standard recipe and the native
+/// path (which creates the parents in the lock's own commit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "RECIPE BUG in recipes/mod.rs: create_parents fails with NoNode when a container parent is reaped meanwhile"]
 async fn recipe_bug_parent_reaped() {
+    for path in [zlock::LockPath::Recipe, zlock::LockPath::Auto] {
+        LOCK_PATH.scope(path, parent_reaped()).await;
+    }
+}
+
+async fn parent_reaped() {
     let s = TestServer::start_with(|c| c.container_check_interval_ms = 1)
         .await
         .unwrap();

@@ -180,7 +180,13 @@ impl LockCore {
         pending.node = Some(node.clone());
         let own = node_name(&node).to_owned();
         loop {
-            let children = client.get_children(&self.path, false).await?;
+            // A connection loss while the session lives is not a failure: the watch or
+            // the listing is simply tried again once the client has reconnected.
+            let children = match client.get_children(&self.path, false).await {
+                Ok(c) => c,
+                Err(Error::ConnectionLoss) => continue,
+                Err(e) => return Err(e),
+            };
             let sorted = sort_by_sequence(children, self.queue_markers);
             let Some(idx) = sorted.iter().position(|c| *c == own) else {
                 return Err(Error::Server(ErrorCode::NoNode));
@@ -206,7 +212,11 @@ impl LockCore {
             if matches!(wait, Wait::No) {
                 return pending.remove().await.map(|()| None);
             }
-            let (stat, watcher) = client.exists_watch(&pred).await?;
+            let (stat, watcher) = match client.exists_watch(&pred).await {
+                Ok(w) => w,
+                Err(Error::ConnectionLoss) => continue,
+                Err(e) => return Err(e),
+            };
             if stat.is_none() {
                 continue;
             }

@@ -39,24 +39,30 @@ use std::time::Duration;
 use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
 
 /// Creates every missing ancestor of `node` (not `node` itself) as a container, as
-/// Curator's `creatingParentContainersIfNeeded` does.
+/// Curator's `creatingParentContainersIfNeeded` does. The server may reap an empty
+/// ancestor container between two steps (`NoNode`): then it starts again from the top.
 pub(crate) async fn create_parents(client: &Client, node: &str) -> Result<()> {
     let Some(end) = node.rfind('/') else {
         return Ok(());
     };
-    let mut cur = String::new();
-    for seg in node[..end].split('/').filter(|s| !s.is_empty()) {
-        cur.push('/');
-        cur.push_str(seg);
-        loop {
-            match client.create(&cur, b"", CreateMode::Container).await {
-                Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => break,
-                Err(Error::ConnectionLoss) => continue,
-                Err(e) => return Err(e),
+    const ATTEMPTS: usize = 100;
+    'again: for _ in 0..ATTEMPTS {
+        let mut cur = String::new();
+        for seg in node[..end].split('/').filter(|s| !s.is_empty()) {
+            cur.push('/');
+            cur.push_str(seg);
+            loop {
+                match client.create(&cur, b"", CreateMode::Container).await {
+                    Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => break,
+                    Err(Error::ConnectionLoss) => continue,
+                    Err(Error::Server(ErrorCode::NoNode)) => continue 'again,
+                    Err(e) => return Err(e),
+                }
             }
         }
+        return Ok(());
     }
-    Ok(())
+    Err(Error::Server(ErrorCode::NoNode))
 }
 
 /// Deletes `path`, retrying on connection loss; a missing node is success.

@@ -31,6 +31,9 @@ enum Guard {
 
 impl Guard {
     async fn acquire(zk: &Client, path: &str, kind: Kind) -> Guard {
+        // The herd is a property of the watch-based recipes; zlock's native path sets no
+        // watch at all (one pushed grant per hand-over, see tests/native.rs).
+        let zk = &zk.clone().with_lock_path(zlock::LockPath::Recipe);
         match kind {
             Kind::Mutex => Guard::Mutex(Mutex::new(zk.clone(), path).acquire().await.unwrap()),
             Kind::Naive => Guard::Naive(NaiveLock::new(zk.clone(), path).acquire().await.unwrap()),
