@@ -10,6 +10,12 @@
 //! - `zlock_holds`: while zlock holds, Curator's `acquire(timeout)` fails; a queued
 //!   Curator acquire gets the lock when zlock releases.
 //!
+//! - `mixed`: four kinds of contenders on one lock path: zlock's native lock path (on
+//!   zlock), zlock's standard recipe, Curator, and kazoo (`compat/kazoo/lock_contender.py`,
+//!   with Curator's node names). All increment one counter; the non-Curator ones also
+//!   log their node's sequence number while holding. No increment may be lost, and the
+//!   logged sequence numbers must rise (grants in queue order: FIFO across kinds).
+//!
 //! Skips loudly when `javac` or the Curator jar is missing. Java processes are
 //! SIGKILLed by pid when their handle drops, so a failing test leaves none behind.
 
@@ -67,28 +73,42 @@ fn compile() -> Result<tempfile::TempDir, String> {
     Ok(dir)
 }
 
-/// A running `CuratorLockCheck`; SIGKILLed (by pid) on drop.
-struct Java {
+/// A running peer program (`CuratorLockCheck`, or the kazoo contender); SIGKILLed (by
+/// pid) on drop.
+struct Peer {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<String>,
 }
 
-impl Java {
-    fn start(classes: &Path, args: &[&str]) -> Java {
+impl Peer {
+    fn java(classes: &Path, args: &[&str]) -> Peer {
         let mut cp = format!("{CURATOR_JAR}:{}", classes.display());
         if Path::new(SLF4J_NOP).exists() {
             cp.push(':');
             cp.push_str(SLF4J_NOP);
         }
-        let mut child = Command::new("java")
-            .args(["-cp", &cp, "CuratorLockCheck"])
-            .args(args)
+        let mut cmd = Command::new("java");
+        cmd.args(["-cp", &cp, "CuratorLockCheck"]).args(args);
+        Peer::spawn(cmd)
+    }
+
+    /// `compat/kazoo/lock_contender.py` with the venv's python.
+    fn kazoo(python: &Path, args: &[&str]) -> Peer {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat/kazoo/lock_contender.py");
+        let mut cmd = Command::new(python);
+        cmd.arg(script).args(args);
+        Peer::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Peer {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("starting java");
+            .expect("starting a peer program");
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::unbounded_channel();
         std::thread::spawn(move || {
@@ -100,7 +120,7 @@ impl Java {
             }
         });
         let stdin = child.stdin.take();
-        Java {
+        Peer {
             child,
             stdin,
             lines,
@@ -109,9 +129,9 @@ impl Java {
 
     /// Waits for the next line the program prints and checks it.
     async fn expect(&mut self, want: &str) {
-        let what = format!("Curator to print {want}");
+        let what = format!("the peer program to print {want}");
         let got = within(&what, self.lines.recv()).await;
-        assert_eq!(got.as_deref(), Some(want), "Curator's output");
+        assert_eq!(got.as_deref(), Some(want), "the peer program's output");
     }
 
     /// Sends a line to its stdin (`hold` releases on it).
@@ -123,7 +143,7 @@ impl Java {
 
     /// Waits for the process to exit; its exit code.
     async fn exit_code(&mut self) -> i32 {
-        within("Curator to exit", async {
+        within("the peer program to exit", async {
             loop {
                 if let Some(st) = self.child.try_wait().unwrap() {
                     return st.code().unwrap_or(-1);
@@ -135,7 +155,7 @@ impl Java {
     }
 }
 
-impl Drop for Java {
+impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -194,7 +214,7 @@ async fn increments(addr: &str, classes: &Path) {
         Err(e) => panic!("{e}"),
     }
     let n = EACH.to_string();
-    let mut java = Java::start(classes, &[addr, "increment", LOCK, COUNTER, &n]);
+    let mut java = Peer::java(classes, &[addr, "increment", LOCK, COUNTER, &n]);
     let mut clients = Vec::new();
     for _ in 0..SESSIONS {
         clients.push(connect(addr).await);
@@ -257,7 +277,7 @@ async fn increments(addr: &str, classes: &Path) {
 async fn curator_holds(addr: &str, classes: &Path) {
     const LOCK: &str = "/interop/curator-holds";
     let zk = connect(addr).await;
-    let mut java = Java::start(classes, &[addr, "hold", LOCK]);
+    let mut java = Peer::java(classes, &[addr, "hold", LOCK]);
     java.expect("READY").await;
     java.expect("HOLDING").await;
     let held = children(&zk, LOCK).await;
@@ -297,13 +317,13 @@ async fn zlock_holds(addr: &str, classes: &Path) {
     let zk = connect(addr).await;
     let g = Mutex::new(zk.clone(), LOCK).acquire().await.unwrap();
 
-    let mut java = Java::start(classes, &[addr, "try", LOCK, "1000"]);
+    let mut java = Peer::java(classes, &[addr, "try", LOCK, "1000"]);
     java.expect("READY").await;
     java.expect("NOT_ACQUIRED").await;
     assert_eq!(java.exit_code().await, 3);
     assert_eq!(children(&zk, LOCK).await.len(), 1, "Curator left a node");
 
-    let mut java = Java::start(classes, &[addr, "try", LOCK, "30000"]);
+    let mut java = Peer::java(classes, &[addr, "try", LOCK, "30000"]);
     java.expect("READY").await;
     wait_children(&zk, LOCK, 2).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -316,6 +336,133 @@ async fn zlock_holds(addr: &str, classes: &Path) {
     assert_eq!(java.exit_code().await, 0);
     wait_children(&zk, LOCK, 0).await;
     zk.close().await.unwrap();
+}
+
+/// The venv's python with kazoo (`ZLOCK_VENV`, else `<repo>/.venv`), if there is one.
+fn kazoo_python() -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("ZLOCK_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv"));
+    let py = venv.join("bin/python");
+    let ok = Command::new(&py)
+        .args(["-c", "import kazoo"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(py)
+}
+
+async fn reset(zk: &Client, path: &str, data: &[u8]) {
+    match zk.create(path, data, CreateMode::Persistent).await {
+        Ok(_) => {}
+        Err(Error::Server(ErrorCode::NodeExists)) => {
+            zk.set_data(path, data, -1).await.unwrap();
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Native zlock, recipe zlock, Curator and kazoo contending on one path.
+async fn mixed(addr: &str, classes: &Path, native: bool) {
+    const LOCK: &str = "/interop/mixed";
+    const COUNTER: &str = "/interop/mixed-counter";
+    const LOG: &str = "/interop/mixed-log";
+    const EACH: u64 = 15;
+    let admin = connect(addr).await;
+    reset(&admin, COUNTER, b"0").await;
+    reset(&admin, LOG, b"").await;
+    let n = EACH.to_string();
+    let mut peers = vec![Peer::java(classes, &[addr, "increment", LOCK, COUNTER, &n])];
+    match kazoo_python() {
+        Some(py) => peers.push(Peer::kazoo(&py, &[addr, LOCK, COUNTER, LOG, &n])),
+        None => eprintln!("\n*** SKIPPED the kazoo contender: no venv with kazoo ***\n"),
+    }
+    let kinds = [
+        (zlock::LockPath::Auto, "native"),
+        (zlock::LockPath::Auto, "native"),
+        (zlock::LockPath::Recipe, "recipe"),
+        (zlock::LockPath::Recipe, "recipe"),
+    ];
+    let mut clients = Vec::new();
+    for (path, kind) in kinds {
+        let c = connect(addr).await.with_lock_path(path);
+        assert_eq!(c.uses_native_locks(), native && kind == "native");
+        clients.push((c, if native { kind } else { "recipe" }));
+    }
+    for p in &mut peers {
+        p.expect("READY").await;
+    }
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (zk, kind) in &clients {
+        let (zk, kind, busy) = (zk.clone(), *kind, busy.clone());
+        tasks.spawn(async move {
+            let lock = Mutex::new(zk.clone(), LOCK);
+            for _ in 0..EACH {
+                let g = lock.acquire().await.unwrap();
+                assert!(!busy.swap(true, Ordering::SeqCst), "two zlock holders");
+                let v = read_counter(&zk, COUNTER).await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                zk.set_data(COUNTER, (v + 1).to_string().as_bytes(), -1)
+                    .await
+                    .unwrap();
+                let seq: i64 = g.node()[g.node().len() - 10..].parse().unwrap();
+                let (mut log, _) = zk.get_data(LOG, false).await.unwrap();
+                log.extend_from_slice(format!("{kind}:{seq},").as_bytes());
+                zk.set_data(LOG, &log, -1).await.unwrap();
+                busy.store(false, Ordering::SeqCst);
+                g.release().await.unwrap();
+            }
+        });
+    }
+    within("zlock contenders", async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+    })
+    .await;
+    for p in &mut peers {
+        p.expect(&format!("DONE {EACH}")).await;
+        assert_eq!(p.exit_code().await, 0);
+    }
+    let total = EACH * (clients.len() + peers.len()) as u64;
+    assert_eq!(
+        read_counter(&admin, COUNTER).await,
+        total,
+        "lost increments: the contenders did not exclude each other"
+    );
+    let (log, _) = admin.get_data(LOG, false).await.unwrap();
+    let log = String::from_utf8(log).unwrap();
+    let holds: Vec<(&str, i64)> = log
+        .split(',')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (who, seq) = e.split_once(':').unwrap();
+            (who, seq.parse().unwrap())
+        })
+        .collect();
+    let logged = EACH * (clients.len() + peers.len() - 1) as u64;
+    assert_eq!(holds.len() as u64, logged, "{log}");
+    assert!(
+        holds.windows(2).all(|w| w[0].1 < w[1].1),
+        "grants out of queue order: {log}"
+    );
+    let mut by_kind: Vec<(&str, usize)> = Vec::new();
+    for (who, _) in &holds {
+        match by_kind.iter_mut().find(|(k, _)| k == who) {
+            Some((_, n)) => *n += 1,
+            None => by_kind.push((who, 1)),
+        }
+    }
+    eprintln!(
+        "mixed: counter {total} of {total} (Curator {EACH} + {by_kind:?}); \
+         {} holds logged in queue order",
+        holds.len()
+    );
+    assert!(children(&admin, LOCK).await.is_empty(), "node left");
+    for (c, _) in clients {
+        c.close().await.unwrap();
+    }
+    admin.close().await.unwrap();
 }
 
 async fn all(addr: &str, server: &str) {
@@ -339,6 +486,9 @@ async fn all(addr: &str, server: &str) {
     let started = Instant::now();
     zlock_holds(addr, classes.path()).await;
     eprintln!("[{server}] zlock_holds passed in {:?}", started.elapsed());
+    let started = Instant::now();
+    mixed(addr, classes.path(), server == "zlock").await;
+    eprintln!("[{server}] mixed passed in {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
