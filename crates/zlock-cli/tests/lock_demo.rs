@@ -232,6 +232,38 @@ async fn demo_orders_fair_lock_ok() {
         o.stdout
     );
     assert_eq!(o.stdout.matches(" -> order ").count(), 30);
+    assert!(o.stdout.contains("lock path: native"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("watch notifications delivered: 0 "),
+        "the native path sets no watch: {}",
+        o.stdout
+    );
+}
+
+/// `--recipe`: the same Mutex through the watch-based recipe.
+#[tokio::test]
+async fn demo_orders_recipe_path() {
+    let o = zl(&["demo", "orders", "--clients", "30", "--recipe"]).await;
+    assert_eq!(o.code, 0, "stdout {:?} stderr {:?}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("lock path: standard recipe"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("OK: 30 unique consecutive order numbers"),
+        "{}",
+        o.stdout
+    );
+    // At most one per waiter (fewer when a predecessor was gone before its watch).
+    let count: usize = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("watch notifications delivered: "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no notification count in {}", o.stdout));
+    assert!((1..=29).contains(&count), "{}", o.stdout);
 }
 
 #[tokio::test]

@@ -25,6 +25,7 @@ pub enum DemoCmd {
         after_help = "Examples:\n  zlock demo orders                  # 101 clients, fair lock (Mutex)\n  \
          zlock demo orders --naive          # the naive lock; also counts watch notifications\n  \
          zlock demo orders --no-lock        # no lock: lost updates show as duplicates\n  \
+         zlock demo orders --recipe         # the Mutex via the standard recipe, not the native path\n  \
          zlock demo orders --server 127.0.0.1:2181 --clients 500\n\n\
          Each client reads /zlock-demo/order-counter, waits 1 ms (to widen the race\n\
          window, so --no-lock shows duplicates), and writes the number + 1 back with\n\
@@ -49,6 +50,10 @@ pub struct OrdersArgs {
     /// The naive single-node lock (NaiveLock) instead of the fair Mutex
     #[arg(long)]
     pub naive: bool,
+    /// The fair Mutex through the standard ZooKeeper recipe (create, getChildren,
+    /// watch) even when the server offers zlock's one-round-trip native lock
+    #[arg(long, conflicts_with_all = ["naive", "no_lock"])]
+    pub recipe: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -192,7 +197,14 @@ async fn orders_on(a: &OrdersArgs, addr: &str, dir: Option<PathBuf>) -> Result<i
     let mut failed = None;
     while let Some(r) = opening.join_next().await {
         match r {
-            Ok((i, Ok((c, ev)))) => clients.push((i, c, ev)),
+            Ok((i, Ok((c, ev)))) => {
+                let path = if a.recipe {
+                    zlock::LockPath::Recipe
+                } else {
+                    zlock::LockPath::Auto
+                };
+                clients.push((i, c.with_lock_path(path), ev))
+            }
             Ok((_, Err(msg))) => failed = Some(msg),
             Err(e) => failed = Some(format!("connect task: {e}")),
         }
@@ -204,6 +216,16 @@ async fn orders_on(a: &OrdersArgs, addr: &str, dir: Option<PathBuf>) -> Result<i
         return Err(msg);
     }
     clients.sort_by_key(|(i, _, _)| *i);
+    if mode == Mode::Fair {
+        if clients
+            .first()
+            .is_some_and(|(_, c, _)| c.uses_native_locks())
+        {
+            println!("lock path: native (one round trip; the server pushes each grant)");
+        } else {
+            println!("lock path: standard recipe (create, getChildren, watch the predecessor)");
+        }
+    }
 
     let result = run_clients(&clients, mode).await;
     let mut notifications = 0usize;
