@@ -301,3 +301,27 @@ async fn mntr(s: &TestServer, key: &str) -> u64 {
         .find_map(|l| l.strip_prefix(key).map(|v| v.trim().parse().unwrap()))
         .unwrap_or_else(|| panic!("{key} not in mntr:\n{out}"))
 }
+
+/// Dropping a guard queues its delete at once, so the same client's next acquire goes
+/// after it (in the same write): a `try_acquire` right after a drop holds, on both
+/// paths, many times in a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_then_acquire_travel_together() {
+    let s = TestServer::start().await.unwrap();
+    for path in [zlock::LockPath::Auto, zlock::LockPath::Recipe] {
+        let c = connect(&s.connect_string()).await.with_lock_path(path);
+        let lock = zlock::Mutex::new(c.clone(), "/drop");
+        let mut g = lock.acquire().await.unwrap();
+        for _ in 0..50 {
+            drop(g);
+            g = lock
+                .try_acquire()
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{path:?}: busy right after our own drop"));
+        }
+        g.release().await.unwrap();
+        assert!(c.get_children("/drop", false).await.unwrap().is_empty());
+        c.close().await.unwrap();
+    }
+}

@@ -76,16 +76,30 @@ pub(crate) async fn delete_node(client: &Client, path: &str) -> Result<()> {
     }
 }
 
-/// Spawns `delete_node` on the current tokio runtime, if there is one (without one the
-/// node goes when the session ends).
+/// Releases `path` without waiting: the delete is queued at once, so it goes before
+/// anything this client sends next (a drop followed by a new acquire travels in the same
+/// write, and the acquire does not queue behind the old node). A task on the current
+/// tokio runtime, if there is one, retries it after a connection loss.
 pub(crate) fn spawn_delete(client: Client, path: String) {
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        rt.spawn(async move {
-            if let Err(e) = delete_node(&client, &path).await {
-                tracing::debug!("releasing {path}: {e}");
-            }
-        });
-    }
+    let req = zlock_proto::Request::Delete(zlock_proto::records::DeleteRequest {
+        path: path.clone(),
+        version: -1,
+    });
+    let first = client.send(&req);
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        let r = match first.await {
+            Ok((h, _)) if h.err == 0 || h.err == ErrorCode::NoNode.code() => Ok(()),
+            Ok((h, _)) => Err(Error::from_code(h.err)),
+            Err(Error::ConnectionLoss) => delete_node(&client, &path).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            tracing::debug!("releasing {path}: {e}");
+        }
+    });
 }
 
 /// Resolves when the session behind `client` may no longer hold what it created:
