@@ -13,6 +13,8 @@ use super::backend::{System, Target};
 use super::{close_all, connect_all, distribution, histogram, record, summary};
 
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Waiters that join the queue together.
+const JOIN_BATCH: usize = 250;
 
 fn rss_kb(pid: Option<u32>) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
@@ -38,37 +40,47 @@ pub async fn scale(
     let held = holder_lock.acquire(t).await?;
 
     // Every other session queues up; each one, once it has the lock, notes the time
-    // and hands it on at once.
+    // and hands it on at once. They join in batches, each batch once the previous one
+    // is queued: a fair-lock waiter lists every contender when it joins, so joining all
+    // at once would put n lists of up to n names in flight together.
     let queue_started = Instant::now();
+    let deadline = queue_started + QUEUE_TIMEOUT;
     let attempts_before = t.stats.redis_attempts.load(Ordering::Relaxed);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let mut waiters = tokio::task::JoinSet::new();
-    for s in &all[1..] {
-        let mut lock = s.lock("lock-f");
-        let (t, tx) = (t.clone(), tx.clone());
-        waiters.spawn(async move {
-            let held = lock.acquire(&t).await?;
-            let _ = tx.send(Instant::now());
-            lock.release(&t, held).await
-        });
+    let mut queued = 1;
+    let (first, rest) = all.split_at_mut(1);
+    let first = &mut first[0];
+    for batch in rest.chunks(JOIN_BATCH) {
+        for s in batch {
+            let mut lock = s.lock("lock-f");
+            let (t, tx) = (t.clone(), tx.clone());
+            waiters.spawn(async move {
+                let held = lock.acquire(&t).await?;
+                let _ = tx.send(Instant::now());
+                lock.release(&t, held).await
+            });
+        }
+        let want = 1 + waiters.len();
+        queued = loop {
+            let n = match first.queue_len("lock-f").await? {
+                Some(n) => n,
+                None => {
+                    // Redis: no queue; every waiter has tried once.
+                    let tried = t.stats.redis_attempts.load(Ordering::Relaxed) - attempts_before;
+                    (tried as usize).min(want - 1) + 1
+                }
+            };
+            if n >= want || Instant::now() >= deadline {
+                break n;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        if Instant::now() >= deadline {
+            break;
+        }
     }
     drop(tx);
-    // Wait until the queue is complete.
-    let deadline = queue_started + QUEUE_TIMEOUT;
-    let queued = loop {
-        let queued = match all[0].queue_len("lock-f").await? {
-            Some(n) => n,
-            None => {
-                // Redis: no queue; wait until every waiter has tried once.
-                let tried = t.stats.redis_attempts.load(Ordering::Relaxed) - attempts_before;
-                (tried as usize).min(sessions - 1) + 1
-            }
-        };
-        if queued >= sessions || Instant::now() >= deadline {
-            break queued;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
     let queue_secs = queue_started.elapsed().as_secs_f64();
     let rss_queued = rss_kb(pid);
 
