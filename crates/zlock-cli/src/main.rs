@@ -63,6 +63,8 @@ enum BenchCmd {
     Load(cmd::bench::LoadArgs),
     /// Wait until a session can read a node; prints the seconds it took
     Ready(cmd::bench::ReadyArgs),
+    /// Lock scenarios A-F against zlock / ZooKeeper, Redis or etcd
+    Lock(cmd::lockbench::LockArgs),
 }
 
 #[derive(clap::Args)]
@@ -197,6 +199,10 @@ fn main() -> anyhow::Result<()> {
         Cmd::Bench(BenchCmd::Ready(a)) => {
             let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             rt.block_on(cmd::bench::ready(a))
+        }
+        Cmd::Bench(BenchCmd::Lock(a)) => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(cmd::lockbench::run(a))
         }
         Cmd::Server(args) => {
             let config = args.into_config()?;

@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod demo;
 pub mod lock;
+pub mod lockbench;
 pub mod zk;

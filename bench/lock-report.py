@@ -1,0 +1,449 @@
+#!/usr/bin/env python3
+"""Turns the raw files of bench/compare into the lock benchmark report.
+
+usage: lock-report.py RAW_DIR OUT_PREFIX key=value...
+writes OUT_PREFIX.md (tables with ratios), .json (every run and the medians) and .svg
+(acquire-latency distributions of scenarios A and D per system). Standard library only.
+"""
+import glob
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+raw, prefix = sys.argv[1:3]
+params = dict(a.split("=", 1) for a in sys.argv[3:])
+SYSTEMS = params.get("systems", "zlock zk redis redis-aof etcd").split()
+NAME = {
+    "zlock": "zlock",
+    "zk": "ZooKeeper",
+    "redis": "Redis (no persistence)",
+    "redis-aof": "Redis (AOF always)",
+    "etcd": "etcd",
+}
+SHORT = {"zlock": "zlock", "zk": "ZK", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd"}
+DURABILITY = {
+    "zlock": "WAL fdatasync before each reply (group commit); locks survive a crash and a restart",
+    "zk": "forceSync=yes (default): txn log fsync before each reply (group commit)",
+    "redis": "none: `save \"\"`, `appendonly no`; a restart forgets every lock and the counter",
+    "redis-aof": "`appendonly yes`, `appendfsync always`: AOF fsync before each reply",
+    "etcd": "one member, defaults: Raft WAL fsync before each commit (batched)",
+}
+LOCK = {
+    "zlock": "zlock client, `Mutex` recipe (Curator InterProcessMutex semantics)",
+    "zk": "zlock client, `Mutex` recipe (Curator InterProcessMutex semantics)",
+    "redis": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
+    "redis-aof": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
+    "etcd": "v3 Lock API (etcd-client crate), lease per session (TTL 30 s, kept alive)",
+}
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def read_env(path):
+    d = {}
+    if os.path.exists(path):
+        for line in open(path):
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                d[k] = v
+    return d
+
+
+def get(d, path):
+    for k in path.split("."):
+        if d is None:
+            return None
+        d = d.get(k)
+    return d
+
+
+machine = read_env(os.path.join(raw, "machine.env"))
+configs = {}
+for p in sorted(glob.glob(os.path.join(raw, "config-*"))):
+    sysname = re.sub(r"^config-|\.[a-z]+$", "", os.path.basename(p))
+    configs[sysname] = open(p).read()
+
+# runs[sys][scenario] = [result of each measured run]; warm-up (r0) discarded
+runs = {s: {} for s in SYSTEMS}
+for s in SYSTEMS:
+    for sc in "abcd":
+        rs = []
+        for p in sorted(glob.glob(os.path.join(raw, f"{s}-{sc}-r*.json"))):
+            if p.endswith("-r0.json"):
+                continue
+            d = load(p)
+            if d is not None:
+                rs.append(d)
+        runs[s][sc.upper()] = rs
+    for r in ("mutex", "naive"):
+        d = load(os.path.join(raw, f"{s}-e-{r}.json"))
+        if d is not None:
+            runs[s]["E-" + r] = d
+    d = load(os.path.join(raw, f"{s}-f.json"))
+    if d is not None:
+        runs[s]["F"] = d
+
+
+def med(s, sc, path):
+    vals = [get(r, path) for r in runs[s].get(sc, [])]
+    vals = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.median(vals) if vals else None
+
+
+def median_run(s, sc, path):
+    """The run whose `path` figure is the median (for its distribution)."""
+    rs = [r for r in runs[s].get(sc, []) if get(r, path) is not None]
+    if not rs:
+        return None
+    rs.sort(key=lambda r: get(r, path))
+    return rs[(len(rs) - 1) // 2]
+
+
+# (label, scenario, json path, scale, unit, higher_is_better)
+ROWS = [
+    ("A: cycles/s (1 client, 1 lock)", "A", "cycles_per_sec", 1, "", True),
+    ("A: acquire p50", "A", "acquire_us.p50", 1e-3, " ms", False),
+    ("A: acquire p99", "A", "acquire_us.p99", 1e-3, " ms", False),
+    ("A: acquire p99.9", "A", "acquire_us.p999", 1e-3, " ms", False),
+    ("B: cycles/s (16 clients, 16 locks)", "B", "cycles_per_sec", 1, "", True),
+    ("B: acquire p50", "B", "acquire_us.p50", 1e-3, " ms", False),
+    ("B: acquire p99", "B", "acquire_us.p99", 1e-3, " ms", False),
+    ("B: acquire p99.9", "B", "acquire_us.p999", 1e-3, " ms", False),
+    ("C: wall time (101 clients x 1 counter increment)", "C", "wall_secs", 1e3, " ms", False),
+    ("C: connect time (101 sessions)", "C", "connect_secs", 1e3, " ms", False),
+    ("D: hand-overs/s (101 clients x 20 cycles)", "D", "handovers_per_sec", 1, "", True),
+    ("D: wait p50", "D", "acquire_us.p50", 1e-3, " ms", False),
+    ("D: wait p99", "D", "acquire_us.p99", 1e-3, " ms", False),
+    ("D: fairness, wait p99/p50", "D", "wait_p99_over_p50", 1, "", False),
+    ("D: longest wait", "D", "longest_wait_us", 1e-3, " ms", False),
+]
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "n/a"
+    a = abs(v)
+    if a >= 1000:
+        s = f"{v:,.0f}"
+    elif a >= 100:
+        s = f"{v:.0f}"
+    elif a >= 10:
+        s = f"{v:.1f}"
+    elif a >= 1:
+        s = f"{v:.2f}"
+    else:
+        s = f"{v:.3f}"
+    return s + unit
+
+
+def ratio(z, o, higher):
+    if z is None or o is None or z == 0 or o == 0:
+        return "n/a"
+    r = z / o if higher else o / z
+    return (f"{r:.2f}" if 0.1 <= r < 100 else fmt(r)) + "x"
+
+
+others = [s for s in SYSTEMS if s != "zlock"]
+headline = []
+hdr = "| | " + " | ".join(NAME[s] for s in SYSTEMS)
+if "zlock" in SYSTEMS:
+    hdr += " | " + " | ".join(f"zlock/{SHORT[s]}" for s in others)
+headline.append(hdr + " |")
+headline.append("|" + "---|" * (1 + len(SYSTEMS) + (len(others) if "zlock" in SYSTEMS else 0)))
+medians = {s: {} for s in SYSTEMS}
+for label, sc, path, scale, unit, higher in ROWS:
+    vals = {s: med(s, sc, path) for s in SYSTEMS}
+    for s in SYSTEMS:
+        medians[s][f"{sc}.{path}"] = vals[s]
+    cells = [fmt(None if vals[s] is None else vals[s] * scale, unit) for s in SYSTEMS]
+    line = f"| {label} | " + " | ".join(cells)
+    if "zlock" in SYSTEMS:
+        line += " | " + " | ".join(ratio(vals["zlock"], vals[o], higher) for o in others)
+    headline.append(line + " |")
+# C correctness
+cells = []
+for s in SYSTEMS:
+    rs = runs[s].get("C", [])
+    if not rs:
+        cells.append("n/a")
+    else:
+        ok = all(r.get("ok") for r in rs)
+        fc = sorted({r.get("final_counter") for r in rs})
+        cells.append(("ok" if ok else "**FAIL**") + f" ({len(rs)} runs, counter {'/'.join(map(str, fc))})")
+line = "| C: mutual exclusion, no duplicate, final counter = 101 | " + " | ".join(cells)
+if "zlock" in SYSTEMS:
+    line += " | " + " | ".join("" for _ in others)
+headline.append(line + " |")
+goal_line = None
+if "zlock" in SYSTEMS and "zk" in SYSTEMS:
+    g = []
+    for sc, path in (("A", "cycles_per_sec"), ("B", "cycles_per_sec"), ("D", "handovers_per_sec")):
+        z, o = med("zlock", sc, path), med("zk", sc, path)
+        g.append((sc, None if not z or not o else z / o))
+    met = all(r is not None and r >= 3 for _, r in g)
+    goal_line = ("Goal (issue 4): zlock at least 3x Apache ZooKeeper on A, B and D with the standard "
+                 "recipe. This run: " + ", ".join(f"{sc} {'n/a' if r is None else f'{r:.2f}x'}" for sc, r in g)
+                 + (": met." if met else ": **not met**."))
+viol = {s: sum(r.get("violations", 0) for sc in "ABCD" for r in runs[s].get(sc, [])) for s in SYSTEMS}
+
+# ---- E
+e_rows = []
+e_rows.append("| system | lock | waiters | requests / hand-over | responses / hand-over | "
+              "watch events / hand-over | Redis SET NX / hand-over | bytes / hand-over (up + down) |")
+e_rows.append("|---|---|---|---|---|---|---|---|")
+for s in SYSTEMS:
+    for r in ("mutex", "naive"):
+        d = runs[s].get("E-" + r)
+        if d is None:
+            continue
+        lock = {"zlock": r, "zk": r}.get(s, "standard")
+        lock = {"mutex": "`Mutex`", "naive": "`NaiveLock`"}.get(lock, "standard")
+        e_rows.append(
+            f"| {NAME[s]} | {lock} | {d['waiters']} | {fmt(d['requests_per_handover'])} | "
+            f"{fmt(d.get('responses_per_handover'))} | {fmt(d.get('watch_events_per_handover'))} | "
+            f"{fmt(d.get('redis_set_nx_per_handover'))} | {fmt(d['bytes_per_handover'])} "
+            f"({fmt(d['bytes_up_per_handover'])} + {fmt(d['bytes_down_per_handover'])}) |"
+        )
+
+# ---- F
+f_rows = []
+f_rows.append("| system | sessions | connect | queue built in | server RSS: idle / sessions open / queue built | "
+              "hand-overs/s from the full queue | hand-over p50 / p99 |")
+f_rows.append("|---|---|---|---|---|---|---|")
+
+
+def mb(kb):
+    return "n/a" if kb is None else f"{kb / 1024:.0f} MB"
+
+
+for s in SYSTEMS:
+    d = runs[s].get("F")
+    if d is None:
+        why = "failed"
+        errp = os.path.join(raw, f"{s}-f.err")
+        if os.path.exists(errp):
+            m = re.search(r"cut off after (\d+) s", open(errp).read())
+            if m:
+                why = f"did not finish within {m.group(1)} s"
+        f_rows.append(f"| {NAME[s]} | {why} | | | | | |")
+        continue
+    q = f"{fmt(d['queue_secs'])} s" + ("" if d["queue_complete"] else f" (only {d['queued']} queued)")
+    if d.get("queue_is_polling"):
+        q += " (no queue: all polling)"
+    if not d["handovers"]:
+        ho = "none: no waiter got the lock within 60 s of the release | n/a"
+    else:
+        ho = fmt(d["handovers_per_sec"])
+        if d["handovers"] < int(params.get("f_handovers", 0)):
+            ho += f" (only {d['handovers']} hand-overs, then 60 s without one)"
+        ho += f" | {fmt(d['handover_us']['p50'] / 1e3)} / {fmt(d['handover_us']['p99'] / 1e3)} ms"
+    f_rows.append(
+        f"| {NAME[s]} | {d['sessions']:,} | {fmt(d['connect_secs'])} s | {q} | "
+        f"{mb(d['server_rss_kb_before'])} / {mb(d['server_rss_kb_connected'])} / "
+        f"{mb(d['server_rss_kb_queued'])} | {ho} |"
+    )
+
+# ---- SVG: acquire-latency percentile curves for A and D
+COLORS = {"zlock": "#d62728", "zk": "#1f77b4", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd"}
+
+
+def xpos(p):
+    return 4.3 if p >= 100 else math.log10(1 / (1 - p / 100))
+
+
+def panel(title, sc, path, ox, oy, w, h):
+    out = []
+    curves = {}
+    for s in SYSTEMS:
+        r = median_run(s, sc, path)
+        if r and r.get("acquire_dist"):
+            curves[s] = [(p, max(v, 1) / 1e3) for p, v in r["acquire_dist"]]
+    allv = [v for c in curves.values() for _, v in c] or [0.01, 1]
+    lo = math.floor(math.log10(min(allv)))
+    hi = math.ceil(math.log10(max(allv)))
+    hi = max(hi, lo + 1)
+    X = lambda x: ox + 60 + (w - 80) * x / 4.3
+    Y = lambda v: oy + h - 40 - (h - 70) * (math.log10(v) - lo) / (hi - lo)
+    out.append(f'<text x="{ox + w / 2}" y="{oy + 18}" text-anchor="middle" font-size="14" font-weight="bold">{title}</text>')
+    for e in range(lo, hi + 1):
+        y = Y(10 ** e)
+        out.append(f'<line x1="{X(0)}" y1="{y}" x2="{X(4.3)}" y2="{y}" stroke="#ddd"/>')
+        lab = f"{10 ** e:g} ms"
+        out.append(f'<text x="{X(0) - 4}" y="{y + 4}" text-anchor="end" font-size="11">{lab}</text>')
+    for p, lab in ((0, "0%"), (90, "90%"), (99, "99%"), (99.9, "99.9%"), (99.99, "99.99%"), (100, "max")):
+        x = X(xpos(p))
+        out.append(f'<line x1="{x}" y1="{Y(10 ** lo)}" x2="{x}" y2="{Y(10 ** hi)}" stroke="#eee"/>')
+        out.append(f'<text x="{x}" y="{oy + h - 22}" text-anchor="middle" font-size="11">{lab}</text>')
+    out.append(f'<text x="{ox + w / 2}" y="{oy + h - 4}" text-anchor="middle" font-size="11">percentile of acquires</text>')
+    for i, (s, c) in enumerate(curves.items()):
+        pts = " ".join(f"{X(xpos(p)):.1f},{Y(v):.1f}" for p, v in c)
+        out.append(f'<polyline fill="none" stroke="{COLORS.get(s, "#000")}" stroke-width="2" points="{pts}"/>')
+        ly = oy + 34 + 16 * i
+        out.append(f'<line x1="{X(0) + 10}" y1="{ly}" x2="{X(0) + 30}" y2="{ly}" stroke="{COLORS.get(s, "#000")}" stroke-width="3"/>')
+        out.append(f'<text x="{X(0) + 36}" y="{ly + 4}" font-size="11">{NAME[s]}</text>')
+    return out
+
+
+W, H = 900, 380
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{2 * H}" font-family="sans-serif">',
+       f'<rect width="{W}" height="{2 * H}" fill="white"/>']
+svg += panel("A: uncontended acquire latency (1 client, 1 lock)", "A", "cycles_per_sec", 0, 0, W, H)
+svg += panel(f"D: wait for the lock ({params.get('d_clients', 101)} clients on one lock)", "D",
+             "handovers_per_sec", 0, H, W, H)
+svg.append("</svg>")
+has_ad = any(runs[s].get(sc) for s in SYSTEMS for sc in "ABCD")
+has_e = any(runs[s].get("E-mutex") for s in SYSTEMS)
+scenarios = params.get("scenarios", "a b c d e f").split()
+if has_ad:
+    with open(prefix + ".svg", "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+# ---- Markdown
+date = machine.get("date_utc", "?")
+md = []
+md.append(f"# Lock benchmark, {date[:10]}" + ("" if len(scenarios) == 6 else
+          " (scenarios " + ", ".join(x.upper() for x in scenarios) + " only)"))
+md.append("")
+md.append(f"Machine: {machine.get('nproc', '?')} cores ({machine.get('cpu_model', '?')}), "
+          f"{machine.get('mem_total', '?')} RAM, {machine.get('kernel', '?')}; load average "
+          f"{machine.get('loadavg_start', '?')} at the start, {machine.get('loadavg_end', '?')} at the end "
+          "(the cores are shared with other work). All systems on 127.0.0.1, each on a fresh temporary "
+          "data directory, running side by side and measured one at a time: A-D in rounds, every "
+          "system in turn in each round, so that bursts of other work spread over all systems. zlock " + machine.get("zlock_git", "?") + ", "
+          + "Apache ZooKeeper " + machine.get("zookeeper", "?") + " on " + machine.get("java", "?") + ", Redis "
+          + machine.get("redis", "?").split()[0] + ", etcd " + machine.get("etcd", "?") + ".")
+md.append("")
+md.append(f"Produced by `bench/compare` in {params.get('script_secs', '?')} s. Scenarios A-D: one warm-up round "
+          f"(discarded), then {params.get('runs')} rounds; the tables show the median of each figure. "
+          f"E and F: one run. Each client is its own session / connection, in one bench process "
+          f"(`zlock bench lock`). Raw figures: `{os.path.basename(prefix)}.json`"
+          + (f"; latency plot: `{os.path.basename(prefix)}.svg`." if has_ad else "."))
+md.append("")
+md.append("## Configurations and their durability")
+md.append("")
+md.append("| system | lock | durability of an acknowledged acquire |")
+md.append("|---|---|---|")
+for s in SYSTEMS:
+    md.append(f"| {NAME[s]} | {LOCK[s]} | {DURABILITY[s]} |")
+md.append("")
+md.append("Redis waiters retry `SET NX` with an exponential backoff from "
+          f"{params.get('redis_backoff_min_us')} µs doubling to {params.get('redis_backoff_max_ms')} ms, "
+          "with jitter (a short backoff that favours Redis' throughput; common libraries wait 50-200 ms). "
+          "The exact configs are in the JSON report.")
+md.append("")
+md.append("## A-D")
+md.append("")
+md.append("Ratios are how many times better zlock is: zlock/other for throughput, other/zlock for "
+          "latencies, times and the p99/p50 spread, so above 1 always means zlock is better.")
+md.append("")
+md += headline
+md.append("")
+md.append("Mutual-exclusion violations seen by the bench over all runs of A-D: "
+          + ", ".join(f"{NAME[s]} {viol[s]}" for s in SYSTEMS) + ". "
+          "C: each client reads the counter stored in the system under test (a znode, a Redis key, "
+          "an etcd key), writes it back plus one, under the lock; all 101 start together after "
+          "connecting (connect time measured apart). D: wait = time from calling acquire to holding "
+          "the lock; a low p99/p50 means waits are even (FIFO), a high one means some clients "
+          "wait far longer than the typical one. Redis has no queue: the client that has just "
+          "released usually takes the lock again at once while the others sleep in their backoff, "
+          "hence its tiny p50 and long tail.")
+md.append("")
+if goal_line:
+    md.append(goal_line)
+    md.append("")
+md.append("ZooKeeper's connect time in C: 101 sessions connecting at once overflow its listen backlog "
+          "(`clientPortListenBacklog` unset, so 50) and the kernel retries the dropped SYNs after "
+          "1 s; zlock's backlog is 1024. With connects spread out (A, B) ZooKeeper connects in "
+          "milliseconds.")
+md.append("")
+md.append("## E: herd (one lock, every contender in a loop, through a counting proxy)")
+md.append("")
+md.append(f"{params.get('e_clients')} clients on one lock ({int(params.get('e_clients', 33)) - 1} waiting "
+          f"at any time), counted over the first {int(params.get('e_clients', 33)) * int(params.get('e_cycles', 5))} "
+          "hand-overs while everyone is still contending. ZooKeeper protocol: requests and responses are "
+          "frames counted in the proxy (watch notifications are responses too; pings included); Redis: "
+          "commands the bench sent (SET NX attempts + release scripts); etcd: RPCs the bench sent (lock + "
+          "unlock; the wait happens in the server). Bytes: everything on the wire both ways, TCP payload.")
+md.append("")
+md += e_rows
+md.append("")
+md.append("## F: scale")
+md.append("")
+md.append(f"{int(params.get('f_sessions', 0)):,} sessions: one holds a lock, all others wait on it; then "
+          f"{params.get('f_handovers')} hand-overs from the full queue (each waiter releases as soon as it "
+          "has the lock). Server memory is VmRSS of the server process (ZooKeeper: a JVM whose heap is "
+          "sized by the JVM's defaults). Waiters join in batches of 250, each once the previous one "
+          "is queued. A fair ZooKeeper-protocol queue of n costs O(n^2) bytes to build (every joining "
+          "waiter lists all contenders, as Curator does). "
+          + ("" if int(params.get("f_sessions", 0)) >= 10000 else
+             "The issue asks for 10,000 sessions; `bench/compare` uses 2,000 by default so that the "
+             "whole run stays within 10 minutes (with 10,000, F alone takes about 6 minutes and etcd "
+             "does not finish within 300 s). The full size: `SCENARIOS=f F_SESSIONS=10000 "
+             "OUT_SUFFIX=-f10000 bench/compare`, reported in `lock-<date>-f10000.md`."))
+md.append("")
+md += f_rows
+md.append("")
+
+def drop_section(title):
+    if title in md:
+        i = md.index(title)
+        j = next((k for k in range(i + 1, len(md)) if md[k].startswith("## ")), len(md))
+        del md[i:j]
+
+
+if not has_ad:
+    drop_section("## A-D")
+if not has_e:
+    drop_section("## E: herd (one lock, every contender in a loop, through a counting proxy)")
+if "f" not in scenarios:
+    drop_section("## F: scale")
+md.append("## Settings")
+md.append("")
+md.append(", ".join(f"{k}={v}" for k, v in params.items()))
+md.append("")
+with open(prefix + ".md", "w") as f:
+    f.write("\n".join(md))
+
+report = {
+    "machine": machine,
+    "params": params,
+    "configs": configs,
+    "durability": {s: DURABILITY[s] for s in SYSTEMS},
+    "lock": {s: LOCK[s] for s in SYSTEMS},
+    "medians": medians,
+    "runs": runs,
+    "headline_markdown": "\n".join(headline),
+}
+with open(prefix + ".json", "w") as f:
+    json.dump(report, f, indent=1, sort_keys=True)
+    f.write("\n")
+
+# ---- the headline, for the README
+HEAD = [r[0] for r in ROWS if r[0].split(" (")[0] in (
+    "A: cycles/s", "A: acquire p50", "A: acquire p99", "B: cycles/s", "C: wall time",
+    "D: hand-overs/s", "D: fairness, wait p99/p50", "D: longest wait")]
+HEAD.append("C: mutual exclusion, no duplicate, final counter = 101")
+short = headline[:2] + [l for l in headline[2:] if any(l.startswith(f"| {h} |") for h in HEAD)]
+head_md = [
+    f"### Lock benchmark ({date[:10]}, {machine.get('nproc', '?')} cores {machine.get('cpu_model', '?')}, "
+    f"{machine.get('mem_total', '?')} RAM, shared)",
+    "",
+    f"Medians of {params.get('runs')} runs, `bench/compare`; full report: "
+    f"[bench/results/{os.path.basename(prefix)}.md](bench/results/{os.path.basename(prefix)}.md). "
+    "Ratios: above 1 means zlock is better (throughput zlock/other, latency other/zlock). "
+    "zlock and ZooKeeper fsync before acknowledging; Redis without persistence does not, Redis AOF "
+    "fsyncs every write; etcd fsyncs its WAL.",
+    "",
+] + short + [""] + ([goal_line, ""] if goal_line else [])
+if all(sc in scenarios for sc in "abcd") and has_ad:
+    with open(os.path.join(os.path.dirname(prefix), "LOCK-HEADLINE.md"), "w") as f:
+        f.write("\n".join(head_md))

@@ -1,0 +1,356 @@
+//! The systems under test behind one small interface: a [`Target`] opens [`Session`]s
+//! (one connection / ZooKeeper session each); a session makes [`Lock`] handles and
+//! reads and writes the shared counter of scenario C.
+//!
+//! - ZooKeeper protocol (zlock or Apache ZooKeeper) through the zlock client, with the
+//!   fair [`zlock::Mutex`] (Curator's InterProcessMutex) or the [`zlock::NaiveLock`].
+//! - Redis: acquire `SET key token NX PX ttl`, release by a Lua compare-and-delete;
+//!   waiters retry with an exponential backoff with jitter (what most Redis users run).
+//! - etcd (with the `etcd` feature): the v3 Lock API, each session's lock keys attached
+//!   to its own lease (kept alive while the session is open).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rand::Rng;
+use zlock::recipes::{Mutex, MutexGuard, NaiveGuard, NaiveLock};
+use zlock::{Client, CreateMode, Error, ErrorCode};
+
+/// Which system a target speaks to.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    /// Any ZooKeeper-protocol server (zlock, Apache ZooKeeper), zlock client
+    Zk,
+    /// Redis: SET NX PX + Lua compare-and-delete, retry with backoff
+    Redis,
+    /// etcd v3 Lock API with a lease (needs the `etcd` build feature)
+    Etcd,
+}
+
+/// Which ZooKeeper lock recipe.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recipe {
+    /// The fair lock (Curator InterProcessMutex semantics)
+    Mutex,
+    /// One node everyone races to create (herd effect)
+    Naive,
+}
+
+/// Counters shared by every session of a target (read by the herd scenario).
+#[derive(Default)]
+pub struct Stats {
+    /// ZooKeeper watch notifications received (all sessions).
+    pub zk_events: AtomicU64,
+    /// Redis `SET NX` attempts, successful or not.
+    pub redis_attempts: AtomicU64,
+    /// Requests the bench itself sent for locking (Redis commands, etcd RPCs).
+    pub lock_requests: AtomicU64,
+}
+
+/// Where and how to connect, and the namespace of this run's keys.
+#[derive(Clone)]
+pub struct Target {
+    pub system: System,
+    pub addr: String,
+    pub recipe: Recipe,
+    /// Prefix of every key or path of this run (unique per run).
+    pub ns: String,
+    pub redis_backoff_min: Duration,
+    pub redis_backoff_max: Duration,
+    pub stats: Arc<Stats>,
+}
+
+/// One connection (one ZooKeeper session, one Redis connection, one etcd client+lease).
+pub struct Session {
+    conn: Conn,
+    target: Target,
+}
+
+enum Conn {
+    Zk(Client),
+    Redis(redis::aio::MultiplexedConnection, u64),
+    #[cfg(feature = "etcd")]
+    Etcd(Box<etcd_client::Client>, i64, tokio::task::JoinHandle<()>),
+}
+
+/// A lock handle bound to one session; acquire and release repeatedly.
+pub enum Lock {
+    ZkMutex(Mutex),
+    ZkNaive(NaiveLock),
+    Redis(redis::aio::MultiplexedConnection, String, u64),
+    #[cfg(feature = "etcd")]
+    Etcd(Box<etcd_client::Client>, String, i64),
+}
+
+/// Proof of holding a [`Lock`].
+pub enum Held {
+    ZkMutex(MutexGuard),
+    ZkNaive(NaiveGuard),
+    Redis(String),
+    #[cfg(feature = "etcd")]
+    Etcd(Vec<u8>),
+}
+
+const REDIS_TTL_MS: u64 = 60_000;
+const ZK_SESSION_MS: i32 = 30_000;
+#[cfg(feature = "etcd")]
+const ETCD_LEASE_SECS: i64 = 30;
+
+const RELEASE_LUA: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+impl Target {
+    /// The counter of scenario C, as a key or path.
+    fn counter_key(&self) -> String {
+        match self.system {
+            System::Zk => format!("{}/counter", self.ns),
+            System::Redis | System::Etcd => format!("{}:counter", self.ns),
+        }
+    }
+
+    /// Opens one session.
+    pub async fn connect(&self) -> anyhow::Result<Session> {
+        let conn = match self.system {
+            System::Zk => {
+                let (client, mut events) = Client::connect(&self.addr, ZK_SESSION_MS)
+                    .await
+                    .with_context(|| format!("connecting to {}", self.addr))?;
+                let stats = self.stats.clone();
+                tokio::spawn(async move {
+                    while events.recv().await.is_some() {
+                        stats.zk_events.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+                Conn::Zk(client)
+            }
+            System::Redis => {
+                let client = redis::Client::open(format!("redis://{}/", self.addr))?;
+                let con = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .with_context(|| format!("connecting to redis at {}", self.addr))?;
+                Conn::Redis(con, rand::thread_rng().gen())
+            }
+            System::Etcd => self.connect_etcd().await?,
+        };
+        Ok(Session {
+            conn,
+            target: self.clone(),
+        })
+    }
+
+    #[cfg(feature = "etcd")]
+    async fn connect_etcd(&self) -> anyhow::Result<Conn> {
+        let mut client = etcd_client::Client::connect([self.addr.as_str()], None)
+            .await
+            .with_context(|| format!("connecting to etcd at {}", self.addr))?;
+        let lease = client.lease_grant(ETCD_LEASE_SECS, None).await?.id();
+        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
+        let keep = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(ETCD_LEASE_SECS as u64 / 3)).await;
+                if keeper.keep_alive().await.is_err() {
+                    return;
+                }
+                if !matches!(stream.message().await, Ok(Some(_))) {
+                    return;
+                }
+            }
+        });
+        Ok(Conn::Etcd(Box::new(client), lease, keep))
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    async fn connect_etcd(&self) -> anyhow::Result<Conn> {
+        anyhow::bail!(
+            "this zlock was built without the `etcd` feature (cargo build --features etcd)"
+        )
+    }
+}
+
+impl Session {
+    /// A handle on the lock called `name` (one per contender).
+    pub fn lock(&self, name: &str) -> Lock {
+        let t = &self.target;
+        match &self.conn {
+            Conn::Zk(c) => {
+                let path = format!("{}/{name}", t.ns);
+                match t.recipe {
+                    Recipe::Mutex => Lock::ZkMutex(Mutex::new(c.clone(), &path)),
+                    Recipe::Naive => Lock::ZkNaive(NaiveLock::new(c.clone(), &path)),
+                }
+            }
+            Conn::Redis(con, id) => Lock::Redis(con.clone(), format!("{}:{name}", t.ns), *id),
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c, lease, _) => Lock::Etcd(c.clone(), format!("{}/{name}", t.ns), *lease),
+        }
+    }
+
+    /// Prepares the run's namespace and sets the counter to 0.
+    pub async fn setup(&mut self) -> anyhow::Result<()> {
+        let key = self.target.counter_key();
+        match &mut self.conn {
+            Conn::Zk(c) => {
+                c.ensure_path(&self.target.ns).await?;
+                match c.create(&key, b"0", CreateMode::Persistent).await {
+                    Ok(_) => {}
+                    Err(Error::Server(ErrorCode::NodeExists)) => {
+                        c.set_data(&key, b"0", -1).await?;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            _ => self.set_counter(0).await?,
+        }
+        Ok(())
+    }
+
+    /// Reads the counter of scenario C.
+    pub async fn get_counter(&mut self) -> anyhow::Result<i64> {
+        let key = self.target.counter_key();
+        let raw: Vec<u8> = match &mut self.conn {
+            Conn::Zk(c) => c.get_data(&key, false).await?.0,
+            Conn::Redis(con, _) => {
+                let v: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query_async(con).await?;
+                v.unwrap_or_default()
+            }
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c, _, _) => {
+                let r = c.get(key.as_bytes(), None).await?;
+                r.kvs()
+                    .first()
+                    .map(|kv| kv.value().to_vec())
+                    .unwrap_or_default()
+            }
+        };
+        let s = String::from_utf8_lossy(&raw);
+        Ok(s.trim().parse().unwrap_or(0))
+    }
+
+    /// Writes the counter of scenario C (blind write: the lock must protect it).
+    pub async fn set_counter(&mut self, v: i64) -> anyhow::Result<()> {
+        let key = self.target.counter_key();
+        let val = v.to_string();
+        match &mut self.conn {
+            Conn::Zk(c) => {
+                c.set_data(&key, val.as_bytes(), -1).await?;
+            }
+            Conn::Redis(con, _) => {
+                let () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&val)
+                    .query_async(con)
+                    .await?;
+            }
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c, _, _) => {
+                c.put(key.as_bytes(), val.as_bytes(), None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many contenders are queued on `name` (holder included), where the system
+    /// keeps a queue; `None` for Redis (its waiters poll).
+    pub async fn queue_len(&mut self, name: &str) -> anyhow::Result<Option<usize>> {
+        let ns = &self.target.ns;
+        Ok(match &mut self.conn {
+            Conn::Zk(c) => match self.target.recipe {
+                Recipe::Mutex => Some(c.get_children(&format!("{ns}/{name}"), false).await?.len()),
+                Recipe::Naive => None,
+            },
+            Conn::Redis(..) => None,
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c, _, _) => {
+                let opts = etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only();
+                let r = c.get(format!("{ns}/{name}/"), Some(opts)).await?;
+                Some(usize::try_from(r.count()).unwrap_or(0))
+            }
+        })
+    }
+
+    /// Ends the session (ZooKeeper: closeSession; etcd: revokes the lease).
+    pub async fn close(self) {
+        match self.conn {
+            Conn::Zk(c) => {
+                let _ = tokio::time::timeout(Duration::from_secs(10), c.close()).await;
+            }
+            Conn::Redis(..) => {}
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(mut c, lease, keep) => {
+                keep.abort();
+                let _ = tokio::time::timeout(Duration::from_secs(10), c.lease_revoke(lease)).await;
+            }
+        }
+    }
+}
+
+impl Lock {
+    /// Waits for the lock.
+    pub async fn acquire(&mut self, t: &Target) -> anyhow::Result<Held> {
+        match self {
+            Lock::ZkMutex(m) => Ok(Held::ZkMutex(m.acquire().await?)),
+            Lock::ZkNaive(m) => Ok(Held::ZkNaive(m.acquire().await?)),
+            Lock::Redis(con, key, id) => {
+                let token = format!("{id:016x}-{:016x}", rand::thread_rng().gen::<u64>());
+                let mut delay = t.redis_backoff_min;
+                loop {
+                    t.stats.redis_attempts.fetch_add(1, Ordering::Relaxed);
+                    t.stats.lock_requests.fetch_add(1, Ordering::Relaxed);
+                    let ok: Option<String> = redis::cmd("SET")
+                        .arg(&*key)
+                        .arg(&token)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(REDIS_TTL_MS)
+                        .query_async(con)
+                        .await?;
+                    if ok.is_some() {
+                        return Ok(Held::Redis(token));
+                    }
+                    // Full jitter in [delay/2, delay], then double up to the maximum.
+                    let us = delay.as_micros() as u64;
+                    let sleep = rand::thread_rng().gen_range(us / 2..=us.max(1));
+                    tokio::time::sleep(Duration::from_micros(sleep)).await;
+                    delay = (delay * 2).min(t.redis_backoff_max);
+                }
+            }
+            #[cfg(feature = "etcd")]
+            Lock::Etcd(c, name, lease) => {
+                t.stats.lock_requests.fetch_add(1, Ordering::Relaxed);
+                let opts = etcd_client::LockOptions::new().with_lease(*lease);
+                let r = c.lock(name.as_bytes(), Some(opts)).await?;
+                Ok(Held::Etcd(r.key().to_vec()))
+            }
+        }
+    }
+
+    /// Releases what [`Lock::acquire`] returned.
+    pub async fn release(&mut self, t: &Target, held: Held) -> anyhow::Result<()> {
+        match (self, held) {
+            (Lock::ZkMutex(_), Held::ZkMutex(g)) => g.release().await?,
+            (Lock::ZkNaive(_), Held::ZkNaive(g)) => g.release().await?,
+            (Lock::Redis(con, key, _), Held::Redis(token)) => {
+                t.stats.lock_requests.fetch_add(1, Ordering::Relaxed);
+                let deleted: i64 = redis::Script::new(RELEASE_LUA)
+                    .key(&*key)
+                    .arg(token)
+                    .invoke_async(con)
+                    .await?;
+                anyhow::ensure!(deleted == 1, "redis lock {key} expired before release");
+            }
+            #[cfg(feature = "etcd")]
+            (Lock::Etcd(c, _, _), Held::Etcd(key)) => {
+                t.stats.lock_requests.fetch_add(1, Ordering::Relaxed);
+                c.unlock(key).await?;
+            }
+            #[allow(unreachable_patterns)]
+            _ => anyhow::bail!("released a lock with another lock's guard"),
+        }
+        Ok(())
+    }
+}
