@@ -290,6 +290,9 @@ impl State {
         };
         self.create_lock_path(cx, &r.path, trig)?;
         let lock = self.follow(&r.path);
+        if !r.release.is_empty() {
+            self.release_own(cx, &lock, &r.release, trig)?;
+        }
         let waiter = Waiter {
             session: cx.session,
             mode: r.mode,
@@ -359,6 +362,28 @@ impl State {
             czxid: stat.czxid,
             granted,
         }
+    }
+
+    /// Deletes `node`, a node of this session directly under `lock` (gone already is
+    /// fine), and grants what that unblocks, before the request's own node is made.
+    fn release_own(
+        &mut self,
+        cx: &Ctx<'_>,
+        lock: &Arc<str>,
+        node: &str,
+        trig: &mut Vec<Trigger>,
+    ) -> Result<(), ErrorCode> {
+        if path::parent(node) != &**lock {
+            return Err(ErrorCode::BadArguments);
+        }
+        match self.tree.get(node).map(|n| n.kind) {
+            None => return Ok(()),
+            Some(NodeKind::Ephemeral(s)) if s == cx.session => {}
+            Some(_) => return Err(ErrorCode::BadArguments),
+        }
+        self.delete(cx, node, -1, &mut None, trig)?;
+        self.settle_locks();
+        Ok(())
     }
 
     /// Finds this session's node with the request's prefix, if any, and answers for it.

@@ -37,6 +37,7 @@ fn req(path: &str, guid: &str) -> LockRequest {
         mode: lock_mode::EXCLUSIVE,
         leases: 1,
         flags: 0,
+        release: String::new(),
     }
 }
 
@@ -323,5 +324,51 @@ async fn drop_then_acquire_travel_together() {
         g.release().await.unwrap();
         assert!(c.get_children("/drop", false).await.unwrap().is_empty());
         c.close().await.unwrap();
+    }
+}
+
+/// `Mutex::reacquire`: release and queue again in one request on the native path (two
+/// on the recipe): alone it holds again at once with a higher fencing token; with a
+/// waiter, the waiter goes first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reacquire_hands_over_then_requeues() {
+    let s = TestServer::start().await.unwrap();
+    for path in [zlock::LockPath::Auto, zlock::LockPath::Recipe] {
+        let a = connect(&s.connect_string()).await.with_lock_path(path);
+        let b = connect(&s.connect_string()).await.with_lock_path(path);
+        let la = zlock::Mutex::new(a.clone(), "/re");
+        let mut g = la.acquire().await.unwrap();
+        let mut token = g.fencing_token();
+        for _ in 0..20 {
+            g = la.reacquire(g).await.unwrap();
+            assert!(g.fencing_token() > token, "{path:?}");
+            token = g.fencing_token();
+        }
+        assert_eq!(a.get_children("/re", false).await.unwrap().len(), 1);
+        // A waiter gets its turn before the reacquirer holds again.
+        let lb = zlock::Mutex::new(b.clone(), "/re");
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let waiter = tokio::spawn({
+            let order = order.clone();
+            async move {
+                let g = lb.acquire().await.unwrap();
+                order.lock().unwrap().push("b");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                g.release().await.unwrap();
+            }
+        });
+        within("b queued", async {
+            while a.get_children("/re", false).await.unwrap().len() != 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        let g = within("reacquire behind b", la.reacquire(g)).await.unwrap();
+        order.lock().unwrap().push("a");
+        waiter.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["b", "a"], "{path:?}");
+        g.release().await.unwrap();
+        a.close().await.unwrap();
+        b.close().await.unwrap();
     }
 }

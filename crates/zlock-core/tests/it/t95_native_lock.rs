@@ -17,6 +17,7 @@ fn lock_req(path: &str, prefix: &str, mode: i32, leases: i32, flags: i32) -> Req
         mode,
         leases,
         flags,
+        release: String::new(),
     })
 }
 
@@ -265,4 +266,48 @@ fn ten_thousand_waiters_one_grant_per_hand_over() {
         assert!(a.events.is_empty());
     }
     assert_eq!(h.st.locks.waiting(), 0);
+}
+
+#[test]
+fn release_and_requeue_in_one_request() {
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    let (ra, _) = lock(&mut h, a, "/l", lock_mode::EXCLUSIVE);
+    let (rb, _) = lock(&mut h, b, "/l", lock_mode::EXCLUSIVE);
+    // a releases and queues again in one Txn: b is granted in it, a waits behind b.
+    let Request::Lock(mut again) = lock_req("/l", "_c_x2-lock-", lock_mode::EXCLUSIVE, 1, 0) else {
+        unreachable!()
+    };
+    again.release = ra.node.clone();
+    let x = h.write(a, Request::Lock(again.clone()));
+    let r = answer(&x);
+    assert!(!r.granted);
+    assert_eq!(grants(&x), vec![(b, rb.node.clone())]);
+    assert!(!h.has(&ra.node));
+    // b does the same: a is granted, b queues behind it.
+    again.release = rb.node.clone();
+    again.prefix = "_c_y2-lock-".into();
+    let y = h.write(b, Request::Lock(again.clone()));
+    assert_eq!(grants(&y), vec![(a, r.node.clone())]);
+    // Alone, it is granted at once; a node that is gone already is fine (a retry).
+    h.close(b);
+    again.release = r.node.clone();
+    again.prefix = "_c_z-lock-".into();
+    let z = answer(&h.write(a, Request::Lock(again.clone())));
+    assert!(z.granted);
+    let z2 = answer(&h.write(a, Request::Lock(again.clone())));
+    assert!(
+        !z2.granted,
+        "queued behind its own first node: the release was gone already"
+    );
+    // Someone else's node, or a node elsewhere, is refused and changes nothing.
+    let c = h.session();
+    let mut bad = again.clone();
+    bad.release = z.node.clone();
+    assert_eq!(h.write(c, Request::Lock(bad)).reply.err, BAD_ARGUMENTS);
+    h.create(c, "/other", b"", flags::EPHEMERAL);
+    let mut bad = again;
+    bad.release = "/other".into();
+    assert_eq!(h.write(c, Request::Lock(bad)).reply.err, BAD_ARGUMENTS);
+    assert!(h.has(&z.node));
 }

@@ -58,6 +58,10 @@ record! {
         pub leases: i32,
         /// [`lock_flags`] bits.
         pub flags: i32,
+        /// A node of this session under the same lock path to delete first, in the same
+        /// commit ("" for none): a holder's release and its next acquire in one message.
+        /// Already gone is fine (a retried request).
+        pub release: String,
     }
 }
 

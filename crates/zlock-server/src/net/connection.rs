@@ -330,7 +330,10 @@ async fn write_loop(
     info: Arc<ConnInfo>,
     closed: oneshot::Sender<()>,
 ) {
-    let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
+    // Small to start, and given back after a burst: with 10,000 connections a buffer
+    // kept at the size of the largest reply (a big getChildren) would be gigabytes.
+    const OUT_KEEP: usize = 64 * 1024;
+    let mut out: Vec<u8> = Vec::with_capacity(8 * 1024);
     let mut written = Vec::new();
     'outer: while let Some(first) = rx.recv().await {
         let mut close = false;
@@ -360,6 +363,9 @@ async fn write_loop(
             break 'outer;
         }
         out.clear();
+        if out.capacity() > OUT_KEEP {
+            out.shrink_to(8 * 1024);
+        }
         // The replies are on the wire: their requests no longer count as outstanding.
         written.clear();
         if close {

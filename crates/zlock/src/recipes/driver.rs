@@ -246,6 +246,18 @@ impl LockCore {
         wait: Wait,
         metrics: Option<&LockMetrics>,
     ) -> Result<Option<Hold>> {
+        self.acquire_native_releasing(wait, metrics, String::new())
+            .await
+    }
+
+    /// [`LockCore::acquire_native`] that also deletes `release` (a node of ours under
+    /// the lock path, "" for none) in the same request and commit.
+    async fn acquire_native_releasing(
+        self: &Arc<Self>,
+        wait: Wait,
+        metrics: Option<&LockMetrics>,
+        release: String,
+    ) -> Result<Option<Hold>> {
         let client = &self.client;
         let mut pending = Pending::new(client, &self.path);
         let mode = if self.marker.contains("__READ__") {
@@ -265,6 +277,7 @@ impl LockCore {
             } else {
                 0
             },
+            release,
         };
         let answer = loop {
             match client.lock_native(req.clone()).await {
@@ -303,6 +316,52 @@ impl LockCore {
             metrics: metrics.cloned(),
             released: false,
         }))
+    }
+}
+
+impl LockCore {
+    /// Releases `hold` and queues again, recording the new acquire on `metrics`. On the
+    /// native path one request does both (see [`crate::Mutex::reacquire`]); otherwise,
+    /// or while other guards of this instance still share the hold, a release and an
+    /// acquire under `rule`.
+    pub(crate) async fn reacquire(
+        self: &Arc<Self>,
+        mut hold: Hold,
+        rule: Rule<'_>,
+        metrics: Option<&LockMetrics>,
+    ) -> Result<Hold> {
+        let started = Instant::now();
+        let outcome = if self.client.uses_native_locks() {
+            let _serial = self.acquiring.lock().await;
+            hold.released = true;
+            if let Some(m) = &hold.metrics {
+                m.released();
+            }
+            match hold.unhold() {
+                Some(old) => {
+                    self.acquire_native_releasing(Wait::Forever, metrics, old)
+                        .await
+                }
+                // Other guards of this instance still share the node: it stays held.
+                None => Ok(self.reenter(metrics)),
+            }
+        } else {
+            match hold.release().await {
+                Ok(()) => {
+                    self.acquire_unobserved(Wait::Forever, rule, metrics, false)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
+        };
+        metrics::observe(metrics, started, &outcome, 1);
+        match outcome {
+            Ok(Some(h)) => Ok(h),
+            Ok(None) => Err(Error::Protocol(
+                "lock acquire ended without the lock".into(),
+            )),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -145,6 +145,34 @@ impl Mutex {
             .await
     }
 
+    /// Releases `guard` and queues for the lock again: for a client that takes the lock
+    /// in turns with others. If others wait, they go first (FIFO); alone, it holds again
+    /// at once with a new node and a higher fencing token. On the native path this is
+    /// one request: the server deletes the old node, grants the next waiter and creates
+    /// the new node in one commit (one round trip, one fsync, where a release and an
+    /// acquire take two of each). Elsewhere it is `release` then `acquire`.
+    ///
+    /// # Errors
+    /// As [`Mutex::acquire`]. `guard` must come from this `Mutex`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: zlock::Mutex) -> Result<(), zlock::Error> {
+    /// let mut guard = lock.acquire().await?;
+    /// for _job in 0..10 {
+    ///     // ... one unit of work under the lock ...
+    ///     guard = lock.reacquire(guard).await?; // let the others have a turn
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reacquire(&self, guard: MutexGuard) -> Result<MutexGuard> {
+        let hold = self
+            .core
+            .reacquire(guard.hold, &first_holds, self.metrics.as_ref())
+            .await?;
+        Ok(MutexGuard { hold })
+    }
+
     pub(crate) async fn acquire_inner(&self, wait: Wait) -> Result<Option<MutexGuard>> {
         let hold = self
             .core

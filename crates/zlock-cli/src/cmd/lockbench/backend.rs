@@ -55,6 +55,12 @@ pub struct Target {
     pub system: System,
     pub addr: String,
     pub recipe: Recipe,
+    /// ZooKeeper protocol: native lock path or the standard recipe (`Auto`: native when
+    /// the server offers it).
+    pub lock_path: zlock::LockPath,
+    /// ZooKeeper `Mutex`: each cycle after a contender's first is
+    /// `Mutex::reacquire` (release and queue again; one request on the native path).
+    pub reacquire: bool,
     /// Prefix of every key or path of this run (unique per run).
     pub ns: String,
     pub redis_backoff_min: Duration,
@@ -123,7 +129,7 @@ impl Target {
                         stats.zk_events.fetch_add(1, Ordering::Relaxed);
                     }
                 });
-                Conn::Zk(client)
+                Conn::Zk(client.with_lock_path(self.lock_path))
             }
             System::Redis => {
                 let client = redis::Client::open(format!("redis://{}/", self.addr))?;
@@ -330,6 +336,18 @@ impl Lock {
     }
 
     /// Releases what [`Lock::acquire`] returned.
+    /// Releases `held` and queues again: `Mutex::reacquire` for the ZooKeeper `Mutex`
+    /// (one request on zlock's native path), release then acquire otherwise.
+    pub async fn reacquire(&mut self, t: &Target, held: Held) -> anyhow::Result<Held> {
+        match (&*self, held) {
+            (Lock::ZkMutex(m), Held::ZkMutex(g)) => Ok(Held::ZkMutex(m.reacquire(g).await?)),
+            (_, held) => {
+                self.release(t, held).await?;
+                self.acquire(t).await
+            }
+        }
+    }
+
     pub async fn release(&mut self, t: &Target, held: Held) -> anyhow::Result<()> {
         match (self, held) {
             (Lock::ZkMutex(_), Held::ZkMutex(g)) => g.release().await?,

@@ -29,6 +29,24 @@ use serde_json::{json, Value};
 
 pub use backend::{Recipe, System};
 
+/// `--lock-path`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockPathArg {
+    Auto,
+    Native,
+    Recipe,
+}
+
+impl From<LockPathArg> for zlock::LockPath {
+    fn from(a: LockPathArg) -> zlock::LockPath {
+        match a {
+            LockPathArg::Auto => zlock::LockPath::Auto,
+            LockPathArg::Native => zlock::LockPath::Native,
+            LockPathArg::Recipe => zlock::LockPath::Recipe,
+        }
+    }
+}
+
 /// Scenario letters.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -61,6 +79,15 @@ pub struct LockArgs {
     /// ZooKeeper lock recipe
     #[arg(long, value_enum, default_value = "mutex")]
     pub recipe: Recipe,
+    /// ZooKeeper protocol: `auto` takes zlock's one-round-trip native lock when the
+    /// server offers it (Apache ZooKeeper does not), `recipe` always the standard recipe
+    #[arg(long, value_enum, default_value = "auto")]
+    pub lock_path: LockPathArg,
+    /// A, B, D with the ZooKeeper `Mutex`: after a contender's first acquire, each cycle
+    /// is `Mutex::reacquire` (release and queue again; on zlock's native path one
+    /// request and one commit) and counts as acquire time; release times are not kept
+    #[arg(long)]
+    pub reacquire: bool,
     /// Clients (sessions); the default depends on the scenario
     #[arg(long, short = 'c')]
     pub clients: Option<usize>,
@@ -100,6 +127,8 @@ pub async fn run(a: LockArgs) -> anyhow::Result<()> {
         system: a.system,
         addr: a.server.clone(),
         recipe: a.recipe,
+        lock_path: a.lock_path.into(),
+        reacquire: a.reacquire,
         ns,
         redis_backoff_min: Duration::from_micros(a.redis_backoff_min_us.max(1)),
         redis_backoff_max: Duration::from_millis(a.redis_backoff_max_ms.max(1)),
@@ -142,6 +171,11 @@ pub async fn run(a: LockArgs) -> anyhow::Result<()> {
                 "recipe".into(),
                 json!(format!("{:?}", a.recipe).to_lowercase()),
             );
+            head.insert(
+                "lock_path".into(),
+                json!(format!("{:?}", a.lock_path).to_lowercase()),
+            );
+            head.insert("reacquire".into(), json!(a.reacquire));
         }
         head.append(m);
         out = Value::Object(head);

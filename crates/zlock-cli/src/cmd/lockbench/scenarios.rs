@@ -62,6 +62,8 @@ async fn contend(
             let (mut acq, mut rel) = (histogram(), histogram());
             barrier.wait().await;
             let mut n = 0u64;
+            // With `reacquire`: the hold carried into the next cycle.
+            let mut carried = None;
             loop {
                 match stop_at {
                     Stop::Until(end) if Instant::now() >= end => break,
@@ -70,15 +72,22 @@ async fn contend(
                     _ => {}
                 }
                 let t0 = Instant::now();
-                let held = lock.acquire(&t).await?;
+                let held = match carried.take() {
+                    Some(h) => lock.reacquire(&t, h).await?,
+                    None => lock.acquire(&t).await?,
+                };
                 record(&mut acq, t0.elapsed());
                 if holders[k].fetch_add(1, Ordering::SeqCst) != 0 {
                     violations.fetch_add(1, Ordering::Relaxed);
                 }
                 holders[k].fetch_sub(1, Ordering::SeqCst);
-                let t1 = Instant::now();
-                lock.release(&t, held).await?;
-                record(&mut rel, t1.elapsed());
+                if t.reacquire {
+                    carried = Some(held);
+                } else {
+                    let t1 = Instant::now();
+                    lock.release(&t, held).await?;
+                    record(&mut rel, t1.elapsed());
+                }
                 n += 1;
                 let all = total.fetch_add(1, Ordering::SeqCst) + 1;
                 if let (Stop::Total(c), Some(f)) = (stop_at, &at_total) {
@@ -86,6 +95,9 @@ async fn contend(
                         f();
                     }
                 }
+            }
+            if let Some(h) = carried {
+                lock.release(&t, h).await?;
             }
             anyhow::Ok((acq, rel, n))
         }));
