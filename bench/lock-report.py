@@ -15,24 +15,35 @@ import sys
 
 raw, prefix = sys.argv[1:3]
 params = dict(a.split("=", 1) for a in sys.argv[3:])
-SYSTEMS = params.get("systems", "zlock zk redis redis-aof etcd").split()
+SYSTEMS = params.get("systems", "zlock zlock-recipe zlock-reacquire zk redis redis-aof etcd").split()
 NAME = {
-    "zlock": "zlock",
+    "zlock": "zlock (native)",
+    "zlock-recipe": "zlock (recipe)",
+    "zlock-reacquire": "zlock (native, reacquire)",
     "zk": "ZooKeeper",
     "redis": "Redis (no persistence)",
     "redis-aof": "Redis (AOF always)",
     "etcd": "etcd",
 }
-SHORT = {"zlock": "zlock", "zk": "ZK", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd"}
+SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "reacquire", "zk": "ZK", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd"}
+ZLOCK_DURABLE = "WAL fdatasync before each reply (group commit); locks survive a crash and a restart"
 DURABILITY = {
-    "zlock": "WAL fdatasync before each reply (group commit); locks survive a crash and a restart",
+    "zlock": ZLOCK_DURABLE,
+    "zlock-recipe": ZLOCK_DURABLE,
+    "zlock-reacquire": ZLOCK_DURABLE,
     "zk": "forceSync=yes (default): txn log fsync before each reply (group commit)",
     "redis": "none: `save \"\"`, `appendonly no`; a restart forgets every lock and the counter",
     "redis-aof": "`appendonly yes`, `appendfsync always`: AOF fsync before each reply",
     "etcd": "one member, defaults: Raft WAL fsync before each commit (batched)",
 }
 LOCK = {
-    "zlock": "zlock client, `Mutex` recipe (Curator InterProcessMutex semantics)",
+    "zlock": "zlock client, `Mutex` on the native lock path: one request creates the node and "
+             "answers granted or queued; the server pushes the grant (no getChildren, no watch)",
+    "zlock-recipe": "zlock client, `Mutex` through the standard recipe (Curator InterProcessMutex: "
+                    "create, getChildren, watch the predecessor)",
+    "zlock-reacquire": "as zlock (native); in A, B and D each cycle after a contender's first is "
+                       "`Mutex::reacquire`: release and re-queue in one request (acquire figures "
+                       "are then whole cycles)",
     "zk": "zlock client, `Mutex` recipe (Curator InterProcessMutex semantics)",
     "redis": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
     "redis-aof": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
@@ -152,13 +163,16 @@ def ratio(z, o, higher):
     return (f"{r:.2f}" if 0.1 <= r < 100 else fmt(r)) + "x"
 
 
-others = [s for s in SYSTEMS if s != "zlock"]
+others = [s for s in SYSTEMS if not s.startswith("zlock")]
+# Ratio columns: the native path against every peer, then the recipe against ZooKeeper.
+RATIOS = [("zlock", o) for o in others] if "zlock" in SYSTEMS else []
+if "zlock-recipe" in SYSTEMS and "zk" in SYSTEMS:
+    RATIOS.append(("zlock-recipe", "zk"))
 headline = []
 hdr = "| | " + " | ".join(NAME[s] for s in SYSTEMS)
-if "zlock" in SYSTEMS:
-    hdr += " | " + " | ".join(f"zlock/{SHORT[s]}" for s in others)
+hdr += "".join(f" | {SHORT[z]}/{SHORT[o]}" for z, o in RATIOS)
 headline.append(hdr + " |")
-headline.append("|" + "---|" * (1 + len(SYSTEMS) + (len(others) if "zlock" in SYSTEMS else 0)))
+headline.append("|" + "---|" * (1 + len(SYSTEMS) + len(RATIOS)))
 medians = {s: {} for s in SYSTEMS}
 for label, sc, path, scale, unit, higher in ROWS:
     vals = {s: med(s, sc, path) for s in SYSTEMS}
@@ -166,8 +180,7 @@ for label, sc, path, scale, unit, higher in ROWS:
         medians[s][f"{sc}.{path}"] = vals[s]
     cells = [fmt(None if vals[s] is None else vals[s] * scale, unit) for s in SYSTEMS]
     line = f"| {label} | " + " | ".join(cells)
-    if "zlock" in SYSTEMS:
-        line += " | " + " | ".join(ratio(vals["zlock"], vals[o], higher) for o in others)
+    line += "".join(" | " + ratio(vals[z], vals[o], higher) for z, o in RATIOS)
     headline.append(line + " |")
 # C correctness
 cells = []
@@ -180,19 +193,50 @@ for s in SYSTEMS:
         fc = sorted({r.get("final_counter") for r in rs})
         cells.append(("ok" if ok else "**FAIL**") + f" ({len(rs)} runs, counter {'/'.join(map(str, fc))})")
 line = "| C: mutual exclusion, no duplicate, final counter = 101 | " + " | ".join(cells)
-if "zlock" in SYSTEMS:
-    line += " | " + " | ".join("" for _ in others)
+line += "".join(" | " for _ in RATIOS)
 headline.append(line + " |")
-goal_line = None
-if "zlock" in SYSTEMS and "zk" in SYSTEMS:
-    g = []
-    for sc, path in (("A", "cycles_per_sec"), ("B", "cycles_per_sec"), ("D", "handovers_per_sec")):
-        z, o = med("zlock", sc, path), med("zk", sc, path)
-        g.append((sc, None if not z or not o else z / o))
-    met = all(r is not None and r >= 3 for _, r in g)
-    goal_line = ("Goal (issue 4): zlock at least 3x Apache ZooKeeper on A, B and D with the standard "
-                 "recipe. This run: " + ", ".join(f"{sc} {'n/a' if r is None else f'{r:.2f}x'}" for sc, r in g)
-                 + (": met." if met else ": **not met**."))
+
+
+def times(z, o, sc, path, higher=True):
+    a, b = med(z, sc, path), med(o, sc, path)
+    if not a or not b:
+        return None
+    return a / b if higher else b / a
+
+
+def verdict(parts):
+    shown = ", ".join(f"{what} {'n/a' if r is None else f'{r:.2f}x'}" for what, r, _ in parts)
+    met = all(r is not None and r >= need for _, r, need in parts)
+    return shown + (": met." if met else ": **not met**.")
+
+
+THROUGHPUT = (("A", "cycles_per_sec"), ("B", "cycles_per_sec"), ("D", "handovers_per_sec"))
+goals = []
+if "zlock-recipe" in SYSTEMS and "zk" in SYSTEMS:
+    goals.append("- Issue 4, the standard recipe at least 3x Apache ZooKeeper on A, B and D. This run: "
+                 + verdict([(sc, times("zlock-recipe", "zk", sc, p), 3) for sc, p in THROUGHPUT]))
+for z in ("zlock", "zlock-reacquire"):
+    if z not in SYSTEMS:
+        continue
+    parts = []
+    if "zk" in SYSTEMS:
+        parts.append(("A vs ZooKeeper (goal 4x)", times(z, "zk", "A", "cycles_per_sec"), 4))
+    if "redis" in SYSTEMS:
+        # "within 2x of Redis without persistence": zlock/Redis at least 0.5
+        parts.append(("A vs Redis without persistence (goal 0.5x)", times(z, "redis", "A", "cycles_per_sec"), 0.5))
+    if "redis-aof" in SYSTEMS:
+        for sc, p in THROUGHPUT:
+            if med(z, sc, p) is not None:
+                parts.append((f"{sc} vs Redis AOF (goal >1x)", times(z, "redis-aof", sc, p), 1.0001))
+        if med(z, "C", "wall_secs") is not None:
+            parts.append(("C vs Redis AOF (goal >1x)", times(z, "redis-aof", "C", "wall_secs", False), 1.0001))
+    peers_c = [med(o, "C", "wall_secs") for o in others if med(o, "C", "wall_secs")]
+    if med(z, "C", "wall_secs") is not None and peers_c:
+        parts.append(("C vs the best peer (goal 4x)", min(peers_c) / med(z, "C", "wall_secs"), 4))
+    if "redis" in SYSTEMS:
+        parts.append(("D vs Redis without persistence (goal >1x)", times(z, "redis", "D", "handovers_per_sec"), 1.0001))
+    goals.append(f"- Issue 5, {NAME[z]}: " + verdict(parts))
+goal_line = ("Goals (targets, not thresholds):\n\n" + "\n".join(goals)) if goals else None
 viol = {s: sum(r.get("violations", 0) for sc in "ABCD" for r in runs[s].get(sc, [])) for s in SYSTEMS}
 
 # ---- E
@@ -205,7 +249,7 @@ for s in SYSTEMS:
         d = runs[s].get("E-" + r)
         if d is None:
             continue
-        lock = {"zlock": r, "zk": r}.get(s, "standard")
+        lock = r if s == "zk" or s.startswith("zlock") else "standard"
         lock = {"mutex": "`Mutex`", "naive": "`NaiveLock`"}.get(lock, "standard")
         e_rows.append(
             f"| {NAME[s]} | {lock} | {d['waiters']} | {fmt(d['requests_per_handover'])} | "
@@ -227,6 +271,8 @@ def mb(kb):
 
 for s in SYSTEMS:
     d = runs[s].get("F")
+    if d is None and s == "zlock-reacquire":
+        continue  # F queues each waiter once: nothing to reacquire, not run
     if d is None:
         why = "failed"
         errp = os.path.join(raw, f"{s}-f.err")
@@ -253,7 +299,7 @@ for s in SYSTEMS:
     )
 
 # ---- SVG: acquire-latency percentile curves for A and D
-COLORS = {"zlock": "#d62728", "zk": "#1f77b4", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd"}
+COLORS = {"zlock": "#d62728", "zlock-recipe": "#ff9896", "zlock-reacquire": "#8c564b", "zk": "#1f77b4", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd"}
 
 
 def xpos(p):
@@ -343,7 +389,9 @@ md.append("")
 md.append("## A-D")
 md.append("")
 md.append("Ratios are how many times better zlock is: zlock/other for throughput, other/zlock for "
-          "latencies, times and the p99/p50 spread, so above 1 always means zlock is better.")
+          "latencies, times and the p99/p50 spread, so above 1 always means zlock is better. "
+          "`zlock/...` columns are the native path; `zlock recipe/ZK` is the standard recipe, the same "
+          "requests Curator and kazoo send.")
 md.append("")
 md += headline
 md.append("")
@@ -439,7 +487,8 @@ head_md = [
     "",
     f"Medians of {params.get('runs')} runs, `bench/compare`; full report: "
     f"[bench/results/{os.path.basename(prefix)}.md](bench/results/{os.path.basename(prefix)}.md). "
-    "Ratios: above 1 means zlock is better (throughput zlock/other, latency other/zlock). "
+    "Ratios: above 1 means zlock is better (throughput zlock/other, latency other/zlock); `zlock/...` "
+    "is the native lock path, `zlock recipe/ZK` the standard recipe. "
     "zlock and ZooKeeper fsync before acknowledging; Redis without persistence does not, Redis AOF "
     "fsyncs every write; etcd fsyncs its WAL.",
     "",
