@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// Curator's protection prefix: `_c_<guid>-`.
-const PROTECTED_PREFIX: &str = "_c_";
+pub(crate) const PROTECTED_PREFIX: &str = "_c_";
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy)]

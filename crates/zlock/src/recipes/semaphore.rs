@@ -4,10 +4,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::driver::{create_node, node_name, sort_by_sequence, Pending, Wait};
+use super::driver::{create_node, node_name, sort_by_sequence, Pending, Wait, PROTECTED_PREFIX};
 use super::metrics::{self, LockMetrics};
 use super::{delete_node, spawn_delete, Mutex};
-use crate::{Client, Error, ErrorCode, Result};
+use crate::{
+    lock_flags, lock_mode, Acl, Client, Error, ErrorCode, LockRequest, NativeLock, Result,
+};
 
 /// Curator's marker of a lease node: `_c_<guid>-lease-NNNNNNNNNN`.
 const LEASE_NAME: &str = "lease-";
@@ -25,6 +27,14 @@ const LEASE_NAME: &str = "lease-";
 /// for the children to change (a release) and looks again. The internal mutex is
 /// released as soon as the lease is held, so acquirers queue FIFO on the mutex and
 /// only the head of that queue watches `leases`.
+///
+/// On a zlock server (when the client takes the native lock path) a single lease is one
+/// request instead: the server creates the lease node, says at once whether it is
+/// among the first `max_leases`, and pushes the grant when a lease before it goes; no
+/// internal mutex, no listing, no watch. `acquire_many(n > 1)` keeps the internal mutex
+/// (two acquirers each holding part of what they need would otherwise wait for each
+/// other forever). Both kinds count every node under `leases` by its sequence number,
+/// so they mix, and mix with Curator.
 ///
 /// `max_leases` is a property of each client, not of the path (as in Curator): all
 /// users of one path must agree on it.
@@ -133,9 +143,9 @@ impl Semaphore {
             .ok_or_else(|| Error::Protocol("semaphore acquire ended without a lease".into()))
     }
 
-    /// Takes a lease only if one is free now. Also `None` while another acquirer is
-    /// between taking the internal mutex and getting its lease (or waits for one), as
-    /// in Curator.
+    /// Takes a lease only if one is free now. Through the recipe also `None` while
+    /// another acquirer is between taking the internal mutex and getting its lease (or
+    /// waits for one), as in Curator.
     ///
     /// # Errors
     /// As [`Semaphore::acquire`].
@@ -186,8 +196,13 @@ impl Semaphore {
             return Err(Error::Server(ErrorCode::BadArguments));
         }
         let mut leases = Vec::with_capacity(n);
+        let native = n == 1 && self.client.uses_native_locks();
         while leases.len() < n {
-            let got = self.acquire_one(wait).await;
+            let got = if native {
+                self.queue_lease_native(wait).await
+            } else {
+                self.acquire_one(wait).await
+            };
             let failed = match got {
                 Ok(Some(lease)) => {
                     leases.push(lease);
@@ -229,6 +244,58 @@ impl Semaphore {
                 Err(e)
             }
         }
+    }
+
+    /// One lease through the native lock path: one request creates the lease node and
+    /// answers whether it is among the first `max_leases`; if not, the server pushes
+    /// the grant when it is.
+    async fn queue_lease_native(&self, wait: Wait) -> Result<Option<Lease>> {
+        let client = &self.client;
+        let mut pending = Pending::new(client, &self.leases_path);
+        let mut req = LockRequest {
+            path: self.leases_path.clone(),
+            prefix: format!("{PROTECTED_PREFIX}{}-{LEASE_NAME}", pending.guid),
+            data: Some(Vec::new()),
+            acl: Acl::open_unsafe(),
+            mode: lock_mode::SEMAPHORE,
+            leases: i32::try_from(self.max_leases).unwrap_or(i32::MAX),
+            flags: if matches!(wait, Wait::No) {
+                lock_flags::TRY
+            } else {
+                0
+            },
+            release: String::new(),
+        };
+        let answer = loop {
+            match client.lock_native(req.clone()).await {
+                Ok(a) => break a,
+                // Lost reply: the server finds the node the first request made, if any.
+                Err(Error::ConnectionLoss) => req.flags |= lock_flags::RESUME,
+                Err(e) => return Err(e),
+            }
+        };
+        let node = match answer {
+            NativeLock::Granted { node, .. } => node,
+            NativeLock::Busy => return Ok(None),
+            NativeLock::Queued { node, grant, .. } => {
+                pending.node = Some(node);
+                let g = match wait {
+                    Wait::Until(d) => match tokio::time::timeout_at(d, grant).await {
+                        Ok(r) => r?,
+                        Err(_) => return pending.remove().await.map(|()| None),
+                    },
+                    Wait::No | Wait::Forever => grant.await?,
+                };
+                g.node
+            }
+        };
+        pending.disarm();
+        Ok(Some(Lease {
+            client: client.clone(),
+            node,
+            metrics: None,
+            released: false,
+        }))
     }
 
     /// Creates a lease node and waits (with the internal mutex held) until it is
