@@ -280,6 +280,22 @@ async fn truncated_request_after_handshake() {
         body.truncate(body.len() - 2);
         request_frame(3, OpCode::SetData.code(), &body)
     }));
+    // zlock's native lock (1001) cut short inside its last field.
+    cases.push(("lock request cut short", {
+        let req = zlock_proto::records::LockRequest {
+            path: "/m/lock".into(),
+            prefix: "_c_x-lock-".into(),
+            data: Some(Vec::new()),
+            acl: zlock_proto::records::Acl::open_unsafe(),
+            mode: 0,
+            leases: 1,
+            flags: 0,
+            release: "/m/lock/x".into(),
+        };
+        let mut body = zlock_proto::Record::to_bytes(&req);
+        body.truncate(body.len() - 3);
+        request_frame(3, OpCode::Lock.code(), &body)
+    }));
     for (what, f) in cases {
         let c = RawClient::connect(server.addr).await.unwrap();
         c.write_raw(&f).await.unwrap();
