@@ -63,7 +63,8 @@
 //! - [`Error`]: ZooKeeper codes plus client-local failures.
 //! - [`recipes`]: Curator's recipes: the fair [`Mutex`] (InterProcessMutex),
 //!   [`ReadWriteLock`], [`Semaphore`] (InterProcessSemaphoreV2), [`LeaderLatch`], plus
-//!   [`NaiveLock`] and client-side [`LockMetrics`].
+//!   [`NaiveLock`] and client-side [`LockMetrics`]; on a zlock server they take the
+//!   native one-round-trip lock path ([`Client::lock_native`], [`LockPath`]).
 
 mod client;
 mod error;

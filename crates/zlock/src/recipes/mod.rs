@@ -18,6 +18,13 @@
 //! The sequential-node recipes share one driver (`driver.rs`): protected creates
 //! (`_c_<guid>-`) found again by GUID after a lost reply, cleanup of a cancelled or
 //! timed-out acquire's node, the per-instance reentrant hold, and the `lost()` future.
+//!
+//! Against a zlock server the client takes zlock's native lock path
+//! ([`Client::lock_native`](crate::Client::lock_native)) for `Mutex`, `ReadWriteLock`
+//! and single `Semaphore` leases: the same nodes, made and granted in one round trip,
+//! the grant pushed by the server (no listing, no watch). Against Apache ZooKeeper, or
+//! with [`LockPath::Recipe`](crate::LockPath::Recipe), the recipes above run as
+//! described. Both kinds of contender share one queue.
 
 mod driver;
 mod leader_latch;
