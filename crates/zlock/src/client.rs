@@ -378,10 +378,10 @@ impl Client {
         if !self.server_has_native_locks() {
             return Err(Error::Server(ErrorCode::Unimplemented));
         }
-        let mut server_req = req.clone();
-        if !self.chroot.is_empty() {
-            prefix(&self.chroot, &mut server_req.path);
-        }
+        let server_req = match chroot_request(&self.chroot, &Request::Lock(req.clone())) {
+            Request::Lock(r) => r,
+            _ => req.clone(),
+        };
         let (gtx, grx) = oneshot::channel();
         let sink = Sink::Grant(gtx, server_req);
         let r: LockResponse = self.call_with(Request::Lock(req), sink).await?;
@@ -747,7 +747,12 @@ pub(crate) fn chroot_request(chroot: &str, req: &Request) -> Request {
         }
         Request::CheckWatches(r) | Request::RemoveWatches(r) => prefix(chroot, &mut r.path),
         Request::AddWatch(r) => prefix(chroot, &mut r.path),
-        Request::Lock(r) => prefix(chroot, &mut r.path),
+        Request::Lock(r) => {
+            prefix(chroot, &mut r.path);
+            if !r.release.is_empty() {
+                prefix(chroot, &mut r.release);
+            }
+        }
         _ => {}
     }
     req

@@ -372,3 +372,28 @@ async fn reacquire_hands_over_then_requeues() {
         b.close().await.unwrap();
     }
 }
+
+/// Under a chroot, the native request's lock path and release node both get the
+/// chroot (a reacquire names its old node relative to the chroot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chroot_native_lock_and_reacquire() {
+    let s = TestServer::start().await.unwrap();
+    let root = connect(&s.connect_string()).await;
+    root.ensure_path("/app").await.unwrap();
+    let c = connect(&format!("{}/app", s.connect_string())).await;
+    let lock = zlock::Mutex::new(c.clone(), "/locks/l");
+    let mut g = lock.acquire().await.unwrap();
+    assert!(g.node().starts_with("/locks/l/_c_"), "{}", g.node());
+    for _ in 0..3 {
+        g = lock.reacquire(g).await.unwrap();
+    }
+    let kids = root.get_children("/app/locks/l", false).await.unwrap();
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    assert_eq!(format!("/locks/l/{}", kids[0]), g.node());
+    g.release().await.unwrap();
+    assert!(root
+        .get_children("/app/locks/l", false)
+        .await
+        .unwrap()
+        .is_empty());
+}
