@@ -397,3 +397,52 @@ async fn chroot_native_lock_and_reacquire() {
         .unwrap()
         .is_empty());
 }
+
+/// A native waiter survives a server restart (`kill -9`, same port): the index and the
+/// registrations are not on disk, the nodes are; on reconnect the client re-sends its
+/// request with RESUME, and the holder's release then grants it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_survives_server_restart() {
+    if zlock_testkit::zlock_bin().is_err() {
+        eprintln!("\n*** SKIPPED: no zlock binary (cargo build -p zlock-cli) ***\n");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let server = tokio::task::spawn_blocking(move || zlock_testkit::ChildServer::start(&path, &[]))
+        .await
+        .unwrap()
+        .unwrap();
+    let addr = server.addr.to_string();
+    let holder = connect(&addr).await;
+    let waiter = connect(&addr).await;
+    let NativeLock::Granted { node: held, .. } = holder.lock_native(req("/r", "h")).await.unwrap()
+    else {
+        panic!()
+    };
+    let NativeLock::Queued { node, grant, .. } = waiter.lock_native(req("/r", "w")).await.unwrap()
+    else {
+        panic!()
+    };
+    let mut server = tokio::task::spawn_blocking(move || {
+        let mut server = server;
+        server.restart_same_port().unwrap();
+        server
+    })
+    .await
+    .unwrap();
+    for c in [&holder, &waiter] {
+        let mut st = c.state_stream();
+        within(
+            "reconnected",
+            st.wait_for(|s| *s == ConnectionState::Reconnected),
+        )
+        .await
+        .unwrap();
+    }
+    holder.delete(&held, -1).await.unwrap();
+    let g = within("grant after the restart", grant).await.unwrap();
+    assert_eq!(g.node, node);
+    waiter.delete(&node, -1).await.unwrap();
+    server.kill9();
+}
