@@ -423,19 +423,28 @@ async fn invalid_paths_are_refused() {
         .await
         .unwrap()
         .expect("Apache ZooKeeper starts");
-    // ZooKeeper listens before it serves: early handshakes are dropped.
-    let deadline = std::time::Instant::now() + common::rawclient::STUCK;
+    // ZooKeeper listens before it serves: a handshake sent too early is accepted and
+    // never answered. Each attempt gets a few seconds; the JVM may take long to start
+    // on a loaded machine.
+    let deadline = std::time::Instant::now() + 2 * common::rawclient::STUCK;
     let z = loop {
-        match RawClient::connect(zk.addr).await {
-            Ok(z) => break z,
-            Err(e) => {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "ZooKeeper never took a session: {e}"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
+        let attempt = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            RawClient::connect(zk.addr),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(z)) => break z,
+            Ok(Err(e)) => assert!(
+                std::time::Instant::now() < deadline,
+                "ZooKeeper never took a session: {e}"
+            ),
+            Err(_) => assert!(
+                std::time::Instant::now() < deadline,
+                "ZooKeeper never answered a handshake"
+            ),
         }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     for p in ["/m", "/a"] {
         let r = z.create(p, b"").await.unwrap();
