@@ -358,6 +358,28 @@ async fn semaphore_cancelled(addr: &str) {
     b.close().await.unwrap();
 }
 
+/// A lease's `lost()` stays pending while the session is fine and resolves when the
+/// client is closed (the lease's node goes with the session).
+async fn lease_lost_on_close(addr: &str) {
+    let a = connect(addr).await;
+    let lease = Semaphore::new(a.clone(), "/sem/lost", 2)
+        .acquire()
+        .await
+        .unwrap();
+    let lost = lease.lost();
+    tokio::pin!(lost);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut lost)
+            .await
+            .is_err(),
+        "lost() fired on a healthy session"
+    );
+    a.close().await.unwrap();
+    let state = within("lease lost after close", lost).await;
+    assert_eq!(state, zlock::ConnectionState::Closed);
+    drop(lease);
+}
+
 /// Waits until `latch` reports `want` on its stream.
 async fn leadership_becomes(latch: &LeaderLatch, want: bool) {
     let mut rx = latch.leadership();
@@ -561,6 +583,7 @@ async fn all(addr: &str) {
     run!(semaphore_bounds_holders);
     run!(semaphore_no_node_left);
     run!(semaphore_cancelled);
+    run!(lease_lost_on_close);
     run!(leader_latch);
     run!(leader_latch_suspended);
     run!(metrics);

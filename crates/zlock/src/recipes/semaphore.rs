@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::driver::{create_node, node_name, sort_by_sequence, Pending, Wait, PROTECTED_PREFIX};
 use super::metrics::{self, LockMetrics};
-use super::{delete_node, spawn_delete, Mutex};
+use super::{default_window, delete_node, session_in_doubt, spawn_delete, Mutex};
 use crate::{
     lock_flags, lock_mode, Acl, Client, Error, ErrorCode, LockRequest, NativeLock, Result,
 };
@@ -48,8 +48,7 @@ const LEASE_NAME: &str = "lease-";
 /// Lease and mutex nodes are protected creates: a create whose reply is lost is found
 /// again by its GUID. A waiter's watch survives a reconnect; a lost session fails the
 /// acquire with [`Error::SessionExpired`]. A lease holds only while its session
-/// lives; there is no `lost()` future yet: watch
-/// [`Client::state_stream`](crate::Client::state_stream) for `Lost`.
+/// lives: [`Lease::lost`] resolves when that is in doubt (as [`crate::MutexGuard::lost`]).
 ///
 /// # Cancellation safety
 /// Dropping an acquire future removes whatever it had made: the internal mutex node,
@@ -359,6 +358,18 @@ impl Lease {
     /// The path of the lease node.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// Resolves when the lease may be lost: the connection has stayed Suspended for
+    /// the safe window (a third of the session timeout), or the session is Lost or the
+    /// client Closed. Returns that state. Cancellation safe; independent of the lease's
+    /// lifetime.
+    pub fn lost(
+        &self,
+    ) -> impl std::future::Future<Output = crate::ConnectionState> + Send + 'static {
+        let client = self.client.clone();
+        let window = default_window(&client);
+        session_in_doubt(client, window)
     }
 
     /// Releases the lease: deletes its node (awaited).
