@@ -82,7 +82,7 @@ pub use recipes::{
 pub use retry::RetryPolicy;
 pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
 pub use zlock_proto::records::{
-    lock_flags, lock_mode, perms, Acl, Id, LockGrant, LockRequest, MultiOp, MultiResult, Stat,
-    WatcherEvent,
+    lock_flags, lock_mode, perms, Acl, CheckVersionRequest, CreateRequest, DeleteRequest, Id,
+    LockGrant, LockRequest, MultiOp, MultiResult, SetDataRequest, Stat, WatcherEvent,
 };
 pub use zlock_proto::ErrorCode;

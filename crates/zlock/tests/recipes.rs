@@ -319,6 +319,62 @@ async fn naive_exclusion(addr: &str) {
     a.close().await.unwrap();
 }
 
+fn set(path: &str, data: &str, version: i32) -> zlock::MultiOp {
+    zlock::MultiOp::SetData(zlock::SetDataRequest {
+        path: path.into(),
+        data: Some(data.as_bytes().to_vec()),
+        version,
+    })
+}
+
+async fn data(zk: &Client, path: &str) -> String {
+    String::from_utf8(zk.get_data(path, false).await.unwrap().0).unwrap()
+}
+
+/// `MutexGuard::fenced` writes only while the lock node exists; `release_with` writes
+/// and releases in one transaction, and releases even when the write fails.
+async fn fenced_writes(addr: &str) {
+    const PATH: &str = "/locks/fenced";
+    const DATA: &str = "/fenced-data";
+    let a = connect(addr).await;
+    let admin = connect(addr).await;
+    let _ = admin.delete(DATA, -1).await;
+    admin
+        .create(DATA, b"0", zlock::CreateMode::Persistent)
+        .await
+        .unwrap();
+    let lock = Mutex::new(a.clone(), PATH);
+    let g = lock.acquire().await.unwrap();
+    let rs = g.fenced(vec![set(DATA, "1", -1)]).await.unwrap();
+    assert!(matches!(rs[..], [zlock::MultiResult::SetData(_)]), "{rs:?}");
+    assert_eq!(data(&admin, DATA).await, "1");
+    // The lock node vanishes (as when the session expired and someone else took
+    // over): the fenced write is refused and changes nothing.
+    admin.delete(g.node(), -1).await.unwrap();
+    assert_eq!(
+        g.fenced(vec![set(DATA, "2", -1)]).await.unwrap_err(),
+        Error::Server(zlock::ErrorCode::NoNode)
+    );
+    assert_eq!(data(&admin, DATA).await, "1");
+    drop(g);
+    // Write and release in one transaction.
+    let g = lock.acquire().await.unwrap();
+    g.release_with(vec![set(DATA, "3", -1)]).await.unwrap();
+    assert_eq!(data(&admin, DATA).await, "3");
+    assert!(children(&admin, PATH).await.is_empty());
+    // A failing write is not applied, and the lock is released anyway.
+    let g = lock.acquire().await.unwrap();
+    assert_eq!(
+        g.release_with(vec![set(DATA, "4", 99)]).await.unwrap_err(),
+        Error::Server(zlock::ErrorCode::BadVersion)
+    );
+    assert_eq!(data(&admin, DATA).await, "3");
+    assert!(children(&admin, PATH).await.is_empty());
+    admin.delete(DATA, -1).await.unwrap();
+    a.close().await.unwrap();
+    admin.close().await.unwrap();
+}
+
 /// Every scenario in turn, each under an overall deadline (so a hang names itself).
 async fn all(addr: &str) {
     let deadline = Duration::from_secs(120);
@@ -335,6 +391,7 @@ async fn all(addr: &str) {
     run!(no_node_left);
     run!(holder_session_closed);
     run!(naive_exclusion);
+    run!(fenced_writes);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,8 +23,8 @@ use tokio::time::Instant;
 use super::metrics::{self, LockMetrics};
 use super::{create_parents, default_window, delete_node, session_in_doubt, spawn_delete};
 use crate::{
-    lock_flags, lock_mode, Acl, Client, ConnectionState, CreateMode, Error, ErrorCode, LockRequest,
-    NativeLock, Result,
+    lock_flags, lock_mode, Acl, CheckVersionRequest, Client, ConnectionState, CreateMode,
+    DeleteRequest, Error, ErrorCode, LockRequest, MultiOp, MultiResult, NativeLock, Result,
 };
 
 /// Curator's protection prefix: `_c_<guid>-`.
@@ -417,6 +417,50 @@ impl Hold {
         }
     }
 
+    /// `ops` applied only if the lock node still exists: one multi `[check(node),
+    /// ops...]`. The results of `ops` (without the check's).
+    pub(crate) async fn fenced(&self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+        let mut all = Vec::with_capacity(ops.len() + 1);
+        all.push(MultiOp::Check(CheckVersionRequest {
+            path: self.node.clone(),
+            version: -1,
+        }));
+        all.extend(ops);
+        let mut rs = multi_checked(&self.core.client, all).await?;
+        rs.remove(0);
+        Ok(rs)
+    }
+
+    /// `ops` and the release in one multi (`[ops..., delete(node)]`; fenced by the
+    /// delete). On any failure nothing of `ops` is applied and the node is deleted
+    /// anyway. While other guards share the hold the node stays: `[check(node), ops...]`.
+    pub(crate) async fn release_with(mut self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+        self.released = true;
+        if let Some(m) = &self.metrics {
+            m.released();
+        }
+        let Some(node) = self.unhold() else {
+            return self.fenced(ops).await;
+        };
+        let n = ops.len();
+        let mut all = ops;
+        all.push(MultiOp::Delete(DeleteRequest {
+            path: node.clone(),
+            version: -1,
+        }));
+        match multi_checked(&self.core.client, all).await {
+            Ok(mut rs) => {
+                rs.truncate(n);
+                Ok(rs)
+            }
+            Err(e) => {
+                // Released whatever happened to the writes.
+                delete_node(&self.core.client, &node).await?;
+                Err(e)
+            }
+        }
+    }
+
     /// Drops one count of the hold; the node to delete if it was the last.
     fn unhold(&self) -> Option<String> {
         let mut held = self.core.held();
@@ -446,6 +490,20 @@ impl Drop for Hold {
         if let Some(node) = self.unhold() {
             spawn_delete(self.core.client.clone(), node);
         }
+    }
+}
+
+/// A multi whose failure (the first op's error code, as ZooKeeper reports it) is an
+/// `Err`.
+async fn multi_checked(client: &Client, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+    let rs = client.multi(ops).await?;
+    let failed = rs.iter().find_map(|r| match r {
+        MultiResult::Error(code) if *code != 0 => Some(*code),
+        _ => None,
+    });
+    match failed {
+        Some(code) => Err(Error::from_code(code)),
+        None => Ok(rs),
     }
 }
 

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::driver::{first_holds, Hold, LockCore, Wait};
 use super::metrics::LockMetrics;
-use crate::{Client, ConnectionState, Error, Result};
+use crate::{Client, ConnectionState, Error, MultiOp, MultiResult, Result};
 
 /// The part of a node name after which the sequence number follows (Curator's).
 const LOCK_NAME: &str = "lock-";
@@ -225,6 +225,42 @@ impl MutexGuard {
         window: Duration,
     ) -> impl Future<Output = ConnectionState> + Send + 'static {
         self.hold.lost_after(window)
+    }
+
+    /// Applies `ops` (a ZooKeeper multi) only while this lock is still held: the server
+    /// checks in the same transaction that the lock node exists, so a holder whose
+    /// session was lost (node gone, someone else may hold now) writes nothing. The
+    /// results of `ops`.
+    ///
+    /// # Errors
+    /// `Server(NoNode)` if the lock node is gone; otherwise the code of the op that
+    /// failed (nothing was applied), or the client's errors.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: &zlock::MutexGuard) -> Result<(), zlock::Error> {
+    /// use zlock::{MultiOp, SetDataRequest};
+    /// let set = MultiOp::SetData(SetDataRequest {
+    ///     path: "/orders/next".into(),
+    ///     data: Some(b"42".to_vec()),
+    ///     version: -1,
+    /// });
+    /// guard.fenced(vec![set]).await?; // written only if we still hold the lock
+    /// # Ok(()) }
+    /// ```
+    pub async fn fenced(&self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+        self.hold.fenced(ops).await
+    }
+
+    /// Applies `ops` and releases the lock in one transaction (`[ops..., delete(lock
+    /// node)]`): the write is fenced like [`MutexGuard::fenced`] and costs no extra round
+    /// trip. On failure nothing of `ops` is applied and the lock is released anyway.
+    /// While other guards of this `Mutex` instance share the hold, the lock stays held
+    /// and this is [`MutexGuard::fenced`].
+    ///
+    /// # Errors
+    /// As [`MutexGuard::fenced`].
+    pub async fn release_with(self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+        self.hold.release_with(ops).await
     }
 
     /// Releases this guard; the node is deleted (and awaited) when it was the last
