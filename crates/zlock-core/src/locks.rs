@@ -52,6 +52,16 @@ struct Entry {
     waiter: Option<Waiter>,
 }
 
+impl Entry {
+    fn new(name: &str, owner: SessionId) -> Entry {
+        Entry {
+            read: is_read(name),
+            owner,
+            waiter: None,
+        }
+    }
+}
+
 /// Entries are ordered by sequence number, then name (two nodes can only share a
 /// number if one was created with a literal suffix).
 type Key = (i64, Box<str>);
@@ -68,12 +78,13 @@ struct Queue {
 
 impl Queue {
     fn insert(&mut self, key: Key, entry: Entry) {
-        if let Some(old) = self.entries.insert(key, entry.clone()) {
+        let writer = !entry.read;
+        if let Some(old) = self.entries.insert(key, entry) {
             if !old.read {
                 self.writers -= 1;
             }
         }
-        if !entry.read {
+        if writer {
             self.writers += 1;
         }
     }
@@ -188,22 +199,11 @@ impl State {
         let mut touched: Vec<Arc<str>> = Vec::new();
         for c in changes {
             match c {
-                LockChange::Added { lock, name } => {
+                LockChange::Added { lock, name, owner } => {
                     let Some(seq) = sequence(&name) else { continue };
-                    let owner = match self.tree.get(&child_path(&lock, &name)).map(|n| n.kind) {
-                        Some(NodeKind::Ephemeral(s)) => s,
-                        _ => 0,
-                    };
                     if let Some(q) = self.locks.queues.get_mut(&lock) {
-                        let read = is_read(&name);
-                        q.insert(
-                            (seq, name),
-                            Entry {
-                                read,
-                                owner,
-                                waiter: None,
-                            },
-                        );
+                        let e = Entry::new(&name, owner);
+                        q.insert((seq, name), e);
                     }
                 }
                 LockChange::Removed { lock, name } => {
@@ -246,18 +246,11 @@ impl State {
         if let Some(n) = self.tree.get(lock) {
             for name in &n.children {
                 let Some(seq) = sequence(name) else { continue };
-                let owner = match self.tree.get(&child_path(lock, name)).map(|c| c.kind) {
-                    Some(NodeKind::Ephemeral(s)) => s,
-                    _ => 0,
-                };
-                q.insert(
-                    (seq, name.clone()),
-                    Entry {
-                        read: is_read(name),
-                        owner,
-                        waiter: None,
-                    },
-                );
+                let owner = self
+                    .tree
+                    .get(&child_path(lock, name))
+                    .map_or(0, |c| c.kind.ephemeral_owner());
+                q.insert((seq, name.clone()), Entry::new(name, owner));
             }
         }
         self.tree.follow_lock(key.clone());

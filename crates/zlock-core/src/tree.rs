@@ -25,6 +25,16 @@ pub enum NodeKind {
     Ttl(i64),
 }
 
+impl NodeKind {
+    /// The owning session of an ephemeral node, 0 otherwise (Stat's ephemeralOwner).
+    pub fn ephemeral_owner(self) -> SessionId {
+        match self {
+            NodeKind::Ephemeral(s) => s,
+            _ => 0,
+        }
+    }
+}
+
 /// One znode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -91,10 +101,7 @@ impl Node {
                 .wrapping_mul(2)
                 .wrapping_sub(self.children.len() as i32),
             aversion: self.aversion,
-            ephemeral_owner: match self.kind {
-                NodeKind::Ephemeral(s) => s,
-                _ => 0,
-            },
+            ephemeral_owner: self.kind.ephemeral_owner(),
             data_length: self.data_len() as i32,
             num_children: self.children.len() as i32,
             pzxid: self.pzxid,
@@ -125,8 +132,13 @@ pub struct DataTree {
 /// A change under (or of) a followed lock path, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LockChange {
-    /// A child was created (or replaced, by a multi's undo).
-    Added { lock: Arc<str>, name: Box<str> },
+    /// A child was created (or replaced, by a multi's undo); `owner` is its ephemeral
+    /// owner (0 for other nodes).
+    Added {
+        lock: Arc<str>,
+        name: Box<str>,
+        owner: SessionId,
+    },
     /// A child was removed.
     Removed { lock: Arc<str>, name: Box<str> },
     /// The lock path itself was removed.
@@ -218,6 +230,7 @@ impl DataTree {
                 self.lock_changes.push(LockChange::Added {
                     lock: lock.clone(),
                     name: name.into(),
+                    owner: node.kind.ephemeral_owner(),
                 });
             }
         }

@@ -298,6 +298,11 @@ impl Client {
             owned = chroot_request(&self.chroot, req);
             &owned
         };
+        let mut sink = sink;
+        if let (Sink::Grant(_, slot), Request::Lock(r)) = (&mut sink, req) {
+            // Kept to re-register a queued waiter after a reconnect.
+            *slot = Some(r.clone());
+        }
         let watch = watch_of(req).map(|(kind, path)| WatchReg { kind, path, sink });
         let mut body = Vec::new();
         req.encode(&mut body);
@@ -378,13 +383,10 @@ impl Client {
         if !self.server_has_native_locks() {
             return Err(Error::Server(ErrorCode::Unimplemented));
         }
-        let server_req = match chroot_request(&self.chroot, &Request::Lock(req.clone())) {
-            Request::Lock(r) => r,
-            _ => req.clone(),
-        };
         let (gtx, grx) = oneshot::channel();
-        let sink = Sink::Grant(gtx, server_req);
-        let r: LockResponse = self.call_with(Request::Lock(req), sink).await?;
+        let r: LockResponse = self
+            .call_with(Request::Lock(req), Sink::Grant(gtx, None))
+            .await?;
         let node = strip_chroot(&self.chroot, &r.node);
         Ok(if r.granted {
             NativeLock::Granted {

@@ -50,8 +50,9 @@ pub(crate) enum Sink {
     Oneshot(oneshot::Sender<Result<WatchedEvent>>),
     Persistent(mpsc::UnboundedSender<WatchedEvent>),
     /// A native lock request: if the reply says queued, the grant goes here. The
-    /// request (server paths) is kept to re-register the waiter after a reconnect.
-    Grant(oneshot::Sender<Result<LockGrant>>, LockRequest),
+    /// request as sent (server paths; filled in when it is queued) is kept to
+    /// re-register the waiter after a reconnect.
+    Grant(oneshot::Sender<Result<LockGrant>>, Option<LockRequest>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,6 +332,8 @@ pub(crate) struct Actor {
     watches: Watches,
     /// Queued native lock requests by node (server path).
     grants: HashMap<String, GrantWait>,
+    /// `grants` size at which given-up waits are next pruned.
+    grants_prune_at: usize,
 }
 
 enum End {
@@ -367,6 +370,7 @@ impl Actor {
             auths: Vec::new(),
             watches: Watches::default(),
             grants: HashMap::new(),
+            grants_prune_at: 64,
         }
     }
 
@@ -467,7 +471,9 @@ impl Actor {
     /// A native lock reply: a queued waiter waits for its grant (or, for a re-sent
     /// request after a reconnect, is told it holds now).
     fn register_lock(&mut self, h: &ReplyHeader, body: &[u8], sink: Sink) {
-        let Sink::Grant(tx, req) = sink else { return };
+        let Sink::Grant(tx, Some(req)) = sink else {
+            return;
+        };
         if h.err != 0 {
             let _ = tx.send(Err(Error::from_code(h.err)));
             return;
@@ -480,7 +486,12 @@ impl Actor {
                 }));
             }
             Ok(r) if !r.node.is_empty() => {
-                self.grants.retain(|_, w| !w.sink.is_closed());
+                // Waits given up (their GrantWaiter dropped) are pruned now and then,
+                // not on every insert: a session may queue thousands of nodes.
+                if self.grants.len() >= self.grants_prune_at {
+                    self.grants.retain(|_, w| !w.sink.is_closed());
+                    self.grants_prune_at = (2 * self.grants.len()).max(64);
+                }
                 self.grants.insert(r.node, GrantWait { sink: tx, req });
             }
             Ok(_) => {
@@ -555,7 +566,7 @@ impl Actor {
             req.encode(&mut out);
             frame::finish(&mut out, at);
             let (done, _) = oneshot::channel();
-            let sink = Sink::Grant(w.sink, req);
+            let sink = Sink::Grant(w.sink, Some(req));
             pending.push_back((
                 xid,
                 done,

@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// Curator's protection prefix: `_c_<guid>-`.
-pub(crate) const PROTECTED_PREFIX: &str = "_c_";
+const PROTECTED_PREFIX: &str = "_c_";
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy)]
@@ -194,18 +194,7 @@ impl LockCore {
             let pred = match rule(&sorted, idx) {
                 Decision::Hold => {
                     pending.disarm();
-                    *self.held() = Some(Held {
-                        node: node.clone(),
-                        czxid,
-                        count: 1,
-                    });
-                    return Ok(Some(Hold {
-                        core: Arc::clone(self),
-                        node,
-                        czxid,
-                        metrics: metrics.cloned(),
-                        released: false,
-                    }));
+                    return Ok(Some(self.hold_node(node, czxid, metrics)));
                 }
                 Decision::Watch(pred) => format!("{}/{pred}", self.path),
             };
@@ -258,65 +247,101 @@ impl LockCore {
         metrics: Option<&LockMetrics>,
         release: String,
     ) -> Result<Option<Hold>> {
-        let client = &self.client;
-        let mut pending = Pending::new(client, &self.path);
+        let mut pending = Pending::new(&self.client, &self.path);
         let mode = if self.marker.contains("__READ__") {
             lock_mode::READ
         } else {
             lock_mode::EXCLUSIVE
         };
-        let mut req = LockRequest {
-            path: self.path.clone(),
-            prefix: format!("{PROTECTED_PREFIX}{}-{}", pending.guid, self.marker),
-            data: Some(Vec::new()),
-            acl: Acl::open_unsafe(),
-            mode,
-            leases: 1,
-            flags: if matches!(wait, Wait::No) {
-                lock_flags::TRY
-            } else {
-                0
-            },
-            release,
+        let mut req = native_request(&self.path, &pending.guid, self.marker, mode, 1);
+        req.release = release;
+        let Some((node, czxid)) = native_contend(&self.client, &mut pending, req, wait).await?
+        else {
+            return Ok(None);
         };
-        let answer = loop {
-            match client.lock_native(req.clone()).await {
-                Ok(a) => break a,
-                // The reply was lost: ask again for the node the first request may
-                // have created (the server finds it by our GUID).
-                Err(Error::ConnectionLoss) => req.flags |= lock_flags::RESUME,
-                Err(e) => return Err(e),
-            }
-        };
-        let (node, czxid) = match answer {
-            NativeLock::Granted { node, czxid } => (node, czxid),
-            NativeLock::Busy => return Ok(None),
-            NativeLock::Queued { node, grant, .. } => {
-                pending.node = Some(node);
-                let g = match wait {
-                    Wait::Until(d) => match tokio::time::timeout_at(d, grant).await {
-                        Ok(r) => r?,
-                        Err(_) => return pending.remove().await.map(|()| None),
-                    },
-                    Wait::No | Wait::Forever => grant.await?,
-                };
-                (g.node, g.czxid)
-            }
-        };
-        pending.disarm();
+        Ok(Some(self.hold_node(node, czxid, metrics)))
+    }
+
+    /// Records `node` as this instance's hold (count 1) and returns its first guard.
+    fn hold_node(
+        self: &Arc<Self>,
+        node: String,
+        czxid: i64,
+        metrics: Option<&LockMetrics>,
+    ) -> Hold {
         *self.held() = Some(Held {
             node: node.clone(),
             czxid,
             count: 1,
         });
-        Ok(Some(Hold {
+        Hold {
             core: Arc::clone(self),
             node,
             czxid,
             metrics: metrics.cloned(),
             released: false,
-        }))
+        }
     }
+}
+
+/// A native lock request for a protected node `<path>/_c_<guid>-<marker>NNNNNNNNNN`.
+pub(crate) fn native_request(
+    path: &str,
+    guid: &str,
+    marker: &str,
+    mode: i32,
+    leases: i32,
+) -> LockRequest {
+    LockRequest {
+        path: path.to_owned(),
+        prefix: format!("{PROTECTED_PREFIX}{guid}-{marker}"),
+        data: Some(Vec::new()),
+        acl: Acl::open_unsafe(),
+        mode,
+        leases,
+        flags: 0,
+        release: String::new(),
+    }
+}
+
+/// One contender through zlock's native lock: sends `req` for `pending`'s node (TRY
+/// when `wait` is [`Wait::No`]), asks again with RESUME after a lost reply (the server
+/// finds the node by its GUID), then waits for the pushed grant as `wait` allows. The
+/// node and its czxid once held (`pending` disarmed); `None` when busy or out of time
+/// (the node removed).
+pub(crate) async fn native_contend(
+    client: &Client,
+    pending: &mut Pending,
+    mut req: LockRequest,
+    wait: Wait,
+) -> Result<Option<(String, i64)>> {
+    if matches!(wait, Wait::No) {
+        req.flags |= lock_flags::TRY;
+    }
+    let answer = loop {
+        match client.lock_native(req.clone()).await {
+            Ok(a) => break a,
+            Err(Error::ConnectionLoss) => req.flags |= lock_flags::RESUME,
+            Err(e) => return Err(e),
+        }
+    };
+    let held = match answer {
+        NativeLock::Granted { node, czxid } => (node, czxid),
+        NativeLock::Busy => return Ok(None),
+        NativeLock::Queued { node, grant, .. } => {
+            pending.node = Some(node);
+            let g = match wait {
+                Wait::Until(d) => match tokio::time::timeout_at(d, grant).await {
+                    Ok(r) => r?,
+                    Err(_) => return pending.remove().await.map(|()| None),
+                },
+                Wait::No | Wait::Forever => grant.await?,
+            };
+            (g.node, g.czxid)
+        }
+    };
+    pending.disarm();
+    Ok(Some(held))
 }
 
 impl LockCore {

@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::driver::{create_node, node_name, sort_by_sequence, Pending, Wait, PROTECTED_PREFIX};
+use super::driver::{
+    create_node, native_contend, native_request, node_name, sort_by_sequence, Pending, Wait,
+};
 use super::metrics::{self, LockMetrics};
 use super::{default_window, delete_node, session_in_doubt, spawn_delete, Mutex};
-use crate::{
-    lock_flags, lock_mode, Acl, Client, Error, ErrorCode, LockRequest, NativeLock, Result,
-};
+use crate::{lock_mode, Client, Error, ErrorCode, Result};
 
 /// Curator's marker of a lease node: `_c_<guid>-lease-NNNNNNNNNN`.
 const LEASE_NAME: &str = "lease-";
@@ -249,48 +249,18 @@ impl Semaphore {
     /// answers whether it is among the first `max_leases`; if not, the server pushes
     /// the grant when it is.
     async fn queue_lease_native(&self, wait: Wait) -> Result<Option<Lease>> {
-        let client = &self.client;
-        let mut pending = Pending::new(client, &self.leases_path);
-        let mut req = LockRequest {
-            path: self.leases_path.clone(),
-            prefix: format!("{PROTECTED_PREFIX}{}-{LEASE_NAME}", pending.guid),
-            data: Some(Vec::new()),
-            acl: Acl::open_unsafe(),
-            mode: lock_mode::SEMAPHORE,
-            leases: i32::try_from(self.max_leases).unwrap_or(i32::MAX),
-            flags: if matches!(wait, Wait::No) {
-                lock_flags::TRY
-            } else {
-                0
-            },
-            release: String::new(),
-        };
-        let answer = loop {
-            match client.lock_native(req.clone()).await {
-                Ok(a) => break a,
-                // Lost reply: the server finds the node the first request made, if any.
-                Err(Error::ConnectionLoss) => req.flags |= lock_flags::RESUME,
-                Err(e) => return Err(e),
-            }
-        };
-        let node = match answer {
-            NativeLock::Granted { node, .. } => node,
-            NativeLock::Busy => return Ok(None),
-            NativeLock::Queued { node, grant, .. } => {
-                pending.node = Some(node);
-                let g = match wait {
-                    Wait::Until(d) => match tokio::time::timeout_at(d, grant).await {
-                        Ok(r) => r?,
-                        Err(_) => return pending.remove().await.map(|()| None),
-                    },
-                    Wait::No | Wait::Forever => grant.await?,
-                };
-                g.node
-            }
-        };
-        pending.disarm();
-        Ok(Some(Lease {
-            client: client.clone(),
+        let mut pending = Pending::new(&self.client, &self.leases_path);
+        let leases = i32::try_from(self.max_leases).unwrap_or(i32::MAX);
+        let req = native_request(
+            &self.leases_path,
+            &pending.guid,
+            LEASE_NAME,
+            lock_mode::SEMAPHORE,
+            leases,
+        );
+        let held = native_contend(&self.client, &mut pending, req, wait).await?;
+        Ok(held.map(|(node, _czxid)| Lease {
+            client: self.client.clone(),
             node,
             metrics: None,
             released: false,
