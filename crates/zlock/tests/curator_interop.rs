@@ -21,6 +21,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -28,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{children, connect, wait_children, within};
 use tokio::sync::mpsc;
 use zlock::recipes::Mutex;
 use zlock::{Client, CreateMode, Error, ErrorCode};
@@ -35,14 +38,6 @@ use zlock_testkit::{TestServer, ZooKeeper};
 
 const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
 const SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
-/// Deadline for one step; only there so that a hang fails with a name.
-const T: Duration = Duration::from_secs(60);
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(T, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: timed out after {T:?}"))
-}
 
 /// `CuratorLockCheck` compiled into a temporary directory, or why it cannot be.
 fn compile() -> Result<tempfile::TempDir, String> {
@@ -162,37 +157,6 @@ impl Drop for Peer {
     }
 }
 
-async fn connect(addr: &str) -> Client {
-    let start = Instant::now();
-    loop {
-        match Client::connect(addr, 10_000).await {
-            Ok((c, _)) => return c,
-            Err(e) if start.elapsed() < T => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("connect {addr}: {e}"),
-        }
-    }
-}
-
-async fn children(zk: &Client, path: &str) -> Vec<String> {
-    match zk.get_children(path, false).await {
-        Ok(c) => c,
-        Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
-        Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
-
-async fn wait_children(zk: &Client, path: &str, n: usize) {
-    within(&format!("{path} to have {n} children"), async {
-        while children(zk, path).await.len() != n {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-}
-
 async fn read_counter(zk: &Client, path: &str) -> u64 {
     let (data, _) = zk.get_data(path, false).await.unwrap();
     std::str::from_utf8(&data).unwrap().trim().parse().unwrap()
@@ -206,13 +170,7 @@ async fn increments(addr: &str, classes: &Path) {
     const EACH: u64 = 100;
     const SESSIONS: usize = 2;
     let admin = connect(addr).await;
-    match admin.create(COUNTER, b"0", CreateMode::Persistent).await {
-        Ok(_) => {}
-        Err(Error::Server(ErrorCode::NodeExists)) => {
-            admin.set_data(COUNTER, b"0", -1).await.unwrap();
-        }
-        Err(e) => panic!("{e}"),
-    }
+    reset(&admin, COUNTER, b"0").await;
     let n = EACH.to_string();
     let mut java = Peer::java(classes, &[addr, "increment", LOCK, COUNTER, &n]);
     let mut clients = Vec::new();

@@ -4,68 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{
+    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, wait_children, within,
+};
 use zlock::recipes::{Mutex, NaiveLock};
-use zlock::{Client, Error, ErrorCode};
-use zlock_testkit::{TestServer, ZooKeeper};
-
-const T: Duration = Duration::from_secs(60);
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(T, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: timed out"))
-}
-
-tokio::task_local! {
-    /// The lock path the scenario's clients take (the zlock runs go both ways; a client
-    /// made in a spawned task takes the default, which mixes the two).
-    static LOCK_PATH: zlock::LockPath;
-}
-
-/// Connects, retrying while the server is still starting.
-async fn connect(addr: &str) -> Client {
-    let start = std::time::Instant::now();
-    loop {
-        let attempt = tokio::time::timeout(Duration::from_secs(10), Client::connect(addr, 10_000));
-        match attempt.await.unwrap_or_else(|_| {
-            eprintln!("connect {addr}: no answer in 10 s, retrying");
-            Err(Error::ConnectionLoss)
-        }) {
-            Ok((c, _)) => return c.with_lock_path(LOCK_PATH.try_with(|p| *p).unwrap_or_default()),
-            Err(e) if start.elapsed() < Duration::from_secs(60) => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("connect {addr}: {e}"),
-        }
-    }
-}
-
-/// The children of a lock path (none if the container is gone).
-async fn children(zk: &Client, path: &str) -> Vec<String> {
-    match zk.get_children(path, false).await {
-        Ok(c) => c,
-        Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
-        Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
-
-/// Polls until `path` has exactly `n` children.
-async fn wait_children(zk: &Client, path: &str, n: usize) {
-    within(&format!("{path} to have {n} children"), async {
-        loop {
-            if children(zk, path).await.len() == n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-}
+use zlock::{Client, Error};
 
 /// 8 sessions x 20 acquisitions: never two holders, every increment kept, fencing
 /// tokens strictly increasing in acquisition order, no node left.
@@ -396,33 +345,16 @@ async fn all(addr: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_recipes() {
-    let s = TestServer::start().await.unwrap();
-    let probe = connect(&s.connect_string()).await;
-    assert!(
-        probe.uses_native_locks(),
-        "zlock offers the native lock path"
-    );
-    all(&s.connect_string()).await;
+    on_zlock_native(|a| async move { all(&a).await }).await;
 }
 
 /// The same scenarios on zlock with the standard recipe (create, getChildren, watch).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_recipes_standard_path() {
-    let s = TestServer::start().await.unwrap();
-    LOCK_PATH
-        .scope(zlock::LockPath::Recipe, all(&s.connect_string()))
-        .await;
+    on_zlock_recipe(|a| async move { all(&a).await }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_recipes() {
-    if !ZooKeeper::available() {
-        eprintln!(
-            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
-             the recipes ran against zlock only ***\n"
-        );
-        return;
-    }
-    let zk = ZooKeeper::start().unwrap();
-    all(&zk.connect_string()).await;
+    on_zookeeper(|a| async move { all(&a).await }).await;
 }

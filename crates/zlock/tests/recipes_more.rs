@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 #[allow(dead_code)] // not every helper of the proxy is used here
 mod proxy;
 
@@ -12,64 +14,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{
+    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, wait_children, within,
+};
 use proxy::Proxy;
 use zlock::recipes::{LeaderLatch, LockMetrics, Mutex, ReadWriteLock, Semaphore};
 use zlock::{Client, ConnectionState, Error, ErrorCode};
-use zlock_testkit::{TestServer, ZooKeeper};
 
-const T: Duration = Duration::from_secs(60);
 /// How long a waiter that must not get the lock is given (a bound, not a threshold:
 /// the assertion holds for any value).
 const SHORT: Duration = Duration::from_millis(200);
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(T, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: timed out"))
-}
-
-tokio::task_local! {
-    /// The lock path the scenario's clients take (the zlock runs go both ways; a client
-    /// made in a spawned task takes the default, which mixes the two).
-    static LOCK_PATH: zlock::LockPath;
-}
-
-/// Connects, retrying while the server is still starting.
-async fn connect(addr: &str) -> Client {
-    let start = std::time::Instant::now();
-    loop {
-        let attempt = tokio::time::timeout(Duration::from_secs(10), Client::connect(addr, 10_000));
-        match attempt.await.unwrap_or(Err(Error::ConnectionLoss)) {
-            Ok((c, _)) => return c.with_lock_path(LOCK_PATH.try_with(|p| *p).unwrap_or_default()),
-            Err(_) if start.elapsed() < Duration::from_secs(60) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("connect {addr}: {e}"),
-        }
-    }
-}
-
-/// The children of a path (none if it is gone).
-async fn children(zk: &Client, path: &str) -> Vec<String> {
-    match zk.get_children(path, false).await {
-        Ok(c) => c,
-        Err(Error::Server(ErrorCode::NoNode)) => Vec::new(),
-        Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
-
-/// Polls until `path` has exactly `n` children.
-async fn wait_children(zk: &Client, path: &str, n: usize) {
-    within(&format!("{path} to have {n} children"), async {
-        loop {
-            if children(zk, path).await.len() == n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-}
 
 /// Readers share; Curator-style names.
 async fn rw_readers_share(addr: &str) {
@@ -591,33 +545,16 @@ async fn all(addr: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_recipes_more() {
-    let s = TestServer::start().await.unwrap();
-    let probe = connect(&s.connect_string()).await;
-    assert!(
-        probe.uses_native_locks(),
-        "zlock offers the native lock path"
-    );
-    all(&s.connect_string()).await;
+    on_zlock_native(|a| async move { all(&a).await }).await;
 }
 
 /// The same scenarios on zlock with the standard recipe (create, getChildren, watch).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_recipes_more_standard_path() {
-    let s = TestServer::start().await.unwrap();
-    LOCK_PATH
-        .scope(zlock::LockPath::Recipe, all(&s.connect_string()))
-        .await;
+    on_zlock_recipe(|a| async move { all(&a).await }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_recipes_more() {
-    if !ZooKeeper::available() {
-        eprintln!(
-            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
-             the recipes ran against zlock only ***\n"
-        );
-        return;
-    }
-    let zk = ZooKeeper::start().unwrap();
-    all(&zk.connect_string()).await;
+    on_zookeeper(|a| async move { all(&a).await }).await;
 }
