@@ -6,14 +6,14 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use crate::pipeline::apply::ApplyStage;
+use crate::pipeline::apply::Core;
 use crate::pipeline::AdminQuery;
 
 /// The version string: ZooKeeper's format, so tools that parse it (kazoo's
 /// `server_version`) read 3.8.0.
 pub const VERSION: &str = concat!("3.8.0-zlock-", env!("CARGO_PKG_VERSION"));
 
-pub(crate) fn answer(q: AdminQuery, st: &ApplyStage) -> String {
+pub(crate) fn answer(q: AdminQuery, st: &Core) -> String {
     let mut s = String::new();
     match q {
         AdminQuery::Srvr | AdminQuery::Stat => {

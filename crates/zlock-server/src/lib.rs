@@ -5,9 +5,10 @@
 //!
 //! # Layout
 //! - [`config`]: defaults, `zoo.cfg` keys, validation.
-//! - `net`: accept loop, one task per connection, four-letter words.
-//! - `pipeline`: commit thread (WAL, group commit) and apply thread (state, replies,
-//!   watch events, session expiry). See its module doc for the stage diagram.
+//! - `net`: accept loop, one task per connection, four-letter words, outgoing queues.
+//! - `pipeline`: the commit thread (WAL, group commit, then applying each batch to the
+//!   core: state, replies, watch events) and the ticker (session expiry). See its module
+//!   doc for the stage diagram.
 //! - [`commit`]: the commit-log trait and its WAL implementation.
 //! - [`recovery`]: snapshot + log replay at startup.
 //! - `snapshot`: background snapshot writer.
@@ -90,28 +91,13 @@ pub async fn serve(
     let next_index = recovered.wal.last_index() + 1;
 
     let (commit_tx, commit_rx) = mpsc::unbounded_channel();
-    let (apply_tx, apply_rx) = std::sync::mpsc::channel();
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let stats = Arc::new(stats::Stats::default());
 
-    let commit_stage = pipeline::commit::CommitStage {
-        log: recovered.wal,
-        next_index,
-        next_session: pipeline::commit::session_seed(max_session),
-        rx: commit_rx,
-        tx: apply_tx.clone(),
-        fatal: fatal_tx,
-    };
-    let commit_thread = std::thread::Builder::new()
-        .name("zlock-commit".into())
-        .spawn(move || commit_stage.run())
-        .map_err(ServerError::Thread)?;
-
     let snapshots = snapshot::SnapshotWorker::start(config.snapshot_dir(), commit_tx.clone())
         .map_err(ServerError::Thread)?;
-    let apply_stage = pipeline::apply::ApplyStage {
+    let mut core = pipeline::apply::Core {
         state: recovered.state,
-        rx: apply_rx,
         commit: commit_tx.clone(),
         live: Default::default(),
         config: config.clone(),
@@ -121,17 +107,46 @@ pub async fn serve(
         since_snapshot: 0,
         next_container_check: Instant::now()
             + Duration::from_millis(config.container_check_interval_ms),
+        dirty: Vec::new(),
+        stopped: false,
     };
-    let apply_thread = std::thread::Builder::new()
-        .name("zlock-apply".into())
-        .spawn(move || apply_stage.run())
+    core.start_clocks();
+    let core = Arc::new(std::sync::Mutex::new(core));
+
+    let commit_stage = pipeline::commit::CommitStage {
+        log: recovered.wal,
+        next_index,
+        next_session: pipeline::commit::session_seed(max_session),
+        rx: commit_rx,
+        core: core.clone(),
+        fatal: fatal_tx,
+    };
+    let commit_thread = std::thread::Builder::new()
+        .name("zlock-commit".into())
+        .spawn(move || commit_stage.run())
         .map_err(ServerError::Thread)?;
 
-    let apply_tx_direct = apply_tx;
+    let (tick_stop, ticks) = std::sync::mpsc::channel::<()>();
+    let tick_core = core.clone();
+    let ticker = std::thread::Builder::new()
+        .name("zlock-tick".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                ticks.recv_timeout(pipeline::apply::TICK)
+            {
+                let mut core = pipeline::apply::lock(&tick_core);
+                core.tick(Instant::now());
+                let dirty = core.take_dirty();
+                drop(core);
+                pipeline::apply::flush(dirty);
+            }
+        })
+        .map_err(ServerError::Thread)?;
+
     let shared = Arc::new(net::connection::Shared {
         config: config.clone(),
         commit: commit_tx.clone(),
-        apply: apply_tx_direct,
+        core,
         stats,
         next_conn_id: AtomicU64::new(1),
     });
@@ -150,9 +165,10 @@ pub async fn serve(
     let _ = accept.await;
     let _ = commit_tx.send(pipeline::Item::Shutdown);
     drop(commit_tx);
+    drop(tick_stop);
     let _ = tokio::task::spawn_blocking(move || {
         let _ = commit_thread.join();
-        let _ = apply_thread.join();
+        let _ = ticker.join();
     })
     .await;
     match fatal {

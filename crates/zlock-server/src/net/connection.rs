@@ -1,8 +1,9 @@
 //! One client connection: handshake, request frames in, ordered replies and events out.
 //!
-//! A reader (this task) decodes frames and hands requests to the pipeline; a writer task
-//! writes whatever the apply thread sends, coalescing frames queued together into one
-//! write. Malformed input closes the connection (ZooKeeper does the same for a frame it
+//! This task decodes frames and hands requests to the pipeline, or answers a read of an
+//! idle session itself; replies go out through the connection's [`ConnOut`], written by
+//! whichever thread produced them, with a writer task for what the socket could not take
+//! at once. Malformed input closes the connection (ZooKeeper does the same for a frame it
 //! cannot unmarshal); an unknown opcode gets ZooKeeper's Unimplemented error instead.
 
 use std::net::SocketAddr;
@@ -12,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use rand::RngCore;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use zlock_proto::frame;
@@ -21,9 +20,10 @@ use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 
 use super::fourlw;
+use super::out::{read_some, write_all, ConnOut};
 use crate::config::ServerConfig;
-use crate::pipeline::apply::reply_frame;
-use crate::pipeline::{ApplyMsg, ConnHandle, Handshake, InFlight, Item, Out, Permit};
+use crate::pipeline::apply::{self, reply_frame, Core};
+use crate::pipeline::{ConnHandle, Handshake, InFlight, Item, Permit};
 use crate::stats::{ConnInfo, Stats};
 
 /// Requests of one connection whose replies are not yet written; past this the
@@ -34,8 +34,8 @@ pub(crate) const MAX_OUTSTANDING: usize = 1000;
 pub(crate) struct Shared {
     pub config: Arc<ServerConfig>,
     pub commit: mpsc::UnboundedSender<Item>,
-    /// The apply thread, for reads that need not queue behind the commit stage.
-    pub apply: std::sync::mpsc::Sender<ApplyMsg>,
+    /// The core, for reads that need not queue behind the commit stage.
+    pub core: Arc<std::sync::Mutex<Core>>,
     pub stats: Arc<Stats>,
     pub next_conn_id: AtomicU64,
 }
@@ -77,7 +77,7 @@ async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Closed> {
     let max = shared.config.max_packet;
-    let (mut rd, mut wr) = stream.into_split();
+    let stream = Arc::new(stream);
     let mut buf = BytesMut::with_capacity(16 * 1024);
 
     // A client that connects and says nothing is dropped after the longest session
@@ -85,7 +85,7 @@ async fn run(
     let quiet = Duration::from_millis(shared.config.max_session_timeout());
     let deadline = tokio::time::Instant::now() + quiet;
     while buf.len() < 4 {
-        match tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)).await {
+        match tokio::time::timeout_at(deadline, read_some(&stream, &mut buf)).await {
             Err(_) => return Err(Closed::Quiet),
             Ok(Ok(0)) | Ok(Err(_)) => return Err(Closed::Io),
             Ok(Ok(_)) => {}
@@ -93,8 +93,8 @@ async fn run(
     }
     if let Some(word) = fourlw::detect(&buf[..4]) {
         let text = fourlw::answer(word, shared).await;
-        let _ = wr.write_all(text.as_bytes()).await;
-        let _ = wr.shutdown().await;
+        let _ = write_all(&stream, text.as_bytes()).await;
+        let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
         return Ok(());
     }
 
@@ -107,7 +107,7 @@ async fn run(
                 buf.advance(n);
                 break req;
             }
-            None => match tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)).await {
+            None => match tokio::time::timeout_at(deadline, read_some(&stream, &mut buf)).await {
                 Err(_) => return Err(Closed::Quiet),
                 Ok(Ok(0)) | Ok(Err(_)) => return Err(Closed::Io),
                 Ok(Ok(_)) => {}
@@ -115,13 +115,17 @@ async fn run(
         }
     };
 
-    let (tx, rx) = mpsc::unbounded_channel();
     let (closed_tx, mut closed_rx) = oneshot::channel::<()>();
-    let writer = tokio::spawn(write_loop(wr, rx, info.clone(), closed_tx));
-    let conn = ConnHandle { id, tx };
+    let conn: ConnHandle = Arc::new(ConnOut::new(
+        id,
+        stream.clone(),
+        info.clone(),
+        shared.stats.clone(),
+    ));
+    let writer = tokio::spawn(conn.clone().writer(closed_tx));
     let hs = handshake(shared, conn, connect).await;
     let Some(hs) = hs else {
-        // The apply thread queued the refusal and a Close; let the writer finish.
+        // The core queued the refusal and a close; let the writer finish.
         let _ = writer.await;
         return Err(Closed::Handshake);
     };
@@ -137,6 +141,8 @@ async fn run(
     let mut auth = Arc::new(vec![Id::new("ip", &addr.ip().to_string())]);
     let inflight: InFlight = Arc::default();
     let budget = Arc::new(Semaphore::new(MAX_OUTSTANDING));
+    // Connections with replies queued by reads answered here, written once per buffer.
+    let mut unflushed: Vec<ConnHandle> = Vec::new();
     let result = loop {
         // Every whole frame already buffered.
         let mut bad = None;
@@ -150,6 +156,9 @@ async fn run(
                         .fetch_add(1, Ordering::Relaxed);
                     // Stop reading while too many replies are unwritten: a client that
                     // sends without reading cannot make the server buffer without bound.
+                    if budget.available_permits() == 0 {
+                        apply::flush(std::mem::take(&mut unflushed));
+                    }
                     let permit = tokio::select! {
                         p = budget.clone().acquire_owned() => p.ok(),
                         _ = &mut closed_rx => None,
@@ -159,7 +168,8 @@ async fn run(
                         bad = Some(Closed::Shutdown);
                         break;
                     }
-                    let ok = handle(body, shared, session, id, &mut auth, &inflight, permit);
+                    let ok = handle(body, shared, session, id, &mut auth, &inflight, permit)
+                        .map(|dirty| unflushed.extend(dirty));
                     buf.advance(n);
                     if let Err(e) = ok {
                         bad = Some(e);
@@ -173,11 +183,12 @@ async fn run(
                 }
             }
         }
+        apply::flush(std::mem::take(&mut unflushed));
         if let Some(e) = bad {
             break Err(e);
         }
         tokio::select! {
-            r = rd.read_buf(&mut buf) => match r {
+            r = read_some(&stream, &mut buf) => match r {
                 Ok(0) | Err(_) => break Err(Closed::Io),
                 Ok(_) => {}
             },
@@ -233,7 +244,8 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
     wait.await.ok().flatten()
 }
 
-/// Decodes one request frame and passes it on. Err closes the connection.
+/// Decodes one request frame and passes it on, or answers it here; returns the
+/// connections whose queued frames the caller must flush. Err closes the connection.
 fn handle(
     body: &[u8],
     shared: &Arc<Shared>,
@@ -242,7 +254,7 @@ fn handle(
     auth: &mut Arc<Vec<Id>>,
     inflight: &InFlight,
     permit: Permit,
-) -> Result<(), Closed> {
+) -> Result<Vec<ConnHandle>, Closed> {
     let mut r = Reader::new(body);
     let hdr = RequestHeader::decode(&mut r).map_err(|_| Closed::Malformed)?;
     let reply = |err: ErrorCode, zxid: i64| Item::Reply {
@@ -307,71 +319,24 @@ fn handle(
     submit(shared, item, inflight)
 }
 
-/// Sends a read straight to the apply thread when nothing of this connection is in the
-/// commit stage (it cannot overtake anything then); everything else goes through commit.
-fn submit(shared: &Arc<Shared>, item: Item, inflight: &InFlight) -> Result<(), Closed> {
+/// Answers a read here, under the core's lock, when nothing of this connection is in
+/// the commit stage (it cannot overtake anything then); everything else goes through
+/// commit. Returns the connections to flush.
+fn submit(
+    shared: &Arc<Shared>,
+    item: Item,
+    inflight: &InFlight,
+) -> Result<Vec<ConnHandle>, Closed> {
     let direct = match &item {
         Item::Request { req, .. } => !zlock_core::State::is_write(req),
         _ => false,
     };
     if direct && inflight.load(Ordering::SeqCst) == 0 {
-        return shared
-            .apply
-            .send(ApplyMsg::Direct(item))
-            .map_err(|_| Closed::Shutdown);
+        let mut core = apply::lock(&shared.core);
+        core.direct(item);
+        return Ok(core.take_dirty());
     }
     inflight.fetch_add(1, Ordering::SeqCst);
-    shared.commit.send(item).map_err(|_| Closed::Shutdown)
-}
-
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Out>,
-    info: Arc<ConnInfo>,
-    closed: oneshot::Sender<()>,
-) {
-    // Small to start, and given back after a burst: with 10,000 connections a buffer
-    // kept at the size of the largest reply (a big getChildren) would be gigabytes.
-    const OUT_KEEP: usize = 64 * 1024;
-    let mut out: Vec<u8> = Vec::with_capacity(8 * 1024);
-    let mut written = Vec::new();
-    'outer: while let Some(first) = rx.recv().await {
-        let mut close = false;
-        let mut msg = Some(first);
-        while let Some(m) = msg.take() {
-            match m {
-                Out::Frame(f) => {
-                    info.sent.fetch_add(1, Ordering::Relaxed);
-                    out.extend_from_slice(&f);
-                }
-                Out::Reply(f, permit) => {
-                    info.sent.fetch_add(1, Ordering::Relaxed);
-                    out.extend_from_slice(&f);
-                    written.push(permit);
-                }
-                Out::Close => {
-                    close = true;
-                    break;
-                }
-            }
-            if out.len() >= 1 << 20 {
-                break;
-            }
-            msg = rx.try_recv().ok();
-        }
-        if !out.is_empty() && wr.write_all(&out).await.is_err() {
-            break 'outer;
-        }
-        out.clear();
-        if out.capacity() > OUT_KEEP {
-            out.shrink_to(8 * 1024);
-        }
-        // The replies are on the wire: their requests no longer count as outstanding.
-        written.clear();
-        if close {
-            let _ = wr.shutdown().await;
-            break;
-        }
-    }
-    let _ = closed.send(());
+    shared.commit.send(item).map_err(|_| Closed::Shutdown)?;
+    Ok(Vec::new())
 }

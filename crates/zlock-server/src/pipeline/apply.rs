@@ -1,13 +1,16 @@
-//! The apply stage: owns the [`State`], applies committed Txns in order, serves reads,
-//! sends replies and watch events, tracks session liveness and proposes expiries.
+//! The core: owns the [`State`], applies committed Txns in order, serves reads, queues
+//! replies and watch events, tracks session liveness and proposes expiries.
 //!
-//! Runs on its own thread and receives only batches the commit stage has made durable,
-//! so nothing it sends can reveal an un-durable change. For each write it sends the watch
-//! events first, then the reply: a client sees the event before it can read the change.
+//! It is not a thread of its own: it sits behind a lock that the commit thread takes to
+//! apply each batch right after its fsync (so nothing it sends can reveal an un-durable
+//! change), that a connection task takes to answer a read in place, and that the ticker
+//! takes to check liveness. Frames are queued on the connections while the lock is held
+//! and written to the sockets after it is released ([`Core::take_dirty`], [`flush`]).
+//! For each write it queues the watch events first, then the reply: a client sees the
+//! event before it can read the change.
 
 use std::collections::HashMap;
-use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -19,14 +22,14 @@ use zlock_proto::records::{
 };
 use zlock_proto::{Record, Request};
 
-use super::{AdminQuery, ApplyMsg, Committed, ConnHandle, Handshake, Item, Out, Permit};
+use super::{AdminQuery, Committed, ConnHandle, Handshake, Item, Permit};
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::snapshot::SnapshotWorker;
 use crate::stats::{Latency, Stats};
 
 /// How often liveness is checked; bounds how late an expiry can be.
-const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// A session's liveness, known only to this server.
 pub(crate) struct Live {
@@ -37,9 +40,8 @@ pub(crate) struct Live {
     pub expiring: bool,
 }
 
-pub(crate) struct ApplyStage {
+pub(crate) struct Core {
     pub state: State,
-    pub rx: std_mpsc::Receiver<ApplyMsg>,
     pub commit: mpsc::UnboundedSender<Item>,
     pub live: HashMap<SessionId, Live>,
     pub config: Arc<ServerConfig>,
@@ -48,6 +50,30 @@ pub(crate) struct ApplyStage {
     pub snapshots: SnapshotWorker,
     pub since_snapshot: u64,
     pub next_container_check: Instant,
+    /// Connections with frames queued since the last [`Core::take_dirty`].
+    pub dirty: Vec<ConnHandle>,
+    /// Set by [`Core::finish`]: the state is gone.
+    pub stopped: bool,
+}
+
+/// Locks the core. A panic while it was held means a bug in applying a Txn: the state
+/// may be half-changed, and serving from it could acknowledge what is not in the log, so
+/// the process stops (the log is the truth; a restart recovers from it).
+pub(crate) fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    match core.lock() {
+        Ok(g) => g,
+        Err(_) => {
+            tracing::error!("the server core was poisoned by a panic; stopping");
+            std::process::abort();
+        }
+    }
+}
+
+/// Writes what was queued on these connections (after the core's lock is released).
+pub(crate) fn flush(dirty: Vec<ConnHandle>) {
+    for c in dirty {
+        c.flush();
+    }
 }
 
 /// Encodes a reply frame: header, then the body when there is one.
@@ -102,11 +128,11 @@ pub(crate) fn connect_frame(resp: &ConnectResponse) -> Vec<u8> {
     out
 }
 
-impl ApplyStage {
-    pub fn run(mut self) {
+impl Core {
+    /// Recovered sessions get a full timeout from now to reconnect, as ZooKeeper gives
+    /// them.
+    pub fn start_clocks(&mut self) {
         let now = Instant::now();
-        // Recovered sessions get a full timeout from startup to reconnect, as ZooKeeper
-        // gives them.
         for (id, s) in &self.state.sessions {
             let timeout = Duration::from_millis(s.timeout_ms.max(0) as u64);
             self.live.insert(
@@ -119,45 +145,49 @@ impl ApplyStage {
                 },
             );
         }
-        loop {
-            match self.rx.recv_timeout(TICK) {
-                Ok(ApplyMsg::Batch(batch)) => {
-                    for c in batch {
-                        let inflight = match &c.item {
-                            Item::Request { inflight, .. } | Item::Reply { inflight, .. } => {
-                                Some(inflight.clone())
-                            }
-                            _ => None,
-                        };
-                        let go_on = self.process(c);
-                        // After the reply is queued: a later read of this session may now
-                        // take the direct path without overtaking it.
-                        if let Some(n) = inflight {
-                            n.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                        }
-                        if !go_on {
-                            self.finish();
-                            return;
-                        }
-                    }
+    }
+
+    /// Applies a batch the commit stage has made durable; false once it held the
+    /// shutdown.
+    pub fn apply_batch(&mut self, batch: Vec<Committed>) -> bool {
+        for c in batch {
+            let inflight = match &c.item {
+                Item::Request { inflight, .. } | Item::Reply { inflight, .. } => {
+                    Some(inflight.clone())
                 }
-                Ok(ApplyMsg::Direct(item)) => {
-                    self.process(Committed { item, txn: None });
-                }
-                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std_mpsc::RecvTimeoutError::Disconnected) => {
-                    self.finish();
-                    return;
-                }
+                _ => None,
+            };
+            let go_on = self.process(c);
+            // After the reply is queued: a later read of this session may now be
+            // answered in place without overtaking it.
+            if let Some(n) = inflight {
+                n.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
-            self.tick(Instant::now());
+            if !go_on {
+                return false;
+            }
         }
+        true
+    }
+
+    /// Answers a read whose session has nothing in the commit stage (nothing once the
+    /// server has stopped: the state is gone, and an answer from it would be wrong).
+    pub fn direct(&mut self, item: Item) {
+        if !self.stopped {
+            self.process(Committed { item, txn: None });
+        }
+    }
+
+    /// The connections to [`flush`] once the lock is released.
+    pub fn take_dirty(&mut self) -> Vec<ConnHandle> {
+        std::mem::take(&mut self.dirty)
     }
 
     /// Stops the snapshot worker and frees the state on a thread of its own: dropping a
     /// million znodes takes a noticeable fraction of a second that nobody needs to wait
     /// for (everything is durable by now).
-    fn finish(&mut self) {
+    pub fn finish(&mut self) {
+        self.stopped = true;
         self.snapshots.stop();
         let state = std::mem::take(&mut self.state);
         let _ = std::thread::Builder::new()
@@ -180,47 +210,54 @@ impl ApplyStage {
         a
     }
 
-    fn send(&self, session: SessionId, frame: Vec<u8>) {
+    fn push(&mut self, conn: &ConnHandle, frame: &[u8], permit: Permit) {
+        if conn.push(frame, permit) {
+            self.dirty.push(conn.clone());
+        }
+    }
+
+    fn close(&mut self, conn: &ConnHandle) {
+        if conn.close() {
+            self.dirty.push(conn.clone());
+        }
+    }
+
+    fn send(&mut self, session: SessionId, frame: &[u8]) {
         if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
-            self.stats
-                .packets_sent
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let _ = c.tx.send(Out::Frame(frame));
+            let c = c.clone();
+            self.push(&c, frame, None);
         }
     }
 
     /// The session's connection, if it is still `conn_id` (a reply for a connection the
     /// session has left is dropped with it).
-    fn conn(&self, session: SessionId, conn_id: u64) -> Option<&ConnHandle> {
+    fn conn(&self, session: SessionId, conn_id: u64) -> Option<ConnHandle> {
         match self.live.get(&session) {
-            Some(Live { conn: Some(c), .. }) if c.id == conn_id => Some(c),
+            Some(Live { conn: Some(c), .. }) if c.id == conn_id => Some(c.clone()),
             _ => None,
         }
     }
 
-    fn send_to_conn(&self, session: SessionId, conn_id: u64, frame: Vec<u8>, permit: Permit) {
+    fn send_to_conn(&mut self, session: SessionId, conn_id: u64, frame: &[u8], permit: Permit) {
         if let Some(c) = self.conn(session, conn_id) {
-            self.stats
-                .packets_sent
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let _ = c.tx.send(Out::Reply(frame, permit));
+            self.push(&c, frame, permit);
         }
     }
 
-    fn deliver(&self, events: &[(SessionId, WatcherEvent)]) {
+    fn deliver(&mut self, events: &[(SessionId, WatcherEvent)]) {
         for (s, ev) in events {
-            self.send(*s, event_frame(ev));
+            self.send(*s, &event_frame(ev));
         }
     }
 
     /// Watch events, then native lock grants, of one applied Txn.
-    fn deliver_applied(&self, a: &Applied) {
+    fn deliver_applied(&mut self, a: &Applied) {
         self.deliver(&a.events);
         for (s, g) in &a.grants {
             self.stats
                 .lock_grants
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.send(*s, grant_frame(a.zxid, g));
+            self.send(*s, &grant_frame(a.zxid, g));
         }
     }
 
@@ -233,7 +270,7 @@ impl ApplyStage {
     fn end_session(&mut self, session: SessionId) {
         if let Some(l) = self.live.remove(&session) {
             if let Some(c) = l.conn {
-                let _ = c.tx.send(Out::Close);
+                self.close(&c);
             }
         }
     }
@@ -259,14 +296,15 @@ impl ApplyStage {
                 } = txn
                 {
                     let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-                    let _ = conn.tx.send(Out::Frame(connect_frame(&ConnectResponse {
+                    let frame = connect_frame(&ConnectResponse {
                         protocol_version: 0,
                         time_out: timeout_ms,
                         session_id,
                         passwd,
                         read_only: read_only.map(|_| false),
                         features: offered(features),
-                    })));
+                    });
+                    self.push(&conn, &frame, None);
                     self.live.insert(
                         session_id,
                         Live {
@@ -301,7 +339,7 @@ impl ApplyStage {
                         our_zxid = format_args!("0x{:x}", self.state.zxid),
                         "refusing a client that has seen a newer zxid than ours"
                     );
-                    let _ = conn.tx.send(Out::Close);
+                    self.close(&conn);
                     let _ = done.send(None);
                 } else {
                     self.resume(conn, session_id, passwd, (read_only, features), done)
@@ -323,7 +361,7 @@ impl ApplyStage {
                         let a = self.apply(index, &txn);
                         self.deliver_applied(&a);
                         let frame = reply_frame(xid, a.zxid, a.reply.err, &a.reply.body);
-                        self.send_to_conn(session, conn_id, frame, permit);
+                        self.send_to_conn(session, conn_id, &frame, permit);
                         if let Some(s) = a.closed_session {
                             self.end_session(s);
                         }
@@ -341,9 +379,9 @@ impl ApplyStage {
                 permit,
                 ..
             } => {
-                self.send_to_conn(session, conn_id, frame, permit);
+                self.send_to_conn(session, conn_id, &frame, permit);
                 if let Some(c) = self.conn(session, conn_id).filter(|_| close) {
-                    let _ = c.tx.send(Out::Close);
+                    self.close(&c);
                 }
             }
             Item::Disconnected { session, conn_id } => {
@@ -389,20 +427,22 @@ impl ApplyStage {
         match known {
             Some(s) if alive && s.passwd == passwd => {
                 let timeout = Duration::from_millis(s.timeout_ms.max(0) as u64);
-                let _ = conn.tx.send(Out::Frame(connect_frame(&ConnectResponse {
+                let frame = connect_frame(&ConnectResponse {
                     protocol_version: 0,
                     time_out: s.timeout_ms,
                     session_id,
                     passwd: s.passwd.clone(),
                     read_only: read_only.map(|_| false),
                     features: offered(features),
-                })));
-                if let Some(l) = self.live.get_mut(&session_id) {
-                    if let Some(old) = l.conn.replace(conn) {
-                        let _ = old.tx.send(Out::Close);
-                    }
+                });
+                self.push(&conn, &frame, None);
+                let old = self.live.get_mut(&session_id).and_then(|l| {
                     l.timeout = timeout;
                     l.deadline = Instant::now() + timeout;
+                    l.conn.replace(conn)
+                });
+                if let Some(old) = old {
+                    self.close(&old);
                 }
                 let _ = done.send(Some(Handshake {
                     session_id,
@@ -412,15 +452,16 @@ impl ApplyStage {
             _ => {
                 // Expired, unknown, or a wrong password: ZooKeeper answers with a zero
                 // timeout and session id, then closes.
-                let _ = conn.tx.send(Out::Frame(connect_frame(&ConnectResponse {
+                let frame = connect_frame(&ConnectResponse {
                     protocol_version: 0,
                     time_out: 0,
                     session_id: 0,
                     passwd: vec![0; 16],
                     read_only: read_only.map(|_| false),
                     features: None,
-                })));
-                let _ = conn.tx.send(Out::Close);
+                });
+                self.push(&conn, &frame, None);
+                self.close(&conn);
                 let _ = done.send(None);
             }
         }
@@ -448,10 +489,13 @@ impl ApplyStage {
                 reply_frame(xid, zxid, r.err, &r.body)
             }
         };
-        self.send_to_conn(session, conn_id, frame, permit);
+        self.send_to_conn(session, conn_id, &frame, permit);
     }
 
-    fn tick(&mut self, now: Instant) {
+    pub fn tick(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
         for (id, l) in self.live.iter_mut() {
             if !l.expiring && now > l.deadline {
                 l.expiring = true;

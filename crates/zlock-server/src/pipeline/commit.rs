@@ -2,18 +2,19 @@
 //!
 //! Runs on its own thread. It blocks for the first item, then takes every item that
 //! queued up meanwhile (up to [`MAX_BATCH`]), appends the writes among them to the log
-//! and syncs once, then hands the whole batch to the apply thread. While one fsync runs,
-//! the next batch gathers: throughput rises with concurrency, latency stays near one
-//! fsync.
+//! and syncs once, then applies the whole batch to the core and writes its replies out
+//! (see the parent module for why that happens here). While one fsync runs, the next
+//! batch gathers: throughput rises with concurrency, latency stays near one fsync.
 
-use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use zlock_core::{SessionId, State, Txn};
 use zlock_proto::Request;
 
-use super::{ApplyMsg, Committed, Item};
+use super::apply::{self, Core};
+use super::{Committed, Item};
 use crate::commit::CommitLog;
 
 /// Most items in one batch; bounds the latency one batch adds to the next.
@@ -24,7 +25,7 @@ pub(crate) struct CommitStage<L: CommitLog> {
     pub next_index: u64,
     pub next_session: SessionId,
     pub rx: mpsc::UnboundedReceiver<Item>,
-    pub tx: std_mpsc::Sender<ApplyMsg>,
+    pub core: Arc<Mutex<Core>>,
     /// Set when the log fails: the server must stop (nothing after a failed write may
     /// be acknowledged).
     pub fatal: tokio::sync::watch::Sender<Option<String>>,
@@ -46,6 +47,12 @@ pub(crate) fn session_seed(min_exclusive: SessionId) -> SessionId {
 
 impl<L: CommitLog> CommitStage<L> {
     pub fn run(mut self) {
+        self.serve();
+        // Stopped, or the log failed: nothing more is applied.
+        apply::lock(&self.core).finish();
+    }
+
+    fn serve(&mut self) {
         let mut buf = Vec::with_capacity(4096);
         loop {
             let Some(first) = self.rx.blocking_recv() else {
@@ -76,13 +83,18 @@ impl<L: CommitLog> CommitStage<L> {
                     return self.fail(e);
                 }
             }
-            if self.tx.send(ApplyMsg::Batch(batch)).is_err() || stop {
+            let mut core = apply::lock(&self.core);
+            let go_on = core.apply_batch(batch);
+            let dirty = core.take_dirty();
+            drop(core);
+            apply::flush(dirty);
+            if !go_on || stop {
                 break;
             }
         }
     }
 
-    fn fail(self, e: crate::commit::CommitError) {
+    fn fail(&self, e: crate::commit::CommitError) {
         tracing::error!(error = %e, "write-ahead log failed; stopping the server");
         let _ = self.fatal.send(Some(e.to_string()));
     }

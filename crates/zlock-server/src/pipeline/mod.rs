@@ -1,26 +1,33 @@
-//! The stages every request moves through: net → commit → apply → net.
+//! The stages every request moves through: net → commit (+ apply) → net.
 //!
 //! ```text
-//!  connection tasks ──Item──▶ commit thread ──Batch──▶ apply thread ──Out──▶ connection
-//!        (tokio)              (WAL, fsync)              (State, watches)       writers
-//!                ▲                                            │
-//!                └──────── Expire / DeleteExpired ◀───────────┘
+//!  connection tasks ──Item──▶ commit thread: append, fsync, apply ──frames──▶ sockets
+//!   (tokio; reads of    ▲                    │ (Core, under its lock)
+//!    idle sessions      └── Expire / DeleteExpired ◀── ticker thread (liveness)
+//!    apply in place)
 //! ```
 //!
 //! - The commit thread turns each write into a [`Txn`](zlock_core::Txn), gives it the
 //!   next log index (= its zxid), appends every item queued while the previous fsync ran
-//!   and fsyncs once (group commit). Reads ride along in the same batch, so a read never
-//!   overtakes an earlier write of its session and every session's replies leave in
-//!   request order.
-//! - A read (or ping) of a session with nothing of its own in the commit stage skips that
-//!   stage and goes straight to the apply thread: it cannot overtake anything of its
-//!   session, and it does not wait for another session's fsync. Each connection counts
-//!   its items inside the commit stage ([`InFlight`]); the apply thread counts them down
-//!   once their replies are queued.
-//! - The apply thread owns the [`State`](zlock_core::State). It applies a batch only
-//!   after its fsync, so no reply, watch event or other effect of a change is visible
-//!   before the change is durable. It also tracks session liveness and proposes
-//!   expiries.
+//!   and fsyncs once (group commit). Then it applies the batch to the [`apply::Core`]
+//!   (state, sessions, watches) under the core's lock and writes the replies, watch
+//!   events and lock grants straight to the sockets ([`ConnOut`](crate::net::out::ConnOut)): no thread hand-off
+//!   between the fsync and the wire. Nothing is applied, so nothing is visible, before
+//!   its fsync returned.
+//! - Reads ride along in a batch when their session has something of its own in the
+//!   commit stage, so a read never overtakes an earlier write of its session and every
+//!   session's replies leave in request order. A read (or ping) of a session with nothing
+//!   in the commit stage is answered at once by the connection task itself, under the
+//!   core's lock: it cannot overtake anything of its session, and it does not wait for
+//!   another session's fsync. Each connection counts its items inside the commit stage
+//!   ([`InFlight`]); the commit thread counts them down once their replies are queued.
+//! - A ticker thread checks session liveness and proposes expiries and container
+//!   removals through the commit stage, like any other write.
+//!
+//! Why one thread for fsync and apply: on the small machines zlock runs on, a wake-up
+//! between threads costs about as much as applying a whole batch, and every acknowledged
+//! write already waits for its fsync; applying right after it takes two thread hand-offs
+//! out of every write's path (measured: one fewer context switch pair per request).
 
 pub(crate) mod apply;
 pub(crate) mod commit;
@@ -28,7 +35,7 @@ pub(crate) mod commit;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use zlock_core::{SessionId, Txn};
 use zlock_proto::records::Id;
 use zlock_proto::Request;
@@ -36,23 +43,8 @@ use zlock_proto::Request;
 /// A slot of a connection's outstanding-request budget; freed once the reply is written.
 pub(crate) type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
 
-/// What a connection's writer task receives.
-#[derive(Debug)]
-pub(crate) enum Out {
-    /// Encoded frames (length prefix included), written in order.
-    Frame(Vec<u8>),
-    /// A reply frame and the budget slot its request held, released once written.
-    Reply(Vec<u8>, Permit),
-    /// Flush and close the connection.
-    Close,
-}
-
-/// A connection as the pipeline sees it: where to send its frames.
-#[derive(Debug, Clone)]
-pub(crate) struct ConnHandle {
-    pub id: u64,
-    pub tx: mpsc::UnboundedSender<Out>,
-}
+/// A connection as the pipeline sees it: where its frames go.
+pub(crate) type ConnHandle = Arc<crate::net::out::ConnOut>;
 
 /// The outcome of a handshake, for the connection task.
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +53,7 @@ pub(crate) struct Handshake {
     pub timeout_ms: i32,
 }
 
-/// Four-letter-word and admin queries answered by the apply thread.
+/// Four-letter-word and admin queries, answered from the core in commit order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AdminQuery {
     Srvr,
@@ -122,9 +114,9 @@ pub(crate) enum Item {
     },
     /// The connection of a session went away (the session lives on until it expires).
     Disconnected { session: SessionId, conn_id: u64 },
-    /// The apply thread found a session silent past its timeout.
+    /// The ticker found a session silent past its timeout.
     Expire { session: SessionId },
-    /// The apply thread found containers or TTL nodes that may be removable.
+    /// The ticker found containers or TTL nodes that may be removable.
     DeleteExpired { paths: Vec<String> },
     /// A four-letter word or admin query.
     Admin {
@@ -137,17 +129,9 @@ pub(crate) enum Item {
     Shutdown,
 }
 
-/// A connection's count of its items between entering the commit stage and leaving the
-/// apply thread.
+/// A connection's count of its items between entering the commit stage and their
+/// replies being queued.
 pub(crate) type InFlight = Arc<std::sync::atomic::AtomicUsize>;
-
-/// What the apply thread receives.
-pub(crate) enum ApplyMsg {
-    /// A batch the commit stage has made durable.
-    Batch(Vec<Committed>),
-    /// A read that needs no ordering behind the commit stage.
-    Direct(Item),
-}
 
 /// An item after the commit stage: with its Txn if it was a write.
 pub(crate) struct Committed {

@@ -348,6 +348,37 @@ impl Lock {
         }
     }
 
+    /// C's critical section's write and the release: with `--reacquire` on the ZooKeeper
+    /// `Mutex`, one multi (`MutexGuard::release_with`: the counter's setData, fenced by
+    /// the lock node, and its delete; one request, one commit); otherwise the write,
+    /// then the release. `leaving` runs right before the request that releases is sent.
+    pub async fn write_and_release(
+        &mut self,
+        t: &Target,
+        s: &mut Session,
+        held: Held,
+        value: i64,
+        leaving: impl FnOnce(),
+    ) -> anyhow::Result<()> {
+        match held {
+            Held::ZkMutex(g) if t.reacquire => {
+                leaving();
+                let set = zlock::MultiOp::SetData(zlock::SetDataRequest {
+                    path: t.counter_key(),
+                    data: Some(value.to_string().into_bytes()),
+                    version: -1,
+                });
+                g.release_with(vec![set]).await?;
+                Ok(())
+            }
+            held => {
+                s.set_counter(value).await?;
+                leaving();
+                self.release(t, held).await
+            }
+        }
+    }
+
     pub async fn release(&mut self, t: &Target, held: Held) -> anyhow::Result<()> {
         match (self, held) {
             (Lock::ZkMutex(_), Held::ZkMutex(g)) => g.release().await?,

@@ -83,9 +83,11 @@ pub struct LockArgs {
     /// server offers it (Apache ZooKeeper does not), `recipe` always the standard recipe
     #[arg(long, value_enum, default_value = "auto")]
     pub lock_path: LockPathArg,
-    /// A, B, D with the ZooKeeper `Mutex`: after a contender's first acquire, each cycle
-    /// is `Mutex::reacquire` (release and queue again; on zlock's native path one
-    /// request and one commit) and counts as acquire time; release times are not kept
+    /// The ZooKeeper `Mutex`'s combined requests. A, B, D: after a contender's first
+    /// acquire, each cycle is `Mutex::reacquire` (release and queue again; on zlock's
+    /// native path one request and one commit) and counts as acquire time; release times
+    /// are not kept. C: the counter's write and the release are one multi
+    /// (`MutexGuard::release_with`, the write fenced by the lock node)
     #[arg(long)]
     pub reacquire: bool,
     /// Clients (sessions); the default depends on the scenario

@@ -248,9 +248,12 @@ async fn order(
         violations.fetch_add(1, Ordering::Relaxed);
     }
     let n = s.get_counter().await?;
-    s.set_counter(n + 1).await?;
-    holders.fetch_sub(1, Ordering::SeqCst);
-    lock.release(t, held).await?;
+    // The holder count drops right before the releasing request is sent (with
+    // `--reacquire` that request also carries the write).
+    let leaving = || {
+        holders.fetch_sub(1, Ordering::SeqCst);
+    };
+    lock.write_and_release(t, s, held, n + 1, leaving).await?;
     Ok((n, wait))
 }
 
