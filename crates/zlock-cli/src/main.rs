@@ -103,19 +103,19 @@ struct ServerArgs {
     /// (znode.container.checkIntervalMs)
     #[arg(long, value_name = "MS")]
     container_check_interval: Option<u64>,
-    /// Threads for client connections [default: CPUs minus 2, at least 1: the commit
-    /// (fsync) and apply threads each want a CPU of their own]
+    /// Threads for client connections [default: CPUs minus 1, at least 1: the commit
+    /// thread (fsync, then apply) wants a CPU of its own]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     io_threads: Option<u16>,
 }
 
-/// The default number of connection threads: what the CPUs leave after the commit and
-/// apply threads. On 2 CPUs that is 1; measured there (`zlock bench lock`, A), one
-/// connection thread cut the acquire p50 from 0.21-0.26 ms to 0.18 ms, with 32-client
-/// write throughput within 5%.
+/// The default number of connection threads: what the CPUs leave after the commit
+/// thread. On 2 CPUs that is 1; measured there (`zlock bench lock`, A, when a separate
+/// apply thread still took a CPU too), one connection thread cut the acquire p50 from
+/// 0.21-0.26 ms to 0.18 ms, with 32-client write throughput within 5%.
 fn default_io_threads() -> usize {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    cpus.saturating_sub(2).max(1)
+    cpus.saturating_sub(1).max(1)
 }
 
 impl ServerArgs {

@@ -37,7 +37,7 @@ pub enum SnapshotError {
 }
 
 /// What a snapshot holds: the replicated part of the state. Cloning it is cheap (the
-/// tree shares its nodes, see [`DataTree`]), so the apply thread takes one and a
+/// tree shares its nodes, see [`DataTree`]), so the server takes one and a
 /// background thread encodes it.
 #[derive(Debug, Clone)]
 pub struct Image {

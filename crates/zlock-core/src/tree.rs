@@ -112,7 +112,7 @@ impl Node {
 /// All znodes plus the indexes derived from them.
 ///
 /// Nodes and their paths sit behind `Arc`s so that cloning the whole tree copies only
-/// pointers: the apply thread clones it for a snapshot in milliseconds and a background
+/// pointers: the server clones it for a snapshot in milliseconds and a background
 /// thread encodes the clone while the live tree moves on (a node changed meanwhile is
 /// copied on write by [`DataTree::get_mut`]). Boxing the nodes also keeps the hash
 /// table's slots small.

@@ -1,4 +1,4 @@
-//! Four-letter words answered from the apply thread's view (`srvr`, `stat`, `mntr`,
+//! Four-letter words answered from the core's view (`srvr`, `stat`, `mntr`,
 //! `cons`, `wchs`, `wchc`, `wchp`, `dump`, `crst`, `srst`). `ruok`, `conf`, `envi` and
 //! `isro` need no state and are answered by the connection itself (net::fourlw).
 //! Texts and `mntr` key names follow ZooKeeper 3.8.

@@ -1,8 +1,8 @@
-//! Background snapshots: the apply thread takes a cheap copy-on-write image of the state
+//! Background snapshots: the core takes a cheap copy-on-write image of the state
 //! (pointer copies, see `zlock_core::tree::DataTree`), a worker thread encodes it
 //! straight into the file, then lets the commit stage drop log segments older than the
 //! previous snapshot (one older snapshot and its log are kept as a fallback). Neither the
-//! commit stage nor the apply thread waits for the encoding or the disk.
+//! commit stage nor the core waits for the encoding or the disk.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Counters shared by the connection tasks and the apply thread, for the four-letter
+//! Counters shared by the connection tasks and the core, for the four-letter
 //! words and metrics.
 
 use std::collections::HashMap;
