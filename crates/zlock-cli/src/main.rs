@@ -71,7 +71,7 @@ enum BenchCmd {
 struct ServerArgs {
     /// A zoo.cfg-style file (tickTime, dataDir, dataLogDir, clientPort, clientPortAddress,
     /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
-    /// jute.maxbuffer, snapCount, extendedTypesEnabled).
+    /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled).
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// Client port (clientPort) [default: 2181]

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
+use zlock_store::WalOptions;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -60,6 +61,11 @@ pub struct ServerConfig {
     pub max_packet: usize,
     /// `snapCount`: Txns between snapshots.
     pub snap_count: u64,
+    /// `preAllocSize`, in KiB in the file as in ZooKeeper: how far ahead of its last
+    /// record the WAL's active segment is kept zero-filled, so that each commit's fsync
+    /// flushes data only (see `zlock_store::WalOptions::preallocate_bytes`). 0 = off.
+    /// Default 4 MiB (ZooKeeper's is 64 MiB, for a log it never cuts at a roll).
+    pub wal_preallocate_bytes: u64,
     /// `extendedTypesEnabled`: TTL nodes.
     pub extended_types: bool,
     /// `znode.container.checkIntervalMs`: how often empty containers and expired TTL
@@ -86,6 +92,7 @@ impl Default for ServerConfig {
                 .to_vec(),
             max_packet: zlock_proto::frame::DEFAULT_MAX_PACKET,
             snap_count: 100_000,
+            wal_preallocate_bytes: WalOptions::default().preallocate_bytes,
             extended_types: false,
             container_check_interval_ms: 60_000,
             listen_backlog: 1024,
@@ -190,6 +197,10 @@ impl ServerConfig {
                     self.max_packet = usize::try_from(num(v)?).map_err(|_| bad("too large"))?
                 }
                 "snapCount" => self.snap_count = num(v)?.max(1),
+                "preAllocSize" => {
+                    self.wal_preallocate_bytes =
+                        num(v)?.checked_mul(1024).ok_or_else(|| bad("too large"))?
+                }
                 "extendedTypesEnabled" => {
                     self.extended_types = v.parse().map_err(|_| bad("expected true or false"))?
                 }
@@ -234,6 +245,24 @@ mod tests {
         assert!(c.four_letter_allowed("mntr"));
         assert!(!c.four_letter_allowed("dump"));
         assert!(c.extended_types);
+    }
+
+    #[test]
+    fn pre_alloc_size_is_in_kib() {
+        let mut c = ServerConfig::default();
+        assert_eq!(c.wal_preallocate_bytes, 4 << 20);
+        c.apply_text(Path::new("zoo.cfg"), "preAllocSize=65536\n")
+            .unwrap();
+        assert_eq!(c.wal_preallocate_bytes, 64 << 20);
+        c.apply_text(Path::new("zoo.cfg"), "preAllocSize=0\n")
+            .unwrap();
+        assert_eq!(c.wal_preallocate_bytes, 0);
+        for bad in ["-1", "4M", "18014398509481984"] {
+            let e = c
+                .apply_text(Path::new("zoo.cfg"), &format!("preAllocSize={bad}\n"))
+                .unwrap_err();
+            assert!(e.to_string().contains("preAllocSize"), "{e}");
+        }
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub fn recover(cfg: &ServerConfig) -> Result<Recovered, RecoveryError> {
     let mut replayed = 0u64;
     let wal = Wal::open(
         &cfg.wal_dir(),
-        WalOptions::default(),
+        WalOptions {
+            preallocate_bytes: cfg.wal_preallocate_bytes,
+            ..WalOptions::default()
+        },
         after,
         |index, payload| {
             let txn = Txn::decode(payload).map_err(StoreError::rejected)?;

@@ -28,6 +28,9 @@ pub(crate) const FIRST_INDEX_OFFSET: u64 = 12;
 pub enum WalVersion {
     /// zlock 0.1: 24-byte segment header with its own CRC32C; records are
     /// `len u32 | crc32c(index ++ payload) u32 | index u64 | payload`, little-endian.
+    /// The last segment may end in zeros after its last record (preallocated space,
+    /// added later without a bump: a build that predates it reads the zeros as a torn
+    /// tail and cuts them, which loses nothing).
     V1 = 1,
 }
 
@@ -137,20 +140,40 @@ pub(crate) fn parse_record(data: &[u8], off: usize) -> Result<Record<'_>, String
     })
 }
 
+/// The length of `data` without its trailing zero bytes. In the last segment, a record
+/// boundary at or past this offset is the end of the records (see "End of the records"
+/// in the parent module). Tests whole blocks first, with a loop that has no early exit
+/// and so compiles to wide vector instructions: megabytes of preallocated space cost well
+/// under a millisecond.
+pub(crate) fn zero_tail_start(data: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let mut end = data.len();
+    while end >= BLOCK && data[end - BLOCK..end].iter().fold(0, |acc, &b| acc | b) == 0 {
+        end -= BLOCK;
+    }
+    data[..end]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |p| p + 1)
+}
+
 /// Looks for any intact record starting after `from` whose index is plausible (at least
 /// `min_index`, and no further ahead than the remaining bytes could hold). Used to tell a
 /// torn tail (nothing valid follows the damage) from corruption in the middle (something
 /// does). The search tries every byte offset because a damaged length field says nothing
-/// about where the next record begins. It only runs after damage was found, so its cost
-/// (one pass over the rest of the segment, a CRC only for plausible candidates) does not
-/// matter.
+/// about where the next record begins. It only runs after damage was found, and it stops
+/// before trailing zeros (a record's index is never 0, so no record starts where its index
+/// field would be all zeros), so its cost is one pass over the non-zero rest of the
+/// segment, with a CRC only for plausible candidates.
 pub(crate) fn find_valid_record(data: &[u8], from: usize, min_index: u64) -> Option<(usize, u64)> {
     if data.len() < RECORD_HEADER_LEN {
         return None;
     }
     let max_records = (data.len().saturating_sub(from) / RECORD_HEADER_LEN) as u64;
     let max_index = min_index.saturating_add(max_records);
-    (from..=data.len() - RECORD_HEADER_LEN).find_map(|p| {
+    // A record at `p` has a non-zero byte in its index field, p+8..p+16.
+    let last_start = (data.len() - RECORD_HEADER_LEN).min(zero_tail_start(data).saturating_sub(9));
+    (from..=last_start).find_map(|p| {
         let index = u64_at(&data[p + 8..p + 16]);
         if index < min_index || index > max_index {
             return None;
@@ -210,5 +233,24 @@ mod tests {
         assert_eq!(find_valid_record(&buf, 0, 10), None);
         assert_eq!(find_valid_record(&buf, 6, 9), None);
         assert_eq!(find_valid_record(&[0u8; 64], 0, 1), None);
+
+        // Trailing zeros do not hide a record whose payload runs into them.
+        let mut padded = vec![0xAA; 5];
+        encode_record(&mut padded, 9, b"xy\0\0\0");
+        padded.resize(padded.len() + 10_000, 0);
+        assert_eq!(find_valid_record(&padded, 0, 9), Some((5, 9)));
+        assert_eq!(find_valid_record(&padded, 6, 9), None);
+    }
+
+    #[test]
+    fn zero_tail_start_is_just_past_the_last_non_zero_byte() {
+        assert_eq!(zero_tail_start(&[]), 0);
+        assert_eq!(zero_tail_start(&[0; 10_000]), 0);
+        let mut data = vec![0u8; 10_000];
+        for at in [0, 4095, 4096, 5903, 5904, 9_999] {
+            data.fill(0);
+            data[at] = 7;
+            assert_eq!(zero_tail_start(&data), at + 1, "non-zero byte at {at}");
+        }
     }
 }

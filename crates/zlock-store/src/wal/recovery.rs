@@ -2,14 +2,23 @@
 //! torn tail away and stops at anything else that is wrong.
 //!
 //! The rules, and why:
-//! - Damage in a segment that is not the last one is corruption. The writer only starts
-//!   a new segment after the previous one was fully written and fsynced, so a crash cannot
-//!   have torn it.
+//! - In the last segment, a record boundary from which every byte to the end of the file
+//!   is zero is the clean end of the records: the writer's preallocated space (see "End
+//!   of the records" in the parent module). It is neither damage nor a torn tail, so it
+//!   is kept as it is (no warning, no truncation) and the writer overwrites it. Where
+//!   preallocation is off, [`super::Wal::open`] trims it instead. Such zeros are also what
+//!   a crash leaves when a size update got ahead of the data, with the same outcome:
+//!   nothing after that boundary was acknowledged.
+//! - Damage in a segment that is not the last one is corruption, and so are zeros after
+//!   its last record. The writer only starts a new segment after the previous one was
+//!   fully written, cut to the end of its last record and fsynced, so a crash cannot have
+//!   torn it and no preallocated space is left in it.
 //! - Damage in the last segment is a torn tail only if no intact record follows it. A
 //!   crash interrupts the last write, so whatever it left behind (a short record, a CRC
-//!   mismatch, zeros from a size update that got ahead of the data) is the end of the
-//!   file. An intact record after the damage means bytes in the middle changed after they
-//!   were written, and cutting there would silently drop acknowledged writes.
+//!   mismatch, part of a record followed by the zeros it was written over) is the end of
+//!   the file, and it is cut away. An intact record after the damage means bytes in the
+//!   middle changed after they were written, and cutting there would silently drop
+//!   acknowledged writes.
 //! - A last segment whose header is short or damaged, with no intact record after it, is
 //!   the remains of a roll interrupted by a crash: the writer puts the header and the
 //!   first batch in one write and acknowledges nothing before its fsync. It is deleted.
@@ -27,7 +36,11 @@
 //! disk; version 1 does not record them.
 //!
 //! Each segment is read into memory whole while it is checked, so recovery needs memory
-//! for one segment (`WalOptions::segment_bytes` plus at most one batch) at a time.
+//! for one segment (`WalOptions::segment_bytes` plus at most one batch, or the
+//! preallocated length of the last segment if that is larger) at a time. Finding where
+//! the trailing zeros start is one vectorised pass from the end of the file, and the
+//! search for an intact record after damage stops where they start, so a preallocated
+//! tail does not slow the open down noticeably.
 
 use std::fs::{self, OpenOptions};
 use std::path::Path;
@@ -35,8 +48,8 @@ use std::path::Path;
 use tracing::warn;
 
 use super::format::{
-    decode_header, find_valid_record, parse_record, HeaderProblem, WalVersion, FIRST_INDEX_OFFSET,
-    HEADER_LEN, VERSION_OFFSET,
+    decode_header, find_valid_record, parse_record, zero_tail_start, HeaderProblem, WalVersion,
+    FIRST_INDEX_OFFSET, HEADER_LEN, VERSION_OFFSET,
 };
 use super::{Segment, SEGMENT_PREFIX};
 use crate::error::{Result, StoreError};
@@ -109,13 +122,14 @@ pub(super) fn recover(dir: &Path, after_index: u64, replay: &mut Replay<'_>) -> 
         }
         check_linkage(segments.last(), first, after_index, &path)?;
 
-        let (next, len) = scan_segment(&path, &data, first, is_last, after_index, replay)?;
-        segments.push(Segment {
+        segments.push(scan_segment(
+            &path,
+            &data,
             first,
-            next,
-            path,
-            len,
-        });
+            is_last,
+            after_index,
+            replay,
+        )?);
     }
 
     if dir_changed {
@@ -159,8 +173,9 @@ fn check_linkage(prev: Option<&Segment>, first: u64, after_index: u64, path: &Pa
     }
 }
 
-/// Replays the records of one segment and returns (index after its last record, length of
-/// its intact part). Truncates a torn tail of the last segment.
+/// Replays the records of one segment and describes what is left of it. Truncates a torn
+/// tail of the last segment, and stops without complaint at the zeros after its last
+/// record.
 fn scan_segment(
     path: &Path,
     data: &[u8],
@@ -168,10 +183,17 @@ fn scan_segment(
     is_last: bool,
     after_index: u64,
     replay: &mut Replay<'_>,
-) -> Result<(u64, u64)> {
+) -> Result<Segment> {
+    // Only the last segment may end in zeros; in any other, zeros are damage.
+    let records_end = if is_last {
+        zero_tail_start(data)
+    } else {
+        data.len()
+    };
+    let mut file_len = data.len() as u64;
     let mut off = HEADER_LEN;
     let mut next = first;
-    while off < data.len() {
+    while off < records_end {
         let record = match parse_record(data, off) {
             Ok(record) => record,
             Err(reason) => {
@@ -200,6 +222,7 @@ fn scan_segment(
                     "truncating torn WAL tail"
                 );
                 truncate(path, off as u64)?;
+                file_len = off as u64;
                 break;
             }
         };
@@ -223,7 +246,13 @@ fn scan_segment(
             .ok_or_else(|| StoreError::corrupt(path, off as u64, "record index overflows u64"))?;
         off = record.end;
     }
-    Ok((next, off as u64))
+    Ok(Segment {
+        first,
+        next,
+        path: path.to_path_buf(),
+        len: off as u64,
+        file_len,
+    })
 }
 
 /// Cuts `path` to `len` bytes and makes the new size durable before anything is appended

@@ -6,20 +6,20 @@ use std::io::Write;
 use std::path::Path;
 
 use super::format::{encode_header, encode_record, HEADER_LEN, RECORD_HEADER_LEN};
-use super::tests::{expected, open, payload, segment_files, tiny, write_range};
+use super::tests::{expected, no_prealloc, open, payload, segment_files, tiny, write_range};
 use super::*;
 
-fn file_len(path: &Path) -> u64 {
+pub(super) fn file_len(path: &Path) -> u64 {
     fs::metadata(path).unwrap().len()
 }
 
-fn flip_byte(path: &Path, offset: u64) {
+pub(super) fn flip_byte(path: &Path, offset: u64) {
     let mut data = fs::read(path).unwrap();
     data[offset as usize] ^= 0x40;
     fs::write(path, data).unwrap();
 }
 
-fn append_bytes(path: &Path, bytes: &[u8]) {
+pub(super) fn append_bytes(path: &Path, bytes: &[u8]) {
     let mut f = OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(bytes).unwrap();
 }
@@ -37,7 +37,7 @@ fn last_record_offset(data: &[u8]) -> u64 {
     }
 }
 
-fn expect_corrupt(dir: &Path, after: u64, file: &Path, offset: u64) -> String {
+pub(super) fn expect_corrupt(dir: &Path, after: u64, file: &Path, offset: u64) -> String {
     let err = open(dir, WalOptions::default(), after).unwrap_err();
     let StoreError::Corrupt {
         file: f, offset: o, ..
@@ -59,7 +59,7 @@ fn expect_corrupt(dir: &Path, after: u64, file: &Path, offset: u64) -> String {
 fn torn_last_record_at_every_offset() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("wal");
-    let (mut wal, _) = open(&dir, WalOptions::default(), 0).unwrap();
+    let (mut wal, _) = open(&dir, no_prealloc(), 0).unwrap();
     write_range(&mut wal, 1..=9, 4);
     let seg = segment_files(&dir)[0].clone();
     let before_last = file_len(&seg);
@@ -70,14 +70,14 @@ fn torn_last_record_at_every_offset() {
 
     for cut in before_last..whole.len() as u64 {
         fs::write(&seg, &whole[..cut as usize]).unwrap();
-        let (mut wal, seen) = open(&dir, WalOptions::default(), 0).unwrap();
+        let (mut wal, seen) = open(&dir, no_prealloc(), 0).unwrap();
         assert_eq!(seen, expected(1..=9), "cut at {cut}");
         assert_eq!(wal.last_index(), 9);
         assert_eq!(file_len(&seg), before_last, "torn bytes are truncated");
         wal.append(10, b"rewritten").unwrap();
         wal.sync().unwrap();
         drop(wal);
-        let (_, seen) = open(&dir, WalOptions::default(), 0).unwrap();
+        let (_, seen) = open(&dir, no_prealloc(), 0).unwrap();
         assert_eq!(seen.len(), 10);
         assert_eq!(seen[9], (10, b"rewritten".to_vec()), "cut at {cut}");
     }
@@ -117,19 +117,19 @@ fn zero_filled_and_garbage_tails_are_truncated() {
     for (name, tail) in [("zeros", vec![0u8; 4096]), ("garbage", vec![0xA5u8; 333])] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let (mut wal, _) = open(dir, WalOptions::default(), 0).unwrap();
+        let (mut wal, _) = open(dir, no_prealloc(), 0).unwrap();
         write_range(&mut wal, 1..=5, 2);
         drop(wal);
         let seg = segment_files(dir)[0].clone();
         let good_len = file_len(&seg);
         append_bytes(&seg, &tail);
 
-        let (mut wal, seen) = open(dir, WalOptions::default(), 0).unwrap();
+        let (mut wal, seen) = open(dir, no_prealloc(), 0).unwrap();
         assert_eq!(seen, expected(1..=5), "{name}");
         assert_eq!(file_len(&seg), good_len, "{name}");
         write_range(&mut wal, 6..=6, 1);
         drop(wal);
-        let (_, seen) = open(dir, WalOptions::default(), 0).unwrap();
+        let (_, seen) = open(dir, no_prealloc(), 0).unwrap();
         assert_eq!(seen, expected(1..=6), "{name}");
     }
 }
@@ -157,7 +157,7 @@ fn zero_filled_last_segment_is_deleted() {
 fn corrupt_middle_record_stops_recovery() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (mut wal, _) = open(dir, WalOptions::default(), 0).unwrap();
+    let (mut wal, _) = open(dir, no_prealloc(), 0).unwrap();
     write_range(&mut wal, 1..=3, 10);
     let seg = segment_files(dir)[0].clone();
     let start = file_len(&seg);

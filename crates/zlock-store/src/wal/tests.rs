@@ -15,8 +15,21 @@ pub(super) fn payload(index: u64) -> Vec<u8> {
         .into_bytes()
 }
 
+/// Default segments, no preallocation: files hold exactly their records, so a test can
+/// find records by file length.
+pub(super) fn no_prealloc() -> WalOptions {
+    WalOptions {
+        preallocate_bytes: 0,
+        ..WalOptions::default()
+    }
+}
+
+/// Tiny segments, no preallocation: files hold exactly their records.
 pub(super) fn tiny() -> WalOptions {
-    WalOptions { segment_bytes: 100 }
+    WalOptions {
+        segment_bytes: 100,
+        preallocate_bytes: 0,
+    }
 }
 
 pub(super) fn open(dir: &Path, opts: WalOptions, after: u64) -> Result<(Wal, Replayed)> {
