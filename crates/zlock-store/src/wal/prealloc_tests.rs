@@ -297,3 +297,34 @@ fn preallocation_can_be_switched_off_and_on() {
     let (_, seen) = open(dir, off, 0).unwrap();
     assert_eq!(seen, expected(1..=21));
 }
+
+/// A record whose payload ends in zeros (a Txn often does: an int field 0 last), an
+/// all-zero payload and an empty one, each the last record before the preallocated
+/// zeros: the clean end is after them, not inside them.
+#[test]
+fn payloads_ending_in_zeros_are_not_mistaken_for_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let payloads: Vec<Vec<u8>> = vec![
+        b"ends in zeros\0\0\0\0".to_vec(),
+        vec![0; 40],
+        Vec::new(),
+        vec![0; 3],
+    ];
+    let (mut wal, _) = open(dir, one_segment(), 0).unwrap();
+    for (i, p) in payloads.iter().enumerate() {
+        wal.append(i as u64 + 1, p).unwrap();
+        wal.sync().unwrap();
+        drop(wal);
+        // Reopen after each one: it is the last record before the zeros every time.
+        let (w, seen) = open(dir, one_segment(), 0).unwrap();
+        let want: Vec<(u64, Vec<u8>)> = payloads[..=i]
+            .iter()
+            .enumerate()
+            .map(|(j, p)| (j as u64 + 1, p.clone()))
+            .collect();
+        assert_eq!(seen, want, "after record {}", i + 1);
+        assert_eq!(w.last_index(), i as u64 + 1);
+        wal = w;
+    }
+}
