@@ -119,6 +119,7 @@ pub async fn serve(
         next_session: pipeline::commit::session_seed(max_session),
         rx: commit_rx,
         core: core.clone(),
+        spin: config.commit_spin(),
         fatal: fatal_tx,
     };
     let commit_thread = std::thread::Builder::new()

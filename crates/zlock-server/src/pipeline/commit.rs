@@ -7,7 +7,7 @@
 //! batch gathers: throughput rises with concurrency, latency stays near one fsync.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use zlock_core::{SessionId, State, Txn};
@@ -26,6 +26,8 @@ pub(crate) struct CommitStage<L: CommitLog> {
     pub next_session: SessionId,
     pub rx: mpsc::UnboundedReceiver<Item>,
     pub core: Arc<Mutex<Core>>,
+    /// How long to poll for the next item before sleeping.
+    pub spin: Duration,
     /// Set when the log fails: the server must stop (nothing after a failed write may
     /// be acknowledged).
     pub fatal: tokio::sync::watch::Sender<Option<String>>,
@@ -55,7 +57,7 @@ impl<L: CommitLog> CommitStage<L> {
     fn serve(&mut self) {
         let mut buf = Vec::with_capacity(4096);
         loop {
-            let Some(first) = self.rx.blocking_recv() else {
+            let Some(first) = self.next_item() else {
                 break;
             };
             let mut batch = Vec::with_capacity(16);
@@ -92,6 +94,26 @@ impl<L: CommitLog> CommitStage<L> {
                 break;
             }
         }
+    }
+
+    /// The next item: polled for up to `spin` first (yielding the CPU between polls),
+    /// then waited for. See `ServerConfig::commit_spin_us`.
+    fn next_item(&mut self) -> Option<Item> {
+        if !self.spin.is_zero() {
+            let until = Instant::now() + self.spin;
+            loop {
+                match self.rx.try_recv() {
+                    Ok(item) => return Some(item),
+                    Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                    Err(mpsc::error::TryRecvError::Empty) => {}
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        self.rx.blocking_recv()
     }
 
     fn fail(&self, e: crate::commit::CommitError) {
