@@ -15,23 +15,25 @@ import sys
 
 raw, prefix = sys.argv[1:3]
 params = dict(a.split("=", 1) for a in sys.argv[3:])
-SYSTEMS = params.get("systems", "zlock zlock-recipe zlock-reacquire zk redis redis-aof etcd").split()
+SYSTEMS = params.get("systems", "zlock zlock-recipe zlock-reacquire zk zk-combined redis redis-aof etcd").split()
 NAME = {
     "zlock": "zlock (native)",
     "zlock-recipe": "zlock (recipe)",
-    "zlock-reacquire": "zlock (native, reacquire)",
+    "zlock-reacquire": "zlock (native, combined requests)",
     "zk": "ZooKeeper",
+    "zk-combined": "ZooKeeper (combined, C only)",
     "redis": "Redis (no persistence)",
     "redis-aof": "Redis (AOF always)",
     "etcd": "etcd",
 }
-SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "reacquire", "zk": "ZK", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd"}
+SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "combined", "zk": "ZK", "zk-combined": "ZK combined", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd"}
 ZLOCK_DURABLE = "WAL fdatasync before each reply (group commit); locks survive a crash and a restart"
 DURABILITY = {
     "zlock": ZLOCK_DURABLE,
     "zlock-recipe": ZLOCK_DURABLE,
     "zlock-reacquire": ZLOCK_DURABLE,
     "zk": "forceSync=yes (default): txn log fsync before each reply (group commit)",
+    "zk-combined": "as ZooKeeper",
     "redis": "none: `save \"\"`, `appendonly no`; a restart forgets every lock and the counter",
     "redis-aof": "`appendonly yes`, `appendfsync always`: AOF fsync before each reply",
     "etcd": "one member, defaults: Raft WAL fsync before each commit (batched)",
@@ -43,8 +45,12 @@ LOCK = {
                     "create, getChildren, watch the predecessor)",
     "zlock-reacquire": "as zlock (native); in A, B and D each cycle after a contender's first is "
                        "`Mutex::reacquire`: release and re-queue in one request (acquire figures "
-                       "are then whole cycles)",
+                       "are then whole cycles); in C the counter's write and the release are one "
+                       "multi (`MutexGuard::release_with`: setData fenced by the lock node, then "
+                       "its delete)",
     "zk": "zlock client, `Mutex` recipe (Curator InterProcessMutex semantics)",
+    "zk-combined": "as ZooKeeper, C only: the counter's write and the release in one multi "
+                   "(`MutexGuard::release_with`), the trick zlock (combined requests) uses in C",
     "redis": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
     "redis-aof": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
     "etcd": "v3 Lock API (etcd-client crate), lease per session (TTL 30 s, kept alive)",
@@ -271,8 +277,8 @@ def mb(kb):
 
 for s in SYSTEMS:
     d = runs[s].get("F")
-    if d is None and s == "zlock-reacquire":
-        continue  # F queues each waiter once: nothing to reacquire, not run
+    if d is None and s in ("zlock-reacquire", "zk-combined"):
+        continue  # F queues each waiter once: nothing to combine, not run
     if d is None:
         why = "failed"
         errp = os.path.join(raw, f"{s}-f.err")
@@ -299,7 +305,7 @@ for s in SYSTEMS:
     )
 
 # ---- SVG: acquire-latency percentile curves for A and D
-COLORS = {"zlock": "#d62728", "zlock-recipe": "#ff9896", "zlock-reacquire": "#8c564b", "zk": "#1f77b4", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd"}
+COLORS = {"zlock": "#d62728", "zlock-recipe": "#ff9896", "zlock-reacquire": "#8c564b", "zk": "#1f77b4", "zk-combined": "#aec7e8", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd"}
 
 
 def xpos(p):
