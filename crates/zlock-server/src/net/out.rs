@@ -77,12 +77,12 @@ impl ConnOut {
     /// Queues one frame (with the budget slot of its request, for a reply). Returns true
     /// when the connection was not dirty yet: the caller must [`ConnOut::flush`] it.
     pub fn push(&self, frame: &[u8], permit: Permit) -> bool {
-        self.info.sent.fetch_add(1, Ordering::Relaxed);
-        self.stats.packets_sent.fetch_add(1, Ordering::Relaxed);
         let mut q = self.lock();
         if q.dead || q.close {
             return false;
         }
+        self.info.sent.fetch_add(1, Ordering::Relaxed);
+        self.stats.packets_sent.fetch_add(1, Ordering::Relaxed);
         q.bytes.extend_from_slice(frame);
         if permit.is_some() {
             q.permits.push(permit);
