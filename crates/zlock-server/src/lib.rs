@@ -127,22 +127,8 @@ pub async fn serve(
         .spawn(move || commit_stage.run())
         .map_err(ServerError::Thread)?;
 
-    let (tick_stop, ticks) = std::sync::mpsc::channel::<()>();
-    let tick_core = core.clone();
-    let ticker = std::thread::Builder::new()
-        .name("zlock-tick".into())
-        .spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                ticks.recv_timeout(pipeline::apply::TICK)
-            {
-                let mut core = pipeline::apply::lock(&tick_core);
-                core.tick(Instant::now());
-                let dirty = core.take_dirty();
-                drop(core);
-                pipeline::apply::flush(dirty);
-            }
-        })
-        .map_err(ServerError::Thread)?;
+    let (tick_stop, ticker) =
+        pipeline::apply::start_ticker(core.clone()).map_err(ServerError::Thread)?;
 
     let shared = Arc::new(net::connection::Shared {
         config: config.clone(),

@@ -332,9 +332,8 @@ fn submit(
         _ => false,
     };
     if direct && inflight.load(Ordering::SeqCst) == 0 {
-        let mut core = apply::lock(&shared.core);
-        core.direct(item);
-        return Ok(core.take_dirty());
+        let ((), dirty) = apply::with_core(&shared.core, |c| c.direct(item));
+        return Ok(dirty);
     }
     inflight.fetch_add(1, Ordering::SeqCst);
     shared.commit.send(item).map_err(|_| Closed::Shutdown)?;

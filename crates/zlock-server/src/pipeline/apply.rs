@@ -29,7 +29,7 @@ use crate::snapshot::SnapshotWorker;
 use crate::stats::{Latency, Stats};
 
 /// How often liveness is checked; bounds how late an expiry can be.
-pub(crate) const TICK: Duration = Duration::from_millis(100);
+const TICK: Duration = Duration::from_millis(100);
 
 /// A session's liveness, known only to this server.
 pub(crate) struct Live {
@@ -59,7 +59,7 @@ pub(crate) struct Core {
 /// Locks the core. A panic while it was held means a bug in applying a Txn: the state
 /// may be half-changed, and serving from it could acknowledge what is not in the log, so
 /// the process stops (the log is the truth; a restart recovers from it).
-pub(crate) fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     match core.lock() {
         Ok(g) => g,
         Err(_) => {
@@ -69,11 +69,39 @@ pub(crate) fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     }
 }
 
+/// Runs `f` under the core's lock; returns its result and the connections it queued
+/// frames on, for the caller to [`flush`] once the lock is released.
+pub(crate) fn with_core<R>(
+    core: &Mutex<Core>,
+    f: impl FnOnce(&mut Core) -> R,
+) -> (R, Vec<ConnHandle>) {
+    let mut c = lock(core);
+    let r = f(&mut c);
+    (r, c.take_dirty())
+}
+
 /// Writes what was queued on these connections (after the core's lock is released).
 pub(crate) fn flush(dirty: Vec<ConnHandle>) {
     for c in dirty {
         c.flush();
     }
+}
+
+/// Starts the ticker thread: every [`TICK`], session liveness and container checks
+/// ([`Core::tick`]). It stops when the returned sender is dropped.
+pub(crate) fn start_ticker(
+    core: Arc<Mutex<Core>>,
+) -> std::io::Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)> {
+    let (stop, ticks) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("zlock-tick".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ticks.recv_timeout(TICK) {
+                let ((), dirty) = with_core(&core, |c| c.tick(Instant::now()));
+                flush(dirty);
+            }
+        })?;
+    Ok((stop, thread))
 }
 
 /// Encodes a reply frame: header, then the body when there is one.
@@ -179,7 +207,7 @@ impl Core {
     }
 
     /// The connections to [`flush`] once the lock is released.
-    pub fn take_dirty(&mut self) -> Vec<ConnHandle> {
+    fn take_dirty(&mut self) -> Vec<ConnHandle> {
         std::mem::take(&mut self.dirty)
     }
 

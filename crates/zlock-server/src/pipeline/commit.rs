@@ -51,7 +51,8 @@ impl<L: CommitLog> CommitStage<L> {
     pub fn run(mut self) {
         self.serve();
         // Stopped, or the log failed: nothing more is applied.
-        apply::lock(&self.core).finish();
+        let ((), dirty) = apply::with_core(&self.core, Core::finish);
+        apply::flush(dirty);
     }
 
     fn serve(&mut self) {
@@ -85,10 +86,7 @@ impl<L: CommitLog> CommitStage<L> {
                     return self.fail(e);
                 }
             }
-            let mut core = apply::lock(&self.core);
-            let go_on = core.apply_batch(batch);
-            let dirty = core.take_dirty();
-            drop(core);
+            let (go_on, dirty) = apply::with_core(&self.core, |c| c.apply_batch(batch));
             apply::flush(dirty);
             if !go_on || stop {
                 break;
