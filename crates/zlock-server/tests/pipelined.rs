@@ -73,3 +73,42 @@ async fn a_client_that_reads_late_gets_every_reply_in_order() {
         }
     }
 }
+
+/// One write whose watch fires for more sessions than the commit thread writes to
+/// itself (the rest goes through the connections' writer tasks): every session gets its
+/// event, and sees the new data when it reads after the event. Sessions of 30 s ping
+/// every 10 s: an event left sitting in a queue would only leave with the next ping's
+/// reply, after the 5 s this test waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_firing_for_many_sessions_reaches_every_one() {
+    use zlock::{Client, CreateMode, EventType};
+
+    let server = TestServer::start().await.unwrap();
+    let addr = server.connect_string();
+    let (writer, _) = Client::connect(&addr, 30_000).await.unwrap();
+    writer
+        .create("/w", b"old", CreateMode::Persistent)
+        .await
+        .unwrap();
+    let mut watchers = Vec::new();
+    for _ in 0..100 {
+        let (c, _) = Client::connect(&addr, 30_000).await.unwrap();
+        let (data, _, w) = c.get_data_watch("/w").await.unwrap();
+        assert_eq!(data, b"old");
+        watchers.push((c, w));
+    }
+    // The writer's reply leaves in the same batch as the events, by the same path.
+    tokio::time::timeout(Duration::from_secs(5), writer.set_data("/w", b"new", -1))
+        .await
+        .expect("reply did not arrive")
+        .unwrap();
+    for (c, w) in watchers {
+        let ev = tokio::time::timeout(Duration::from_secs(5), w)
+            .await
+            .expect("event did not arrive")
+            .unwrap();
+        assert_eq!(ev.event_type, EventType::NodeDataChanged);
+        assert_eq!(c.get_data("/w", false).await.unwrap().0, b"new");
+        c.close().await.unwrap();
+    }
+}

@@ -137,6 +137,19 @@ impl ConnOut {
         self.wake.notify_one();
     }
 
+    /// Leaves what is queued to the writer task instead of writing it here (see
+    /// `pipeline::apply::flush`).
+    pub fn hand_off(&self) {
+        let mut q = self.lock();
+        q.dirty = false;
+        if q.writer_busy || q.dead || (q.bytes.is_empty() && !q.close) {
+            return;
+        }
+        q.writer_busy = true;
+        drop(q);
+        self.wake.notify_one();
+    }
+
     /// The writer task: writes what [`ConnOut::flush`] could not, and closes the socket
     /// when asked. Signals `closed` when it ends.
     pub async fn writer(self: Arc<Self>, closed: oneshot::Sender<()>) {

@@ -80,8 +80,19 @@ pub(crate) fn with_core<R>(
     (r, c.take_dirty())
 }
 
+/// Above this many connections to write to at once (a watch firing for thousands of
+/// sessions), the writes go to the connections' writer tasks on the io threads, so the
+/// commit thread gets back to the log instead of making thousands of system calls.
+const INLINE_FLUSH_MAX: usize = 32;
+
 /// Writes what was queued on these connections (after the core's lock is released).
 pub(crate) fn flush(dirty: Vec<ConnHandle>) {
+    if dirty.len() > INLINE_FLUSH_MAX {
+        for c in dirty {
+            c.hand_off();
+        }
+        return;
+    }
     for c in dirty {
         c.flush();
     }
