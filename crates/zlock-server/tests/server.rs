@@ -58,7 +58,8 @@ async fn a_burst_of_101_clients_all_get_sessions() {
 #[tokio::test]
 async fn four_letter_words_and_whitelist() {
     let server = TestServer::start_with(|c| {
-        c.four_letter_words = vec!["ruok".into(), "srvr".into(), "mntr".into()];
+        c.four_letter_words = vec!["ruok".into(), "srvr".into(), "mntr".into(), "conf".into()];
+        c.commit_spin_us = Some(50);
     })
     .await
     .unwrap();
@@ -67,12 +68,13 @@ async fn four_letter_words_and_whitelist() {
         .await
         .unwrap();
     c.create("/fl", b"x", CreateMode::Persistent).await.unwrap();
-    let (ruok, srvr, mntr, dump) = tokio::task::spawn_blocking(move || {
+    let (ruok, srvr, mntr, dump, conf) = tokio::task::spawn_blocking(move || {
         (
             four_letter(addr, "ruok"),
             four_letter(addr, "srvr"),
             four_letter(addr, "mntr"),
             four_letter(addr, "dump"),
+            four_letter(addr, "conf"),
         )
     })
     .await
@@ -98,6 +100,9 @@ async fn four_letter_words_and_whitelist() {
         dump,
         "dump is not executed because it is not in the whitelist.\n"
     );
+    for line in ["preAllocSize=4096\n", "zlock.commitSpinMicros=50\n"] {
+        assert!(conf.contains(line), "conf lacks {line}: {conf}");
+    }
     c.close().await.unwrap();
 }
 

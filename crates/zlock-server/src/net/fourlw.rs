@@ -41,6 +41,12 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
             let _ = writeln!(s, "minSessionTimeout={}", cfg.min_session_timeout());
             let _ = writeln!(s, "maxSessionTimeout={}", cfg.max_session_timeout());
             let _ = writeln!(s, "snapCount={}", cfg.snap_count);
+            let _ = writeln!(s, "preAllocSize={}", cfg.wal_preallocate_bytes / 1024);
+            let _ = writeln!(
+                s,
+                "zlock.commitSpinMicros={}",
+                cfg.commit_spin().as_micros()
+            );
             let _ = writeln!(s, "jute.maxbuffer={}", cfg.max_packet);
             let _ = writeln!(s, "extendedTypesEnabled={}", cfg.extended_types);
             let _ = writeln!(s, "serverId=0");
