@@ -157,7 +157,7 @@ async fn run(
                     // Stop reading while too many replies are unwritten: a client that
                     // sends without reading cannot make the server buffer without bound.
                     if budget.available_permits() == 0 {
-                        apply::flush(std::mem::take(&mut unflushed));
+                        apply::flush(&mut unflushed);
                     }
                     let permit = tokio::select! {
                         p = budget.clone().acquire_owned() => p.ok(),
@@ -168,8 +168,8 @@ async fn run(
                         bad = Some(Closed::Shutdown);
                         break;
                     }
-                    let ok = handle(body, shared, session, id, &mut auth, &inflight, permit)
-                        .map(|dirty| unflushed.extend(dirty));
+                    let ok = decode(body, session, id, &mut auth, &inflight, permit)
+                        .and_then(|item| submit(shared, item, &inflight, &mut unflushed));
                     buf.advance(n);
                     if let Err(e) = ok {
                         bad = Some(e);
@@ -183,7 +183,7 @@ async fn run(
                 }
             }
         }
-        apply::flush(std::mem::take(&mut unflushed));
+        apply::flush(&mut unflushed);
         if let Some(e) = bad {
             break Err(e);
         }
@@ -244,17 +244,16 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
     wait.await.ok().flatten()
 }
 
-/// Decodes one request frame and passes it on, or answers it here; returns the
-/// connections whose queued frames the caller must flush. Err closes the connection.
-fn handle(
+/// Decodes one request frame into the item for the pipeline (auth, unknown opcodes and
+/// the like get their reply here). Err closes the connection.
+fn decode(
     body: &[u8],
-    shared: &Arc<Shared>,
     session: i64,
     conn_id: u64,
     auth: &mut Arc<Vec<Id>>,
     inflight: &InFlight,
     permit: Permit,
-) -> Result<Vec<ConnHandle>, Closed> {
+) -> Result<Item, Closed> {
     let mut r = Reader::new(body);
     let hdr = RequestHeader::decode(&mut r).map_err(|_| Closed::Malformed)?;
     let reply = |err: ErrorCode, zxid: i64| Item::Reply {
@@ -316,26 +315,26 @@ fn handle(
     if let Item::Request { permit: p, .. } | Item::Reply { permit: p, .. } = &mut item {
         *p = permit;
     }
-    submit(shared, item, inflight)
+    Ok(item)
 }
 
 /// Answers a read here, under the core's lock, when nothing of this connection is in
 /// the commit stage (it cannot overtake anything then); everything else goes through
-/// commit. Returns the connections to flush.
+/// commit. Connections with frames queued here go into `unflushed`.
 fn submit(
     shared: &Arc<Shared>,
     item: Item,
     inflight: &InFlight,
-) -> Result<Vec<ConnHandle>, Closed> {
+    unflushed: &mut Vec<ConnHandle>,
+) -> Result<(), Closed> {
     let direct = match &item {
         Item::Request { req, .. } => !zlock_core::State::is_write(req),
         _ => false,
     };
     if direct && inflight.load(Ordering::SeqCst) == 0 {
-        let ((), dirty) = apply::with_core(&shared.core, |c| c.direct(item));
-        return Ok(dirty);
+        apply::with_core(&shared.core, unflushed, |c| c.direct(item));
+        return Ok(());
     }
     inflight.fetch_add(1, Ordering::SeqCst);
-    shared.commit.send(item).map_err(|_| Closed::Shutdown)?;
-    Ok(Vec::new())
+    shared.commit.send(item).map_err(|_| Closed::Shutdown)
 }

@@ -74,16 +74,18 @@ impl ConnOut {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues one frame (with the budget slot of its request, for a reply). Returns true
-    /// when the connection was not dirty yet: the caller must [`ConnOut::flush`] it.
-    pub fn push(&self, frame: &[u8], permit: Permit) -> bool {
+    /// Queues one frame, which `encode` appends (whole, length prefix included) right
+    /// into the queue: no frame of its own to allocate and copy. `permit` is the budget
+    /// slot of its request, for a reply. Returns true when the connection was not dirty
+    /// yet: the caller must [`ConnOut::flush`] it.
+    pub fn push_with(&self, permit: Permit, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
         let mut q = self.lock();
         if q.dead || q.close {
             return false;
         }
         self.info.sent.fetch_add(1, Ordering::Relaxed);
         self.stats.packets_sent.fetch_add(1, Ordering::Relaxed);
-        q.bytes.extend_from_slice(frame);
+        encode(&mut q.bytes);
         if permit.is_some() {
             q.permits.push(permit);
         }

@@ -5,7 +5,7 @@
 //! apply each batch right after its fsync (so nothing it sends can reveal an un-durable
 //! change), that a connection task takes to answer a read in place, and that the ticker
 //! takes to check liveness. Frames are queued on the connections while the lock is held
-//! and written to the sockets after it is released ([`Core::take_dirty`], [`flush`]).
+//! and written to the sockets after it is released ([`with_core`], [`flush`]).
 //! For each write it queues the watch events first, then the reply: a client sees the
 //! event before it can read the change.
 
@@ -50,7 +50,7 @@ pub(crate) struct Core {
     pub snapshots: SnapshotWorker,
     pub since_snapshot: u64,
     pub next_container_check: Instant,
-    /// Connections with frames queued since the last [`Core::take_dirty`].
+    /// Connections with frames queued and not yet handed to a [`flush`].
     pub dirty: Vec<ConnHandle>,
     /// Set by [`Core::finish`]: the state is gone.
     pub stopped: bool,
@@ -69,15 +69,18 @@ fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     }
 }
 
-/// Runs `f` under the core's lock; returns its result and the connections it queued
-/// frames on, for the caller to [`flush`] once the lock is released.
+/// Runs `f` under the core's lock and moves the connections it queued frames on into
+/// `dirty`, for the caller to [`flush`] once the lock is released. (Moved, not swapped:
+/// both lists keep their capacity, so the request path allocates no list.)
 pub(crate) fn with_core<R>(
     core: &Mutex<Core>,
+    dirty: &mut Vec<ConnHandle>,
     f: impl FnOnce(&mut Core) -> R,
-) -> (R, Vec<ConnHandle>) {
+) -> R {
     let mut c = lock(core);
     let r = f(&mut c);
-    (r, c.take_dirty())
+    dirty.append(&mut c.dirty);
+    r
 }
 
 /// Above this many connections to write to at once (a watch firing for thousands of
@@ -85,16 +88,16 @@ pub(crate) fn with_core<R>(
 /// commit thread gets back to the log instead of making thousands of system calls.
 const INLINE_FLUSH_MAX: usize = 32;
 
-/// Writes what was queued on these connections (after the core's lock is released).
-pub(crate) fn flush(dirty: Vec<ConnHandle>) {
-    if dirty.len() > INLINE_FLUSH_MAX {
-        for c in dirty {
+/// Writes what was queued on these connections (after the core's lock is released) and
+/// empties the list.
+pub(crate) fn flush(dirty: &mut Vec<ConnHandle>) {
+    let inline = dirty.len() <= INLINE_FLUSH_MAX;
+    for c in dirty.drain(..) {
+        if inline {
+            c.flush();
+        } else {
             c.hand_off();
         }
-        return;
-    }
-    for c in dirty {
-        c.flush();
     }
 }
 
@@ -107,64 +110,77 @@ pub(crate) fn start_ticker(
     let thread = std::thread::Builder::new()
         .name("zlock-tick".into())
         .spawn(move || {
+            let mut dirty = Vec::new();
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ticks.recv_timeout(TICK) {
-                let ((), dirty) = with_core(&core, |c| c.tick(Instant::now()));
-                flush(dirty);
+                with_core(&core, &mut dirty, |c| c.tick(Instant::now()));
+                flush(&mut dirty);
             }
         })?;
     Ok((stop, thread))
 }
 
-/// Encodes a reply frame: header, then the body when there is one.
+/// Appends a reply frame to `out`: header, then the body when there is one.
+fn write_reply(out: &mut Vec<u8>, xid: i32, zxid: i64, err: i32, body: &[u8]) {
+    let at = frame::begin(out);
+    ReplyHeader { xid, zxid, err }.encode(out);
+    out.extend_from_slice(body);
+    frame::finish(out, at);
+}
+
+/// A reply frame of its own (for replies built before they are queued).
 pub(crate) fn reply_frame(xid: i32, zxid: i64, err: i32, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(20 + body.len());
-    let at = frame::begin(&mut out);
-    ReplyHeader { xid, zxid, err }.encode(&mut out);
-    out.extend_from_slice(body);
-    frame::finish(&mut out, at);
+    write_reply(&mut out, xid, zxid, err, body);
     out
 }
 
-fn event_frame(ev: &WatcherEvent) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + ev.path.len());
-    let at = frame::begin(&mut out);
+fn write_event(out: &mut Vec<u8>, ev: &WatcherEvent) {
+    let at = frame::begin(out);
     ReplyHeader {
         xid: XID_NOTIFICATION,
         zxid: -1,
         err: 0,
     }
-    .encode(&mut out);
-    ev.encode(&mut out);
-    frame::finish(&mut out, at);
-    out
+    .encode(out);
+    ev.encode(out);
+    frame::finish(out, at);
 }
 
 /// A pushed native lock grant (see `zlock_core::locks`).
-fn grant_frame(zxid: i64, g: &LockGrant) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + g.node.len());
-    let at = frame::begin(&mut out);
+fn write_grant(out: &mut Vec<u8>, zxid: i64, g: &LockGrant) {
+    let at = frame::begin(out);
     ReplyHeader {
         xid: XID_LOCK_GRANT,
         zxid,
         err: 0,
     }
-    .encode(&mut out);
-    g.encode(&mut out);
-    frame::finish(&mut out, at);
-    out
+    .encode(out);
+    g.encode(out);
+    frame::finish(out, at);
+}
+
+fn write_connect(out: &mut Vec<u8>, resp: &ConnectResponse) {
+    let at = frame::begin(out);
+    resp.encode(out);
+    frame::finish(out, at);
+}
+
+/// Queues a frame on `conn`, encoded in place, and notes the connection for the flush.
+/// (A free function so that callers can hold `conn` borrowed from `Core::live`.)
+fn queue(
+    dirty: &mut Vec<ConnHandle>,
+    conn: &ConnHandle,
+    permit: Permit,
+    encode: impl FnOnce(&mut Vec<u8>),
+) {
+    if conn.push_with(permit, encode) {
+        dirty.push(conn.clone());
+    }
 }
 
 /// The feature bits this server answers a zlock client with (none to other clients).
 fn offered(asked: Option<i32>) -> Option<i32> {
     asked.map(|_| FEATURE_NATIVE_LOCK)
-}
-
-pub(crate) fn connect_frame(resp: &ConnectResponse) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48);
-    let at = frame::begin(&mut out);
-    resp.encode(&mut out);
-    frame::finish(&mut out, at);
-    out
 }
 
 impl Core {
@@ -217,11 +233,6 @@ impl Core {
         }
     }
 
-    /// The connections to [`flush`] once the lock is released.
-    fn take_dirty(&mut self) -> Vec<ConnHandle> {
-        std::mem::take(&mut self.dirty)
-    }
-
     /// Stops the snapshot worker and frees the state on a thread of its own: dropping a
     /// million znodes takes a noticeable fraction of a second that nobody needs to wait
     /// for (everything is durable by now).
@@ -249,43 +260,47 @@ impl Core {
         a
     }
 
-    fn push(&mut self, conn: &ConnHandle, frame: &[u8], permit: Permit) {
-        if conn.push(frame, permit) {
-            self.dirty.push(conn.clone());
-        }
-    }
-
     fn close(&mut self, conn: &ConnHandle) {
         if conn.close() {
             self.dirty.push(conn.clone());
         }
     }
 
-    fn send(&mut self, session: SessionId, frame: &[u8]) {
+    /// Queues a frame on the session's connection, if it has one.
+    fn send(&mut self, session: SessionId, encode: impl FnOnce(&mut Vec<u8>)) {
         if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
-            let c = c.clone();
-            self.push(&c, frame, None);
+            queue(&mut self.dirty, c, None, encode);
         }
     }
 
     /// The session's connection, if it is still `conn_id` (a reply for a connection the
     /// session has left is dropped with it).
-    fn conn(&self, session: SessionId, conn_id: u64) -> Option<ConnHandle> {
+    fn conn(&self, session: SessionId, conn_id: u64) -> Option<&ConnHandle> {
         match self.live.get(&session) {
-            Some(Live { conn: Some(c), .. }) if c.id == conn_id => Some(c.clone()),
+            Some(Live { conn: Some(c), .. }) if c.id == conn_id => Some(c),
             _ => None,
         }
     }
 
-    fn send_to_conn(&mut self, session: SessionId, conn_id: u64, frame: &[u8], permit: Permit) {
-        if let Some(c) = self.conn(session, conn_id) {
-            self.push(&c, frame, permit);
+    /// Queues a reply on the connection its request came on, if the session is still
+    /// there.
+    fn send_to_conn(
+        &mut self,
+        session: SessionId,
+        conn_id: u64,
+        permit: Permit,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) {
+        if let Some(Live { conn: Some(c), .. }) = self.live.get(&session) {
+            if c.id == conn_id {
+                queue(&mut self.dirty, c, permit, encode);
+            }
         }
     }
 
     fn deliver(&mut self, events: &[(SessionId, WatcherEvent)]) {
         for (s, ev) in events {
-            self.send(*s, &event_frame(ev));
+            self.send(*s, |out| write_event(out, ev));
         }
     }
 
@@ -296,7 +311,7 @@ impl Core {
             self.stats
                 .lock_grants
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.send(*s, &grant_frame(a.zxid, g));
+            self.send(*s, |out| write_grant(out, a.zxid, g));
         }
     }
 
@@ -335,15 +350,17 @@ impl Core {
                 } = txn
                 {
                     let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-                    let frame = connect_frame(&ConnectResponse {
+                    let resp = ConnectResponse {
                         protocol_version: 0,
                         time_out: timeout_ms,
                         session_id,
                         passwd,
                         read_only: read_only.map(|_| false),
                         features: offered(features),
+                    };
+                    queue(&mut self.dirty, &conn, None, |out| {
+                        write_connect(out, &resp)
                     });
-                    self.push(&conn, &frame, None);
                     self.live.insert(
                         session_id,
                         Live {
@@ -399,8 +416,10 @@ impl Core {
                     Some((index, txn)) => {
                         let a = self.apply(index, &txn);
                         self.deliver_applied(&a);
-                        let frame = reply_frame(xid, a.zxid, a.reply.err, &a.reply.body);
-                        self.send_to_conn(session, conn_id, &frame, permit);
+                        let (zxid, err, body) = (a.zxid, a.reply.err, &a.reply.body);
+                        self.send_to_conn(session, conn_id, permit, |out| {
+                            write_reply(out, xid, zxid, err, body)
+                        });
                         if let Some(s) = a.closed_session {
                             self.end_session(s);
                         }
@@ -418,8 +437,10 @@ impl Core {
                 permit,
                 ..
             } => {
-                self.send_to_conn(session, conn_id, &frame, permit);
-                if let Some(c) = self.conn(session, conn_id).filter(|_| close) {
+                self.send_to_conn(session, conn_id, permit, |out| {
+                    out.extend_from_slice(&frame)
+                });
+                if let Some(c) = self.conn(session, conn_id).filter(|_| close).cloned() {
                     self.close(&c);
                 }
             }
@@ -466,15 +487,17 @@ impl Core {
         match known {
             Some(s) if alive && s.passwd == passwd => {
                 let timeout = Duration::from_millis(s.timeout_ms.max(0) as u64);
-                let frame = connect_frame(&ConnectResponse {
+                let resp = ConnectResponse {
                     protocol_version: 0,
                     time_out: s.timeout_ms,
                     session_id,
                     passwd: s.passwd.clone(),
                     read_only: read_only.map(|_| false),
                     features: offered(features),
+                };
+                queue(&mut self.dirty, &conn, None, |out| {
+                    write_connect(out, &resp)
                 });
-                self.push(&conn, &frame, None);
                 let old = self.live.get_mut(&session_id).and_then(|l| {
                     l.timeout = timeout;
                     l.deadline = Instant::now() + timeout;
@@ -491,15 +514,17 @@ impl Core {
             _ => {
                 // Expired, unknown, or a wrong password: ZooKeeper answers with a zero
                 // timeout and session id, then closes.
-                let frame = connect_frame(&ConnectResponse {
+                let resp = ConnectResponse {
                     protocol_version: 0,
                     time_out: 0,
                     session_id: 0,
                     passwd: vec![0; 16],
                     read_only: read_only.map(|_| false),
                     features: None,
+                };
+                queue(&mut self.dirty, &conn, None, |out| {
+                    write_connect(out, &resp)
                 });
-                self.push(&conn, &frame, None);
                 self.close(&conn);
                 let _ = done.send(None);
             }
@@ -516,19 +541,21 @@ impl Core {
         permit: Permit,
     ) {
         let zxid = self.state.zxid;
-        let frame = match req {
-            Request::Ping => reply_frame(xid, zxid, 0, &[]),
+        let (err, body) = match req {
+            Request::Ping => (0, Vec::new()),
             Request::SetWatches(w) => {
                 let events = zlock_core::read::set_watches(&mut self.state, session, auth, w);
                 self.deliver(&events);
-                reply_frame(xid, zxid, 0, &[])
+                (0, Vec::new())
             }
             other => {
                 let r = self.state.read(session, auth, other);
-                reply_frame(xid, zxid, r.err, &r.body)
+                (r.err, r.body)
             }
         };
-        self.send_to_conn(session, conn_id, &frame, permit);
+        self.send_to_conn(session, conn_id, permit, |out| {
+            write_reply(out, xid, zxid, err, &body)
+        });
     }
 
     pub fn tick(&mut self, now: Instant) {

@@ -51,12 +51,14 @@ impl<L: CommitLog> CommitStage<L> {
     pub fn run(mut self) {
         self.serve();
         // Stopped, or the log failed: nothing more is applied.
-        let ((), dirty) = apply::with_core(&self.core, Core::finish);
-        apply::flush(dirty);
+        let mut dirty = Vec::new();
+        apply::with_core(&self.core, &mut dirty, Core::finish);
+        apply::flush(&mut dirty);
     }
 
     fn serve(&mut self) {
         let mut buf = Vec::with_capacity(4096);
+        let mut dirty = Vec::new();
         loop {
             let Some(first) = self.next_item() else {
                 break;
@@ -86,8 +88,8 @@ impl<L: CommitLog> CommitStage<L> {
                     return self.fail(e);
                 }
             }
-            let (go_on, dirty) = apply::with_core(&self.core, |c| c.apply_batch(batch));
-            apply::flush(dirty);
+            let go_on = apply::with_core(&self.core, &mut dirty, |c| c.apply_batch(batch));
+            apply::flush(&mut dirty);
             if !go_on || stop {
                 break;
             }
