@@ -13,6 +13,8 @@ import re
 import statistics
 import sys
 
+from benchlib import read_env  # bench/benchlib.py, next to this script
+
 raw, prefix = sys.argv[1:3]
 params = dict(a.split("=", 1) for a in sys.argv[3:])
 SYSTEMS = params.get("systems", "zlock zlock-recipe zlock-reacquire zk zk-combined redis redis-aof etcd").split()
@@ -63,16 +65,6 @@ def load(path):
             return json.loads(f.read().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def read_env(path):
-    d = {}
-    if os.path.exists(path):
-        for line in open(path):
-            if "=" in line:
-                k, v = line.rstrip("\n").split("=", 1)
-                d[k] = v
-    return d
 
 
 def get(d, path):

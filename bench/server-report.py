@@ -10,21 +10,13 @@ import re
 import statistics
 import sys
 
+from benchlib import read_env  # bench/benchlib.py, next to this script
+
 raw, md_path, json_path = sys.argv[1:4]
 params = dict(a.split("=", 1) for a in sys.argv[4:])
 SYS = ("zlock", "zk")
 NAME = {"zlock": "zlock", "zk": "ZooKeeper"}
 PHASES = ("create", "setData", "getData", "delete")
-
-
-def read_env(path):
-    d = {}
-    if os.path.exists(path):
-        for line in open(path):
-            if "=" in line:
-                k, v = line.rstrip("\n").split("=", 1)
-                d[k] = v
-    return d
 
 
 def num(v):
