@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, wait_children, within,
+    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, run_each, wait_children,
+    within,
 };
 use zlock::recipes::{Mutex, NaiveLock};
 use zlock::{Client, Error};
@@ -324,23 +325,17 @@ async fn fenced_writes(addr: &str) {
     admin.close().await.unwrap();
 }
 
-/// Every scenario in turn, each under an overall deadline (so a hang names itself).
+/// Every scenario in turn.
 async fn all(addr: &str) {
-    let deadline = Duration::from_secs(120);
-    macro_rules! run {
-        ($f:ident) => {
-            tokio::time::timeout(deadline, $f(addr))
-                .await
-                .unwrap_or_else(|_| panic!("{}: timed out", stringify!($f)))
-        };
-    }
-    run!(mutual_exclusion);
-    run!(fifo);
-    run!(reentrancy);
-    run!(no_node_left);
-    run!(holder_session_closed);
-    run!(naive_exclusion);
-    run!(fenced_writes);
+    run_each!(addr;
+        mutual_exclusion,
+        fifo,
+        reentrancy,
+        no_node_left,
+        holder_session_closed,
+        naive_exclusion,
+        fenced_writes,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, wait_children, within,
+    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, run_each, wait_children,
+    within,
 };
 use proxy::Proxy;
 use zlock::recipes::{LeaderLatch, LockMetrics, Mutex, ReadWriteLock, Semaphore};
@@ -520,27 +521,21 @@ async fn metrics(addr: &str) {
     a.close().await.unwrap();
 }
 
-/// Every scenario in turn, each under an overall deadline (so a hang names itself).
+/// Every scenario in turn.
 async fn all(addr: &str) {
-    let deadline = Duration::from_secs(120);
-    macro_rules! run {
-        ($f:ident) => {
-            tokio::time::timeout(deadline, $f(addr))
-                .await
-                .unwrap_or_else(|_| panic!("{}: timed out", stringify!($f)))
-        };
-    }
-    run!(rw_readers_share);
-    run!(rw_writer_excludes);
-    run!(rw_writer_blocks_later_readers);
-    run!(rw_stress);
-    run!(semaphore_bounds_holders);
-    run!(semaphore_no_node_left);
-    run!(semaphore_cancelled);
-    run!(lease_lost_on_close);
-    run!(leader_latch);
-    run!(leader_latch_suspended);
-    run!(metrics);
+    run_each!(addr;
+        rw_readers_share,
+        rw_writer_excludes,
+        rw_writer_blocks_later_readers,
+        rw_stress,
+        semaphore_bounds_holders,
+        semaphore_no_node_left,
+        semaphore_cancelled,
+        lease_lost_on_close,
+        leader_latch,
+        leader_latch_suspended,
+        metrics,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -91,3 +91,19 @@ pub async fn on_zookeeper<F: Future<Output = ()>>(all: impl FnOnce(String) -> F)
     let zk = ZooKeeper::start().unwrap();
     all(zk.connect_string()).await;
 }
+
+/// Runs scenario functions `f(addr)` one after another, each under an overall deadline
+/// (so a hang names itself).
+#[allow(unused_macros)] // not every test binary runs scenario lists
+macro_rules! run_each {
+    ($addr:expr; $($f:ident),+ $(,)?) => {{
+        let deadline = std::time::Duration::from_secs(120);
+        $(
+            tokio::time::timeout(deadline, $f($addr))
+                .await
+                .unwrap_or_else(|_| panic!("{}: timed out", stringify!($f)));
+        )+
+    }};
+}
+#[allow(unused_imports)] // not every test binary runs scenario lists
+pub(crate) use run_each;
