@@ -241,6 +241,16 @@ async fn demo_orders_fair_lock_ok() {
 }
 
 /// `--recipe`: the same Mutex through the watch-based recipe.
+/// The demo's "watch notifications delivered: N" figure.
+fn notifications(stdout: &str) -> usize {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("watch notifications delivered: "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no notification count in {stdout}"))
+}
+
 #[tokio::test]
 async fn demo_orders_recipe_path() {
     let o = zl(&["demo", "orders", "--clients", "30", "--recipe"]).await;
@@ -256,13 +266,7 @@ async fn demo_orders_recipe_path() {
         o.stdout
     );
     // At most one per waiter (fewer when a predecessor was gone before its watch).
-    let count: usize = o
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("watch notifications delivered: "))
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no notification count in {}", o.stdout));
+    let count = notifications(&o.stdout);
     assert!((1..=29).contains(&count), "{}", o.stdout);
 }
 
@@ -275,13 +279,7 @@ async fn demo_orders_naive_ok_and_counts_notifications() {
         "{}",
         o.stdout
     );
-    let count: usize = o
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("watch notifications delivered: "))
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no notification count in {}", o.stdout));
+    let count = notifications(&o.stdout);
     assert!(count > 0, "{}", o.stdout);
 }
 
