@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, run_each, wait_children,
-    within,
+    children, connect, join_all, on_zlock_native, on_zlock_recipe, on_zookeeper, run_each,
+    wait_children, within,
 };
 use zlock::recipes::{Mutex, NaiveLock};
 use zlock::{Client, Error};
@@ -44,12 +44,7 @@ async fn mutual_exclusion(addr: &str) {
         }));
     }
     eprintln!("mutual_exclusion: 8 sessions connected");
-    within("mutex stress", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
-    .await;
+    join_all("mutex stress", tasks).await;
     assert_eq!(counter.load(Ordering::SeqCst), 160);
     let tokens = tokens.lock().unwrap().clone();
     assert_eq!(tokens.len(), 160);
@@ -91,12 +86,7 @@ async fn fifo(addr: &str) {
         "Curator-style names: {children_names:?}"
     );
     g.release().await.unwrap();
-    within("fifo waiters", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
-    .await;
+    join_all("fifo waiters", tasks).await;
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
     assert!(children(&zk, PATH).await.is_empty());
     zk.close().await.unwrap();
@@ -239,12 +229,7 @@ async fn naive_exclusion(addr: &str) {
             zk.close().await.unwrap();
         }));
     }
-    within("naive stress", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
-    .await;
+    join_all("naive stress", tasks).await;
     assert_eq!(counter.load(Ordering::SeqCst), 160);
 
     let a = connect(addr).await;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    children, connect, on_zlock_native, on_zlock_recipe, on_zookeeper, run_each, wait_children,
-    within,
+    children, connect, join_all, on_zlock_native, on_zlock_recipe, on_zookeeper, run_each,
+    wait_children, within,
 };
 use proxy::Proxy;
 use zlock::recipes::{LeaderLatch, LockMetrics, Mutex, ReadWriteLock, Semaphore};
@@ -189,12 +189,7 @@ async fn rw_stress(addr: &str) {
             zk.close().await.unwrap();
         }));
     }
-    within("rw stress", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
-    .await;
+    join_all("rw stress", tasks).await;
     let zk = connect(addr).await;
     assert!(children(&zk, PATH).await.is_empty());
     zk.close().await.unwrap();
@@ -224,12 +219,7 @@ async fn semaphore_bounds_holders(addr: &str) {
             zk.close().await.unwrap();
         }));
     }
-    within("semaphore stress", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
-    .await;
+    join_all("semaphore stress", tasks).await;
     assert!(peak.load(Ordering::SeqCst) <= MAX);
     let zk = connect(addr).await;
     assert!(children(&zk, &format!("{PATH}/leases")).await.is_empty());

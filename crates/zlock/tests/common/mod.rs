@@ -19,6 +19,16 @@ pub async fn within<F: Future>(what: &str, f: F) -> F::Output {
         .unwrap_or_else(|_| panic!("{what}: timed out"))
 }
 
+/// Waits for every task (each must succeed), all within [`T`].
+pub async fn join_all(what: &str, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    within(what, async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await
+}
+
 tokio::task_local! {
     /// The lock path the scenario's clients take (the zlock runs go both ways; a client
     /// made in a spawned task takes the default, which mixes the two).
