@@ -322,7 +322,8 @@ impl State {
         let Some(seq) = sequence(name) else {
             return Err(ErrorCode::SystemError);
         };
-        Ok(self.decide(&lock, (seq, name.into()), waiter, node.clone(), &stat))
+        let key = (seq, name.into());
+        Ok(self.decide(&lock, key, waiter, node, &stat))
     }
 
     /// Answers whether the entry `key` holds; registers `waiter` on it if not.
@@ -401,7 +402,7 @@ impl State {
             .get(&node)
             .map(|n| n.stat())
             .ok_or(ErrorCode::NoNode)?;
-        let resp = self.decide(lock, key.clone(), waiter.clone(), node.clone(), &stat);
+        let resp = self.decide(lock, key, waiter.clone(), node.clone(), &stat);
         if !resp.granted && r.flags & lock_flags::TRY != 0 {
             // A try that does not hold leaves nothing behind.
             self.delete(cx, &node, -1, &mut None, trig)?;
