@@ -4,7 +4,8 @@
 //! state everywhere.
 //!
 //! # Layout
-//! - [`txn`]: the log payload and its versioned encoding.
+//! - [`txn`]: the log payload (with its origin) and its versioned encoding.
+//! - [`ids`]: member ids and log positions.
 //! - [`state`]: the state machine ([`State::apply`] for writes, [`State::read`] for reads).
 //! - `write`, `read`: the operations, in ZooKeeper's check order.
 //! - [`tree`]: znodes, Stat, children, ephemeral/container/TTL indexes.
@@ -14,6 +15,7 @@
 //! - [`snapshot`]: the state's snapshot encoding.
 
 pub mod acl;
+pub mod ids;
 pub mod locks;
 pub mod path;
 pub mod read;
@@ -24,6 +26,7 @@ pub mod txn;
 pub mod watches;
 mod write;
 
-pub use state::{Applied, Config, Reply, Session, State};
+pub use state::{Applied, Config, OutOfOrder, Reply, Session, State};
 pub use tree::SessionId;
-pub use txn::Txn;
+pub use ids::{LogIndex, MemberId};
+pub use txn::{Origin, Txn, TxnBody};

@@ -41,6 +41,8 @@ pub enum SnapshotError {
 /// background thread encodes it.
 #[derive(Debug, Clone)]
 pub struct Image {
+    /// The log position the image was taken at (it names the snapshot file).
+    pub applied: crate::ids::LogIndex,
     pub zxid: i64,
     pub sessions: BTreeMap<SessionId, Session>,
     pub tree: DataTree,
@@ -49,6 +51,7 @@ pub struct Image {
 impl Image {
     pub fn of(state: &State) -> Image {
         Image {
+            applied: state.applied,
             zxid: state.zxid,
             sessions: state.sessions.clone(),
             tree: state.tree.clone(),
@@ -181,24 +184,34 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::Txn;
+    use crate::txn::{Origin, Txn, TxnBody};
     use zlock_proto::records::CreateRequest;
     use zlock_proto::{OpCode, Request};
 
     #[test]
     fn round_trip() {
         let mut st = State::new(Config::default());
-        st.apply(&Txn::CreateSession {
-            session_id: 9,
-            passwd: vec![1; 16],
-            timeout_ms: 4000,
-        });
-        for (p, flags) in [("/a", 0), ("/a/b", 0), ("/a/e", 1), ("/c", 4)] {
-            let a = st.apply(&Txn::Request {
-                session_id: 9,
+        let sid = st
+            .apply_next(&Txn {
+                origin: Origin::default(),
                 time_ms: 100,
-                auth: vec![].into(),
-                request: Request::Create(
+                body: TxnBody::CreateSession {
+                    passwd: vec![1; 16],
+                    timeout_ms: 4000,
+                },
+            })
+            .created_session
+            .unwrap();
+        let origin = Origin {
+            session: sid,
+            ..Origin::default()
+        };
+        for (p, flags) in [("/a", 0), ("/a/b", 0), ("/a/e", 1), ("/c", 4)] {
+            let a = st.apply_next(&Txn::request(
+                origin,
+                100,
+                vec![].into(),
+                Request::Create(
                     OpCode::Create,
                     CreateRequest {
                         path: p.into(),
@@ -207,7 +220,7 @@ mod tests {
                         flags,
                     },
                 ),
-            });
+            ));
             assert_eq!(a.reply.err, 0, "{p}");
         }
         let mut b = Vec::new();
@@ -219,7 +232,7 @@ mod tests {
         for (p, n) in st.tree.iter() {
             assert_eq!(back.tree.get(p), Some(n), "{p}");
         }
-        assert_eq!(back.tree.ephemerals_of(9), vec!["/a/e".to_string()]);
+        assert_eq!(back.tree.ephemerals_of(sid), vec!["/a/e".to_string()]);
         assert!(decode(&b[..b.len() - 3], Config::default()).is_err());
     }
 }

@@ -8,7 +8,8 @@ use zlock_proto::{ErrorCode, OpCode, Request};
 
 use crate::locks::{Grant, LockIndex};
 use crate::tree::{DataTree, SessionId};
-use crate::txn::Txn;
+use crate::ids::{LogIndex, MemberId};
+use crate::txn::{Txn, TxnBody};
 use crate::watches::{Notification, Trigger, Watches};
 use crate::write::{Ctx, Undo, Write};
 
@@ -46,6 +47,14 @@ impl Reply {
     }
 }
 
+/// An entry offered out of log order: the log and the state disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("log entry {index} does not follow the last applied entry {applied}")]
+pub struct OutOfOrder {
+    pub index: LogIndex,
+    pub applied: LogIndex,
+}
+
 /// What applying one Txn produced.
 #[derive(Debug, Clone, Default)]
 pub struct Applied {
@@ -55,6 +64,8 @@ pub struct Applied {
     pub reply: Reply,
     /// Watch notifications, in the order they fire.
     pub events: Vec<Notification>,
+    /// A session that this Txn created.
+    pub created_session: Option<SessionId>,
     /// A session that this Txn ended (close or expiry).
     pub closed_session: Option<SessionId>,
     /// Native lock grants this Txn made, to push after `events`.
@@ -65,8 +76,12 @@ pub struct Applied {
 pub struct State {
     pub tree: DataTree,
     pub sessions: BTreeMap<SessionId, Session>,
-    /// zxid of the last applied Txn; Txn number n (1-based in the log) gets zxid n.
+    /// zxid of the last applied Txn: a counter of applied Txns, so it is the same on
+    /// every member whatever else the log holds.
     pub zxid: i64,
+    /// The log position of the last applied entry (Txn or not); kept beside the zxid so
+    /// a restart knows where to resume the log.
+    pub applied: LogIndex,
     pub watches: Watches,
     pub config: Config,
     /// The native lock index (derived from the tree, not snapshotted).
@@ -81,6 +96,7 @@ impl State {
             tree: DataTree::new(),
             sessions: BTreeMap::new(),
             zxid: 0,
+            applied: LogIndex(0),
             watches: Watches::default(),
             config,
             locks: LockIndex::default(),
@@ -88,55 +104,88 @@ impl State {
         }
     }
 
-    /// Applies the next Txn of the log. Never fails: a write that is invalid against the
-    /// current tree is answered with its ZooKeeper error code and changes nothing.
-    pub fn apply(&mut self, txn: &Txn) -> Applied {
+    /// Applies the Txn at log position `index`, the next one after [`State::applied`].
+    /// Never fails for what the Txn asks: a write that is invalid against the current
+    /// tree is answered with its ZooKeeper error code and changes nothing. Fails only
+    /// when `index` does not follow the last applied position (the caller's log and
+    /// this state disagree: continuing would spread the damage).
+    pub fn apply(&mut self, index: LogIndex, txn: &Txn) -> Result<Applied, OutOfOrder> {
+        self.advance(index)?;
+        Ok(self.apply_txn(txn))
+    }
+
+    /// Takes log position `index` for an entry that is not a Txn (a Raft leader's blank
+    /// entry, a membership change): no zxid, nothing changes but [`State::applied`].
+    pub fn skip(&mut self, index: LogIndex) -> Result<(), OutOfOrder> {
+        self.advance(index)
+    }
+
+    /// Applies `txn` at the next log position (a log of nothing but Txns, as the WAL).
+    pub fn apply_next(&mut self, txn: &Txn) -> Applied {
+        self.applied = self.applied.next();
+        self.apply_txn(txn)
+    }
+
+    fn advance(&mut self, index: LogIndex) -> Result<(), OutOfOrder> {
+        if index != self.applied.next() {
+            return Err(OutOfOrder {
+                index,
+                applied: self.applied,
+            });
+        }
+        self.applied = index;
+        Ok(())
+    }
+
+    /// The id of the session created by a CreateSession that `member` proposed and that
+    /// took `zxid`: the member in the top byte, as ZooKeeper puts its server id there,
+    /// and the zxid below it. Unique across members (the byte) and across restarts (a
+    /// zxid is never given twice), and decided by the log alone.
+    pub fn session_id_for(member: MemberId, zxid: i64) -> SessionId {
+        (((member.0 & 0xff) << 56) as i64) | (zxid & 0x00ff_ffff_ffff_ffff)
+    }
+
+    fn apply_txn(&mut self, txn: &Txn) -> Applied {
         self.zxid += 1;
         let zxid = self.zxid;
         let mut out = Applied {
             zxid,
             ..Applied::default()
         };
-        match txn {
-            Txn::CreateSession {
-                session_id,
-                passwd,
-                timeout_ms,
-            } => {
+        match &txn.body {
+            TxnBody::CreateSession { passwd, timeout_ms } => {
+                let id = State::session_id_for(txn.origin.member, zxid);
                 self.sessions.insert(
-                    *session_id,
+                    id,
                     Session {
                         timeout_ms: *timeout_ms,
                         passwd: passwd.clone(),
                     },
                 );
+                out.created_session = Some(id);
             }
-            Txn::CloseSession { session_id } => {
+            TxnBody::CloseSession { session_id } => {
                 self.close_session(*session_id, zxid, &mut out.events);
                 out.closed_session = Some(*session_id);
             }
-            Txn::Request {
-                session_id,
-                time_ms,
-                auth,
-                request,
-            } => {
+            TxnBody::Request { auth, request } => {
+                let session = txn.origin.session;
                 // A request logged just before its session ended must not act for a
                 // dead session (an ephemeral node would outlive its owner).
-                if !self.sessions.contains_key(session_id) {
+                if !self.sessions.contains_key(&session) {
                     out.reply = Reply::error(ErrorCode::SessionExpired);
                     return out;
                 }
                 let cx = Ctx {
-                    session: *session_id,
-                    time: *time_ms,
+                    session,
+                    time: txn.time_ms,
                     auth,
                     zxid,
                 };
                 out.reply = self.write(&cx, request, &mut out.events);
             }
-            Txn::DeleteExpired { time_ms, paths } => {
-                self.delete_expired(*time_ms, paths, zxid, &mut out.events);
+            TxnBody::DeleteExpired { paths } => {
+                self.delete_expired(txn.time_ms, paths, zxid, &mut out.events);
             }
         }
         self.settle_locks();

@@ -1,17 +1,24 @@
 //! Txn: the log payload. Everything that changes the state is a Txn, applied in log
 //! order by [`crate::State::apply`].
 //!
-//! A Txn carries every input its outcome depends on (session id, time, the caller's
-//! identities), so applying the same log gives the same state on every replica. A write
-//! is logged as the client sent it and validated at apply time: a failing write still
-//! takes a zxid, as in ZooKeeper 3.8.
+//! A Txn carries every input its outcome depends on, fixed by the member that proposed
+//! it: its [`Origin`] (that member and the request's session and xid), the time, the
+//! caller's identities, a new session's password. Applying the same log therefore gives
+//! the same state on every member, and the member holding the client's connection can
+//! match the applied result to the waiting request by its origin. A write is logged as
+//! the client sent it and validated at apply time: a failing write still takes a zxid,
+//! as in ZooKeeper 3.8.
 //!
-//! Encoding (version 1), jute primitives:
-//! `u8 version (=1) | u8 tag | fields`
-//! - tag 1 CreateSession: `long session_id | buffer passwd | int timeout_ms`
+//! Encoding (version 2), jute primitives:
+//! `u8 version (=2) | u8 tag | long member | long session | int xid | long time_ms | body`
+//! - tag 1 CreateSession: `buffer passwd | int timeout_ms`
 //! - tag 2 CloseSession: `long session_id`
-//! - tag 3 Request: `long session_id | long time_ms | vector<Id> auth | int opcode | request body`
-//! - tag 4 DeleteExpired: `long time_ms | vector<ustring> paths`
+//! - tag 3 Request: `vector<Id> auth | int opcode | request body`
+//! - tag 4 DeleteExpired: `vector<ustring> paths`
+//!
+//! Version 1 (before the origin existed) carried the session id of a CreateSession,
+//! chosen from the wall clock by the single node; it is not read any more (no release
+//! wrote it).
 
 use std::sync::Arc;
 
@@ -20,31 +27,51 @@ use zlock_proto::jute::{Field, Reader, Writer};
 use zlock_proto::records::Id;
 use zlock_proto::{DecodeError, Decoded, Request};
 
+use crate::ids::MemberId;
 use crate::tree::SessionId;
 
 /// Version byte at the start of every encoded Txn.
-pub const TXN_VERSION: u8 = 1;
+pub const TXN_VERSION: u8 = 2;
+
+/// Who proposed a Txn, and for which request.
+///
+/// `session` and `xid` are the request's (ZooKeeper's TxnHeader clientId and cxid).
+/// Txns no client waits for (an expiry, a container sweep) have session 0. A
+/// CreateSession has no session yet: its `xid` is the proposing member's handshake
+/// number, which only that member's router interprets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Origin {
+    pub member: MemberId,
+    pub session: SessionId,
+    pub xid: i32,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Txn {
-    CreateSession {
-        session_id: SessionId,
-        passwd: Vec<u8>,
-        timeout_ms: i32,
-    },
+pub struct Txn {
+    pub origin: Origin,
+    /// The proposer's wall clock: ctime/mtime of what the Txn writes, TTL checks.
+    pub time_ms: i64,
+    pub body: TxnBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnBody {
+    /// A new session. Its id is not chosen by the proposer but derived when the Txn is
+    /// applied, from the proposing member and the zxid (see
+    /// [`crate::State::session_id_for`]): unique across members and restarts, with no
+    /// clock read at apply time.
+    CreateSession { passwd: Vec<u8>, timeout_ms: i32 },
     /// A closeSession request or an expiry.
     CloseSession { session_id: SessionId },
-    /// A client write (create, delete, setData, setACL, multi, ...).
+    /// A client write (create, delete, setData, setACL, multi, ...) of `origin.session`.
     Request {
-        session_id: SessionId,
-        time_ms: i64,
         /// Shared with the connection that sent it: a write does not copy its caller's
         /// identities.
         auth: Arc<Vec<Id>>,
         request: Request,
     },
     /// Removal of empty containers and expired TTL nodes, re-checked at apply time.
-    DeleteExpired { time_ms: i64, paths: Vec<String> },
+    DeleteExpired { paths: Vec<String> },
 }
 
 #[derive(Debug, Error)]
@@ -60,41 +87,44 @@ pub enum TxnDecodeError {
 }
 
 impl Txn {
+    /// A client's write.
+    pub fn request(origin: Origin, time_ms: i64, auth: Arc<Vec<Id>>, request: Request) -> Txn {
+        Txn {
+            origin,
+            time_ms,
+            body: TxnBody::Request { auth, request },
+        }
+    }
+
+    /// The session this Txn acts for, if it is a client's (0 otherwise).
+    pub fn session(&self) -> SessionId {
+        self.origin.session
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(TXN_VERSION);
-        match self {
-            Txn::CreateSession {
-                session_id,
-                passwd,
-                timeout_ms,
-            } => {
-                out.push(1);
-                out.write_i64(*session_id);
+        out.push(match &self.body {
+            TxnBody::CreateSession { .. } => 1,
+            TxnBody::CloseSession { .. } => 2,
+            TxnBody::Request { .. } => 3,
+            TxnBody::DeleteExpired { .. } => 4,
+        });
+        out.write_i64(self.origin.member.0 as i64);
+        out.write_i64(self.origin.session);
+        out.write_i32(self.origin.xid);
+        out.write_i64(self.time_ms);
+        match &self.body {
+            TxnBody::CreateSession { passwd, timeout_ms } => {
                 out.write_buffer(passwd);
                 out.write_i32(*timeout_ms);
             }
-            Txn::CloseSession { session_id } => {
-                out.push(2);
-                out.write_i64(*session_id);
-            }
-            Txn::Request {
-                session_id,
-                time_ms,
-                auth,
-                request,
-            } => {
-                out.push(3);
-                out.write_i64(*session_id);
-                out.write_i64(*time_ms);
+            TxnBody::CloseSession { session_id } => out.write_i64(*session_id),
+            TxnBody::Request { auth, request } => {
                 auth.as_ref().put(out);
                 out.write_i32(request.op_code().code());
                 request.encode(out);
             }
-            Txn::DeleteExpired { time_ms, paths } => {
-                out.push(4);
-                out.write_i64(*time_ms);
-                paths.put(out);
-            }
+            TxnBody::DeleteExpired { paths } => paths.put(out),
         }
     }
 
@@ -114,37 +144,41 @@ impl Txn {
         let (&tag, rest) = rest
             .split_first()
             .ok_or(DecodeError::Truncated { needed: 1 })?;
+        if !(1..=4).contains(&tag) {
+            return Err(TxnDecodeError::Tag(tag));
+        }
         let mut r = Reader::new(rest);
-        Ok(match tag {
-            1 => Txn::CreateSession {
-                session_id: r.read_i64()?,
+        let origin = Origin {
+            member: MemberId(r.read_i64()? as u64),
+            session: r.read_i64()?,
+            xid: r.read_i32()?,
+        };
+        let time_ms = r.read_i64()?;
+        let body = match tag {
+            1 => TxnBody::CreateSession {
                 passwd: r.read_buffer()?,
                 timeout_ms: r.read_i32()?,
             },
-            2 => Txn::CloseSession {
+            2 => TxnBody::CloseSession {
                 session_id: r.read_i64()?,
             },
             3 => {
-                let session_id = r.read_i64()?;
-                let time_ms = r.read_i64()?;
                 let auth = Arc::new(Vec::<Id>::get(&mut r)?);
                 let op = r.read_i32()?;
                 let request = match Request::decode(op, &mut r)? {
                     Decoded::Request(req) => req,
                     Decoded::UnknownOp(op) => return Err(TxnDecodeError::UnknownOp(op)),
                 };
-                Txn::Request {
-                    session_id,
-                    time_ms,
-                    auth,
-                    request,
-                }
+                TxnBody::Request { auth, request }
             }
-            4 => Txn::DeleteExpired {
-                time_ms: r.read_i64()?,
+            _ => TxnBody::DeleteExpired {
                 paths: Vec::<String>::get(&mut r)?,
             },
-            t => return Err(TxnDecodeError::Tag(t)),
+        };
+        Ok(Txn {
+            origin,
+            time_ms,
+            body,
         })
     }
 }
@@ -157,16 +191,18 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let txns = vec![
-            Txn::CreateSession {
-                session_id: 42,
+        let origin = Origin {
+            member: MemberId(3),
+            session: 42,
+            xid: 7,
+        };
+        let bodies = vec![
+            TxnBody::CreateSession {
                 passwd: vec![1; 16],
                 timeout_ms: 4000,
             },
-            Txn::CloseSession { session_id: 42 },
-            Txn::Request {
-                session_id: 42,
-                time_ms: 1_700_000_000_000,
+            TxnBody::CloseSession { session_id: 42 },
+            TxnBody::Request {
                 auth: vec![Id::new("ip", "127.0.0.1")].into(),
                 request: Request::Create(
                     OpCode::Create2,
@@ -178,15 +214,20 @@ mod tests {
                     },
                 ),
             },
-            Txn::DeleteExpired {
-                time_ms: 5,
+            TxnBody::DeleteExpired {
                 paths: vec!["/c".into()],
             },
         ];
-        for t in txns {
+        for body in bodies {
+            let t = Txn {
+                origin,
+                time_ms: 1_700_000_000_000,
+                body,
+            };
             assert_eq!(Txn::decode(&t.to_bytes()).unwrap(), t);
         }
-        assert!(Txn::decode(&[2, 1]).is_err());
+        assert!(Txn::decode(&[2, 9]).is_err());
+        assert!(Txn::decode(&[1, 1]).is_err(), "version 1 is not read");
         assert!(Txn::decode(&[]).is_err());
     }
 }

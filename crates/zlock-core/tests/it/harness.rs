@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use zlock_core::tree::{Node, NodeKind};
-use zlock_core::{Applied, Config, Reply, SessionId, State, Txn};
+use zlock_core::{Applied, Config, Origin, Reply, SessionId, State, Txn, TxnBody};
 use zlock_proto::records::{
     decode_multi_results, keeper_state, perms, Acl, CheckVersionRequest, Create2Response,
     CreateRequest, CreateTtlRequest, DeleteRequest, GetAclResponse, GetChildren2Response,
@@ -49,7 +49,7 @@ pub struct Harness {
     pub now: i64,
     /// Identities sent with requests unless a call says otherwise.
     pub auth: Vec<Id>,
-    next_session: SessionId,
+    last_session: SessionId,
 }
 
 impl Default for Harness {
@@ -75,31 +75,54 @@ impl Harness {
             st: State::new(config),
             now: T0,
             auth: vec![ip()],
-            next_session: 0x100,
+            last_session: 0,
         }
     }
 
     /// Opens a new session through a CreateSession Txn.
     pub fn session(&mut self) -> SessionId {
-        self.next_session += 1;
-        let id = self.next_session;
-        let a = self.apply(&Txn::CreateSession {
-            session_id: id,
-            passwd: vec![7; 16],
-            timeout_ms: 30_000,
-        });
+        self.session_with(vec![7; 16], 30_000)
+    }
+
+    /// Opens a new session with this password and timeout; its id is the one apply
+    /// derived (and is checked to be new).
+    pub fn session_with(&mut self, passwd: Vec<u8>, timeout_ms: i32) -> SessionId {
+        let txn = self.txn(
+            0,
+            TxnBody::CreateSession {
+                passwd,
+                timeout_ms,
+            },
+        );
+        let a = self.apply(&txn);
         assert_eq!(a.reply.err, 0);
+        let id = a.created_session.expect("a CreateSession creates a session");
+        assert!(id > self.last_session, "session ids are new");
+        self.last_session = id;
         id
+    }
+
+    /// A Txn of session `s` (0 for none) at the fake clock.
+    pub fn txn(&self, s: SessionId, body: TxnBody) -> Txn {
+        Txn {
+            origin: Origin {
+                session: s,
+                ..Origin::default()
+            },
+            time_ms: self.now,
+            body,
+        }
     }
 
     pub fn tick(&mut self, ms: i64) {
         self.now += ms;
     }
 
-    /// Applies a Txn and checks that it took exactly the next zxid.
+    /// Applies a Txn at the next log position and checks that it took exactly the next
+    /// zxid.
     pub fn apply(&mut self, txn: &Txn) -> Applied {
         let before = self.st.zxid;
-        let a = self.st.apply(txn);
+        let a = self.st.apply(self.st.applied.next(), txn).expect("in order");
         assert_eq!(a.zxid, before + 1, "every Txn takes the next zxid");
         assert_eq!(self.st.zxid, a.zxid);
         a
@@ -111,17 +134,19 @@ impl Harness {
     }
 
     pub fn write_as(&mut self, s: SessionId, auth: &[Id], request: Request) -> Applied {
-        let txn = Txn::Request {
-            session_id: s,
-            time_ms: self.now,
-            auth: auth.to_vec().into(),
-            request,
-        };
+        let txn = self.txn(
+            s,
+            TxnBody::Request {
+                auth: auth.to_vec().into(),
+                request,
+            },
+        );
         self.apply(&txn)
     }
 
     pub fn close(&mut self, s: SessionId) -> Applied {
-        self.apply(&Txn::CloseSession { session_id: s })
+        let txn = self.txn(s, TxnBody::CloseSession { session_id: s });
+        self.apply(&txn)
     }
 
     pub fn read(&mut self, s: SessionId, request: &Request) -> Reply {

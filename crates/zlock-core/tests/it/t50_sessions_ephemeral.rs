@@ -2,7 +2,7 @@
 //! with its watch events (ZooKeeper's `DataTree.killSession` → `deleteNode`), and
 //! getEphemerals.
 
-use zlock_core::Txn;
+use zlock_core::TxnBody;
 use zlock_proto::records::{event_type as et, GetEphemeralsResponse, PathRequest};
 use zlock_proto::{Reader, Record, Request};
 
@@ -11,15 +11,20 @@ use crate::harness::*;
 #[test]
 fn create_session_registers_it() {
     let mut h = Harness::new();
-    let a = h.apply(&Txn::CreateSession {
-        session_id: 77,
-        passwd: vec![9; 16],
-        timeout_ms: 12_000,
-    });
+    let txn = h.txn(
+        0,
+        TxnBody::CreateSession {
+            passwd: vec![9; 16],
+            timeout_ms: 12_000,
+        },
+    );
+    let a = h.apply(&txn);
     assert_eq!(a.reply.err, OK);
     assert!(a.events.is_empty());
     assert_eq!(a.closed_session, None);
-    let s = &h.st.sessions[&77];
+    // Member 0 (the single node): the id is the zxid the session took.
+    assert_eq!(a.created_session, Some(a.zxid));
+    let s = &h.st.sessions[&a.zxid];
     assert_eq!((s.timeout_ms, s.passwd.clone()), (12_000, vec![9; 16]));
 }
 

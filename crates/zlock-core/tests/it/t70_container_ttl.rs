@@ -1,18 +1,20 @@
 //! Containers and TTL nodes, as ZooKeeper's `ContainerManager.getCandidates` picks them:
 //! an empty container whose cversion is above 0 (it had a child), and a childless TTL
 //! node whose mtime is more than its TTL ago. [`State::expired_candidates`] proposes,
-//! [`Txn::DeleteExpired`] re-checks at apply time.
+//! [`zlock_core::TxnBody::DeleteExpired`] re-checks at apply time.
 
-use zlock_core::{State, Txn};
+use zlock_core::{State, TxnBody};
 use zlock_proto::records::event_type as et;
 
 use crate::harness::*;
 
 fn expire(h: &mut Harness, paths: &[&str]) -> zlock_core::Applied {
-    let txn = Txn::DeleteExpired {
-        time_ms: h.now,
-        paths: paths.iter().map(|p| p.to_string()).collect(),
-    };
+    let txn = h.txn(
+        0,
+        TxnBody::DeleteExpired {
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+        },
+    );
     h.apply(&txn)
 }
 

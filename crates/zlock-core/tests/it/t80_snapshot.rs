@@ -3,7 +3,7 @@
 //! replayed log of encoded Txns rebuilds the same state. Watches are not snapshotted.
 
 use zlock_core::snapshot::{self, SnapshotError, SNAPSHOT_VERSION};
-use zlock_core::{Config, State, Txn};
+use zlock_core::{Config, State, Txn, TxnBody};
 use zlock_proto::jute::Writer;
 use zlock_proto::records::{perms, MultiOp};
 use zlock_proto::Request;
@@ -18,23 +18,26 @@ fn rich(h: &mut Harness) -> Vec<Txn> {
         log.push(txn);
         a
     };
-    let s1 = 0x51;
-    let s2 = 0x52;
-    for s in [s1, s2] {
-        run(
-            h,
-            Txn::CreateSession {
-                session_id: s,
-                passwd: vec![s as u8; 16],
-                timeout_ms: 10_000 + s as i32,
+    let mut open_session = |h: &mut Harness, n: u8| {
+        let t = h.txn(
+            0,
+            TxnBody::CreateSession {
+                passwd: vec![n; 16],
+                timeout_ms: 10_000 + i32::from(n),
             },
         );
-    }
-    let req = |h: &Harness, s: i64, request: Request| Txn::Request {
-        session_id: s,
-        time_ms: h.now,
-        auth: vec![ip()].into(),
-        request,
+        run(h, t).created_session.unwrap()
+    };
+    let s1 = open_session(h, 0x51);
+    let s2 = open_session(h, 0x52);
+    let req = |h: &Harness, s: i64, request: Request| {
+        h.txn(
+            s,
+            TxnBody::Request {
+                auth: vec![ip()].into(),
+                request,
+            },
+        )
     };
     let steps: Vec<(i64, Request)> = vec![
         (s1, create2("/app", b"config", 0)),
@@ -140,8 +143,8 @@ fn decoded_state_behaves_the_same() {
     )
     .unwrap();
     other.now = h.now;
-    let s1 = 0x51;
-    let s2 = 0x52;
+    let ids: Vec<i64> = h.st.sessions.keys().copied().collect();
+    let (s1, s2) = (ids[0], ids[1]);
     let more: Vec<(i64, Request)> = vec![
         (s1, create2("/app/q/n-", b"", flags::PERSISTENT_SEQUENTIAL)),
         (s2, create2("/locks/l-", b"", flags::EPHEMERAL_SEQUENTIAL)),
@@ -183,7 +186,7 @@ fn replaying_encoded_txns_rebuilds_the_state() {
         let bytes = t.to_bytes();
         let back = Txn::decode(&bytes).unwrap();
         assert_eq!(&back, t);
-        replay.apply(&back);
+        replay.apply_next(&back);
     }
     assert_eq!(replay.zxid, h.st.zxid);
     assert_eq!(replay.sessions, h.st.sessions);
@@ -253,17 +256,19 @@ fn bad_snapshots_are_errors_not_panics() {
 
 #[test]
 fn bad_txns_are_errors() {
-    let good = Txn::Request {
-        session_id: 1,
-        time_ms: 2,
-        auth: vec![ip()].into(),
-        request: Request::Multi(vec![MultiOp::Check(
-            zlock_proto::records::CheckVersionRequest {
-                path: "/x".into(),
-                version: 3,
-            },
-        )]),
-    };
+    let h = Harness::new();
+    let good = h.txn(
+        1,
+        TxnBody::Request {
+            auth: vec![ip()].into(),
+            request: Request::Multi(vec![MultiOp::Check(
+                zlock_proto::records::CheckVersionRequest {
+                    path: "/x".into(),
+                    version: 3,
+                },
+            )]),
+        },
+    );
     let bytes = good.to_bytes();
     assert_eq!(Txn::decode(&bytes).unwrap(), good);
     for cut in 0..bytes.len() {

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use zlock_core::{snapshot, Config, State, Txn};
+use zlock_core::{snapshot, Config, State, Txn, TxnBody};
 use zlock_proto::records::{MultiOp, MultiResult};
 use zlock_proto::Request;
 
@@ -392,25 +392,27 @@ fn compare(h: &Harness, m: &Model) {
     check_invariants(&h.st);
 }
 
-fn open(h: &mut Harness, log: &mut Vec<Txn>, next_sid: &mut i64) -> i64 {
-    *next_sid += 1;
-    let t = Txn::CreateSession {
-        session_id: *next_sid,
-        passwd: vec![0; 16],
-        timeout_ms: 5000,
-    };
-    h.apply(&t);
+fn open(h: &mut Harness, log: &mut Vec<Txn>) -> i64 {
+    let t = h.txn(
+        0,
+        TxnBody::CreateSession {
+            passwd: vec![0; 16],
+            timeout_ms: 5000,
+        },
+    );
+    let sid = h.apply(&t).created_session.unwrap();
     log.push(t);
-    *next_sid
+    sid
 }
 
 fn write(h: &mut Harness, log: &mut Vec<Txn>, sid: i64, request: Request) -> zlock_core::Applied {
-    let t = Txn::Request {
-        session_id: sid,
-        time_ms: h.now,
-        auth: vec![ip()].into(),
-        request,
-    };
+    let t = h.txn(
+        sid,
+        TxnBody::Request {
+            auth: vec![ip()].into(),
+            request,
+        },
+    );
     let a = h.apply(&t);
     log.push(t);
     a
@@ -421,9 +423,8 @@ fn run(ops: Vec<Op>) {
     let mut m = Model::new();
     let mut log: Vec<Txn> = Vec::new();
     let mut sessions: Vec<i64> = Vec::new();
-    let mut next_sid = 1000;
     for _ in 0..SESSIONS {
-        sessions.push(open(&mut h, &mut log, &mut next_sid));
+        sessions.push(open(&mut h, &mut log));
     }
     for op in ops {
         match &op {
@@ -479,22 +480,24 @@ fn run(ops: Vec<Op>) {
             }
             Op::Close { s } => {
                 let sid = sessions[*s];
-                let t = Txn::CloseSession { session_id: sid };
+                let t = h.txn(sid, TxnBody::CloseSession { session_id: sid });
                 let a = h.apply(&t);
                 log.push(t);
                 assert_eq!(a.closed_session, Some(sid));
                 m.close(sid);
-                sessions[*s] = open(&mut h, &mut log, &mut next_sid);
+                sessions[*s] = open(&mut h, &mut log);
             }
             Op::Expire => {
                 let mut got = h.st.expired_candidates(h.now);
                 got.sort();
                 let want = m.expired();
                 assert_eq!(got, want, "expiry candidates");
-                let t = Txn::DeleteExpired {
-                    time_ms: h.now,
-                    paths: got.clone(),
-                };
+                let t = h.txn(
+                    0,
+                    TxnBody::DeleteExpired {
+                        paths: got.clone(),
+                    },
+                );
                 h.apply(&t);
                 log.push(t);
                 for p in want {
@@ -513,7 +516,7 @@ fn run(ops: Vec<Op>) {
     assert_eq!(back.zxid, h.st.zxid);
     let mut replay = State::new(Config::default());
     for t in &log {
-        replay.apply(&Txn::decode(&t.to_bytes()).unwrap());
+        replay.apply_next(&Txn::decode(&t.to_bytes()).unwrap());
     }
     assert_eq!(dump(&replay), h.dump());
     assert_eq!(replay.zxid, h.st.zxid);

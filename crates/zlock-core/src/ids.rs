@@ -1,0 +1,31 @@
+//! Identifiers that must not be mixed up: a member of the ensemble and a position in the
+//! commit log. (A zxid is not a log position: a log may hold entries that are not Txns,
+//! such as a Raft leader's blank entry, which take a position but no zxid.)
+
+/// A member of an ensemble, as ZooKeeper numbers them (`server.N`, the `myid` file);
+/// the single node is member 0, as a standalone ZooKeeper is server 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct MemberId(pub u64);
+
+/// A position in the commit log (the WAL's record index, a Raft log index); 0 is
+/// "nothing yet", the first entry is 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LogIndex(pub u64);
+
+impl LogIndex {
+    pub fn next(self) -> LogIndex {
+        LogIndex(self.0 + 1)
+    }
+}
+
+impl std::fmt::Display for LogIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Display for MemberId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
