@@ -122,8 +122,10 @@ impl SessionTracker {
     /// Records activity of `id` at `now`: its deadline becomes `now + timeout`, rounded
     /// up, unless that is not later than the current one. Touches may come from this
     /// member's connections or from another member's batch, so they can arrive out of
-    /// time order; a touch never moves a deadline earlier (ZooKeeper's `touchSession`
-    /// returns early in the same case).
+    /// time order; a touch never moves a deadline earlier. (ZooKeeper 3.4's
+    /// `touchSession` returned early on `tickTime >= expireTime` the same way; 3.5+'s
+    /// `ExpiryQueue.update` only skips an unchanged bucket, which suffices there because
+    /// its touches all read one local clock.)
     ///
     /// Returns false, and changes nothing, if `id` is unknown or already expiring: the
     /// caller should then answer SessionExpired rather than serve the request.
