@@ -11,6 +11,7 @@
 //! - [`tree`]: znodes, Stat, children, ephemeral/container/TTL indexes.
 //! - [`watches`]: the watch registry and which events a change fires.
 //! - [`locks`]: the native lock: contender queues by lock path, grants.
+//! - [`sessions`]: session liveness: deadlines in tick-sized expiry buckets, time passed in.
 //! - [`path`], [`acl`]: validation and permission checks.
 //! - [`snapshot`]: the state's snapshot encoding.
 
@@ -19,6 +20,7 @@ pub mod ids;
 pub mod locks;
 pub mod path;
 pub mod read;
+pub mod sessions;
 pub mod snapshot;
 pub mod state;
 pub mod tree;

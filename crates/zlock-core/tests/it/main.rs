@@ -19,6 +19,7 @@ mod t20_delete_set;
 mod t30_multi;
 mod t40_watches;
 mod t50_sessions_ephemeral;
+mod t55_session_tracker;
 mod t60_acl;
 mod t70_container_ttl;
 mod t80_snapshot;
