@@ -280,28 +280,39 @@ pub fn seed_frames() -> Vec<(&'static str, Vec<u8>)> {
 
 /// The hand-made seed corpus of `txn_decode`.
 pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
-    use zlock_core::Txn;
-    let create_txn = Txn::Request {
-        session_id: 0x1234,
-        time_ms: 1_700_000_000_000,
-        auth: vec![Id::new("ip", "127.0.0.1")].into(),
-        request: Request::Create(OpCode::Create2, create("/t", b"data", 3)),
+    use zlock_core::{MemberId, Origin, Txn, TxnBody};
+    let origin = Origin {
+        member: MemberId(1),
+        session: 0x1234,
+        xid: 7,
     };
-    let multi = Txn::Request {
-        session_id: 0x1234,
-        time_ms: 1,
-        auth: vec![].into(),
-        request: Request::Multi(vec![
+    let txn = |time_ms, body| Txn {
+        origin,
+        time_ms,
+        body,
+    };
+    let create_txn = Txn::request(
+        origin,
+        1_700_000_000_000,
+        vec![Id::new("ip", "127.0.0.1")].into(),
+        Request::Create(OpCode::Create2, create("/t", b"data", 3)),
+    );
+    let multi = Txn::request(
+        origin,
+        1,
+        vec![].into(),
+        Request::Multi(vec![
             MultiOp::Create(OpCode::Create, create("/m", b"", 0)),
             MultiOp::Delete(DeleteRequest {
                 path: "/m".into(),
                 version: -1,
             }),
         ]),
-    };
+    );
     let mut bad_op = create_txn.to_bytes();
-    // The opcode follows tag, session, time and the auth vector.
-    let op_at = 2 + 8 + 8 + 4 + (4 + 2 + 4 + 9);
+    // The opcode follows version, tag, origin (member, session, xid), time and the auth
+    // vector.
+    let op_at = 2 + 8 + 8 + 4 + 8 + 4 + (4 + 2 + 4 + 9);
     assert_eq!(
         bad_op[op_at..op_at + 4],
         OpCode::Create2.code().to_be_bytes()
@@ -312,31 +323,36 @@ pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         (
             "create_session",
-            Txn::CreateSession {
-                session_id: 42,
-                passwd: vec![7; 16],
-                timeout_ms: 4000,
-            }
+            txn(
+                5,
+                TxnBody::CreateSession {
+                    passwd: vec![7; 16],
+                    timeout_ms: 4000,
+                },
+            )
             .to_bytes(),
         ),
         (
             "close_session",
-            Txn::CloseSession { session_id: 42 }.to_bytes(),
+            txn(5, TxnBody::CloseSession { session_id: 42 }).to_bytes(),
         ),
         ("create", create_txn.to_bytes()),
         ("multi", multi.to_bytes()),
         (
             "delete_expired",
-            Txn::DeleteExpired {
-                time_ms: 5,
-                paths: vec!["/c".into(), "/ttl".into()],
-            }
+            txn(
+                5,
+                TxnBody::DeleteExpired {
+                    paths: vec!["/c".into(), "/ttl".into()],
+                },
+            )
             .to_bytes(),
         ),
         ("unknown_opcode", bad_op),
         ("truncated", truncated),
         ("bad_version", vec![9, 1, 0, 0]),
-        ("bad_tag", vec![1, 77, 0, 0, 0, 0]),
+        ("bad_tag", vec![2, 77, 0, 0, 0, 0]),
+        ("version_1", vec![1, 2, 0, 0, 0, 0, 0, 0, 0, 42]),
         ("empty", vec![]),
     ]
 }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use zlock_proto::records::{event_type, Id};
 use zlock_proto::{ErrorCode, OpCode, Request};
 
+use crate::ids::{LogIndex, MemberId};
 use crate::locks::{Grant, LockIndex};
 use crate::tree::{DataTree, SessionId};
-use crate::ids::{LogIndex, MemberId};
 use crate::txn::{Txn, TxnBody};
 use crate::watches::{Notification, Trigger, Watches};
 use crate::write::{Ctx, Undo, Write};

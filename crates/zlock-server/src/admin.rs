@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use crate::pipeline::apply::Core;
+use crate::pipeline::core::Core;
 use crate::pipeline::AdminQuery;
 
 /// The version string: ZooKeeper's format, so tools that parse it (kazoo's
@@ -34,9 +34,9 @@ pub(crate) fn answer(q: AdminQuery, st: &Core) -> String {
             let _ = writeln!(
                 s,
                 "Latency min/avg/max: {}/{:.4}/{}",
-                st.latency.min.unwrap_or(0.0).round() as u64,
-                st.latency.avg(),
-                st.latency.max.round() as u64
+                st.router.latency.min.unwrap_or(0.0).round() as u64,
+                st.router.latency.avg(),
+                st.router.latency.max.round() as u64
             );
             let _ = writeln!(
                 s,
@@ -54,14 +54,14 @@ pub(crate) fn answer(q: AdminQuery, st: &Core) -> String {
             let kv: Vec<(&str, String)> = vec![
                 ("zk_version", VERSION.to_string()),
                 ("zk_server_state", "standalone".into()),
-                ("zk_avg_latency", format!("{:.4}", st.latency.avg())),
+                ("zk_avg_latency", format!("{:.4}", st.router.latency.avg())),
                 (
                     "zk_max_latency",
-                    format!("{}", st.latency.max.round() as u64),
+                    format!("{}", st.router.latency.max.round() as u64),
                 ),
                 (
                     "zk_min_latency",
-                    format!("{}", st.latency.min.unwrap_or(0.0).round() as u64),
+                    format!("{}", st.router.latency.min.unwrap_or(0.0).round() as u64),
                 ),
                 (
                     "zk_packets_received",

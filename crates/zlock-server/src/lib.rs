@@ -6,10 +6,11 @@
 //! # Layout
 //! - [`config`]: defaults, `zoo.cfg` keys, validation.
 //! - `net`: accept loop, one task per connection, four-letter words, outgoing queues.
-//! - `pipeline`: the commit thread (WAL, group commit, then applying each batch to the
-//!   core: state, replies, watch events) and the ticker (session expiry). See its module
-//!   doc for the stage diagram.
-//! - [`commit`]: the commit-log trait and its WAL implementation.
+//! - `pipeline`: the sequencer thread (requests become Txns with their origin), the core
+//!   (state machine host: applies committed entries; the router answers this member's
+//!   requests and pushes events and grants), and the ticker (session expiry through the
+//!   core's session tracker). See its module doc for the stage diagram.
+//! - [`commit`]: the commit-stage trait, its contract, and the WAL implementation.
 //! - [`recovery`]: snapshot + log replay at startup.
 //! - `snapshot`: background snapshot writer.
 //! - `admin`, `stats`: four-letter-word answers and counters.
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
+use zlock_core::LogIndex;
 
 pub use admin::VERSION;
 pub use config::ServerConfig;
@@ -87,8 +89,7 @@ pub async fn serve(
     let recovered = tokio::task::spawn_blocking(move || recovery::recover(&cfg))
         .await
         .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
-    let max_session = recovered.state.sessions.keys().copied().max().unwrap_or(0);
-    let next_index = recovered.wal.last_index() + 1;
+    let last = LogIndex(recovered.wal.last_index());
 
     let (commit_tx, commit_rx) = mpsc::unbounded_channel();
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
@@ -96,27 +97,29 @@ pub async fn serve(
 
     let snapshots = snapshot::SnapshotWorker::start(config.snapshot_dir(), commit_tx.clone())
         .map_err(ServerError::Thread)?;
-    let mut core = pipeline::apply::Core {
+    let mut core = pipeline::core::Core {
         state: recovered.state,
+        router: pipeline::router::Router::new(pipeline::core::STANDALONE, stats.clone()),
+        sessions: zlock_core::sessions::SessionTracker::new(pipeline::core::TICK.as_millis() as u64),
+        clock: pipeline::core::Clock::start(),
         commit: commit_tx.clone(),
-        live: Default::default(),
         config: config.clone(),
         stats: stats.clone(),
-        latency: Default::default(),
         snapshots,
         since_snapshot: 0,
         next_container_check: Instant::now()
             + Duration::from_millis(config.container_check_interval_ms),
-        dirty: Vec::new(),
         stopped: false,
     };
     core.start_clocks();
     let core = Arc::new(std::sync::Mutex::new(core));
 
-    let commit_stage = pipeline::commit::CommitStage {
-        log: recovered.wal,
-        next_index,
-        next_session: pipeline::commit::session_seed(max_session),
+    let apply = pipeline::core::CoreApply {
+        core: core.clone(),
+        dirty: Vec::new(),
+    };
+    let sequencer = pipeline::sequencer::Sequencer {
+        commit: commit::WalCommit::new(recovered.wal, last, apply),
         rx: commit_rx,
         core: core.clone(),
         spin: config.commit_spin(),
@@ -124,11 +127,11 @@ pub async fn serve(
     };
     let commit_thread = std::thread::Builder::new()
         .name("zlock-commit".into())
-        .spawn(move || commit_stage.run())
+        .spawn(move || sequencer.run())
         .map_err(ServerError::Thread)?;
 
     let (tick_stop, ticker) =
-        pipeline::apply::start_ticker(core.clone()).map_err(ServerError::Thread)?;
+        pipeline::core::start_ticker(core.clone()).map_err(ServerError::Thread)?;
 
     let shared = Arc::new(net::connection::Shared {
         config: config.clone(),

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use thiserror::Error;
-use zlock_core::{Config, State, Txn};
+use zlock_core::{Config, LogIndex, State, Txn};
 use zlock_store::wal::{Wal, WalOptions};
 use zlock_store::StoreError;
 
@@ -18,8 +18,8 @@ pub enum RecoveryError {
         index: u64,
         source: zlock_core::snapshot::SnapshotError,
     },
-    #[error("snapshot at index {index} holds zxid {zxid}; they must agree")]
-    SnapshotIndex { index: u64, zxid: i64 },
+    #[error("log record {index} does not follow the snapshot or the record before it")]
+    OutOfOrder { index: u64 },
 }
 
 /// The recovered state and the log, ready to append after it.
@@ -35,20 +35,21 @@ pub fn recover(cfg: &ServerConfig) -> Result<Recovered, RecoveryError> {
     };
     let mut state = match zlock_store::snapshot::load_latest(&cfg.snapshot_dir())? {
         Some((index, bytes)) => {
-            let st = zlock_core::snapshot::decode(&bytes, core_cfg.clone())
+            let mut st = zlock_core::snapshot::decode(&bytes, core_cfg.clone())
                 .map_err(|source| RecoveryError::Snapshot { index, source })?;
-            if st.zxid as u64 != index {
-                return Err(RecoveryError::SnapshotIndex {
-                    index,
-                    zxid: st.zxid,
-                });
-            }
-            tracing::info!(index, nodes = st.tree.len(), "loaded snapshot");
+            // The file is named by the log position it was taken at.
+            st.applied = LogIndex(index);
+            tracing::info!(
+                index,
+                zxid = st.zxid,
+                nodes = st.tree.len(),
+                "loaded snapshot"
+            );
             st
         }
         None => State::new(core_cfg),
     };
-    let after = state.zxid as u64;
+    let after = state.applied.0;
     let mut replayed = 0u64;
     let wal = Wal::open(
         &cfg.wal_dir(),
@@ -59,13 +60,9 @@ pub fn recover(cfg: &ServerConfig) -> Result<Recovered, RecoveryError> {
         after,
         |index, payload| {
             let txn = Txn::decode(payload).map_err(StoreError::rejected)?;
-            if index != state.zxid as u64 + 1 {
-                return Err(StoreError::rejected(format!(
-                    "record index {index} does not follow zxid {}",
-                    state.zxid
-                )));
-            }
-            state.apply(&txn);
+            state
+                .apply(LogIndex(index), &txn)
+                .map_err(StoreError::rejected)?;
             replayed += 1;
             Ok(())
         },

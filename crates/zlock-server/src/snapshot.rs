@@ -58,7 +58,7 @@ impl SnapshotWorker {
                 let mut previous: Option<u64> = None;
                 while let Ok(image) = rx.recv() {
                     let started = std::time::Instant::now();
-                    let index = image.zxid as u64;
+                    let index = image.applied.0;
                     let written = zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
                         let mut w = Cancellable {
                             inner: w,

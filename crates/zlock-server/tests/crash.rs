@@ -152,8 +152,12 @@ fn records_end(records: &[WalRecord]) -> usize {
 /// The path a logged Txn creates, if it is a create.
 fn created_path(payload: &[u8]) -> Option<String> {
     match zlock_core::Txn::decode(payload).ok()? {
-        zlock_core::Txn::Request {
-            request: Request::Create(_, c),
+        zlock_core::Txn {
+            body:
+                zlock_core::TxnBody::Request {
+                    request: Request::Create(_, c),
+                    ..
+                },
             ..
         } => Some(c.path),
         _ => None,

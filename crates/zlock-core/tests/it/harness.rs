@@ -87,16 +87,12 @@ impl Harness {
     /// Opens a new session with this password and timeout; its id is the one apply
     /// derived (and is checked to be new).
     pub fn session_with(&mut self, passwd: Vec<u8>, timeout_ms: i32) -> SessionId {
-        let txn = self.txn(
-            0,
-            TxnBody::CreateSession {
-                passwd,
-                timeout_ms,
-            },
-        );
+        let txn = self.txn(0, TxnBody::CreateSession { passwd, timeout_ms });
         let a = self.apply(&txn);
         assert_eq!(a.reply.err, 0);
-        let id = a.created_session.expect("a CreateSession creates a session");
+        let id = a
+            .created_session
+            .expect("a CreateSession creates a session");
         assert!(id > self.last_session, "session ids are new");
         self.last_session = id;
         id
@@ -122,7 +118,10 @@ impl Harness {
     /// zxid.
     pub fn apply(&mut self, txn: &Txn) -> Applied {
         let before = self.st.zxid;
-        let a = self.st.apply(self.st.applied.next(), txn).expect("in order");
+        let a = self
+            .st
+            .apply(self.st.applied.next(), txn)
+            .expect("in order");
         assert_eq!(a.zxid, before + 1, "every Txn takes the next zxid");
         assert_eq!(self.st.zxid, a.zxid);
         a

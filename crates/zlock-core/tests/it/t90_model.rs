@@ -492,12 +492,7 @@ fn run(ops: Vec<Op>) {
                 got.sort();
                 let want = m.expired();
                 assert_eq!(got, want, "expiry candidates");
-                let t = h.txn(
-                    0,
-                    TxnBody::DeleteExpired {
-                        paths: got.clone(),
-                    },
-                );
+                let t = h.txn(0, TxnBody::DeleteExpired { paths: got.clone() });
                 h.apply(&t);
                 log.push(t);
                 for p in want {

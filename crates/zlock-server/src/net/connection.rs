@@ -20,10 +20,12 @@ use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 
 use super::fourlw;
-use super::out::{read_some, write_all, ConnOut};
+use super::frames::reply_frame;
+use super::out::{flush, read_some, write_all, ConnOut};
+use super::{ConnHandle, InFlight, Permit};
 use crate::config::ServerConfig;
-use crate::pipeline::apply::{self, reply_frame, Core};
-use crate::pipeline::{ConnHandle, Handshake, InFlight, Item, Permit};
+use crate::pipeline::core::{with_core, Core};
+use crate::pipeline::{Handshake, Item};
 use crate::stats::{ConnInfo, Stats};
 
 /// Requests of one connection whose replies are not yet written; past this the
@@ -157,7 +159,7 @@ async fn run(
                     // Stop reading while too many replies are unwritten: a client that
                     // sends without reading cannot make the server buffer without bound.
                     if budget.available_permits() == 0 {
-                        apply::flush(&mut unflushed);
+                        flush(&mut unflushed);
                     }
                     let permit = tokio::select! {
                         p = budget.clone().acquire_owned() => p.ok(),
@@ -183,7 +185,7 @@ async fn run(
                 }
             }
         }
-        apply::flush(&mut unflushed);
+        flush(&mut unflushed);
         if let Some(e) = bad {
             break Err(e);
         }
@@ -332,7 +334,7 @@ fn submit(
         _ => false,
     };
     if direct && inflight.load(Ordering::SeqCst) == 0 {
-        apply::with_core(&shared.core, unflushed, |c| c.direct(item));
+        with_core(&shared.core, unflushed, |c| c.direct(item));
         return Ok(());
     }
     inflight.fetch_add(1, Ordering::SeqCst);

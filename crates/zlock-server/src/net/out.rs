@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
-use crate::pipeline::Permit;
+use super::{ConnHandle, Permit};
 use crate::stats::{ConnInfo, Stats};
 
 /// Kept after a burst; above this the buffer is given back (10,000 idle connections must
@@ -140,7 +140,7 @@ impl ConnOut {
     }
 
     /// Leaves what is queued to the writer task instead of writing it here (see
-    /// `pipeline::apply::flush`).
+    /// [`flush`]).
     pub fn hand_off(&self) {
         let mut q = self.lock();
         q.dirty = false;
@@ -189,6 +189,25 @@ impl ConnOut {
             }
         }
         let _ = closed.send(());
+    }
+}
+
+/// Above this many connections to write to at once (a watch firing for thousands of
+/// sessions), the writes go to the connections' writer tasks on the io threads, so the
+/// thread that applied the batch gets back to the log instead of making thousands of
+/// system calls.
+const INLINE_FLUSH_MAX: usize = 32;
+
+/// Writes what was queued on these connections (after the core's lock is released) and
+/// empties the list.
+pub(crate) fn flush(dirty: &mut Vec<ConnHandle>) {
+    let inline = dirty.len() <= INLINE_FLUSH_MAX;
+    for c in dirty.drain(..) {
+        if inline {
+            c.flush();
+        } else {
+            c.hand_off();
+        }
     }
 }
 

@@ -1,50 +1,45 @@
-//! The stages every request moves through: net → commit (+ apply) → net.
+//! The stages every request moves through on this member: net → sequencer → commit →
+//! core (state machine + router) → net.
 //!
 //! ```text
-//!  connection tasks ──Item──▶ commit thread: append, fsync, apply ──frames──▶ sockets
-//!   (tokio; reads of    ▲                    │ (Core, under its lock)
-//!    idle sessions      └── Expire / DeleteExpired ◀── ticker thread (liveness)
-//!    apply in place)
+//!  connection tasks ──Item──▶ sequencer thread ──Txns──▶ commit stage (WAL: append, fsync)
+//!   (tokio; reads of            │ registers requests            │ committed entries, in order
+//!    idle sessions are          ▼ with the router               ▼
+//!    answered in place)       core: state.apply(index, txn) → router: replies, watch events,
+//!                                   lock grants ──frames──▶ sockets
+//!                              ticker thread: session tracker → Expire / DeleteExpired Items
 //! ```
 //!
-//! - The commit thread turns each write into a [`Txn`](zlock_core::Txn), gives it the
-//!   next log index (= its zxid), appends every item queued while the previous fsync ran
-//!   and fsyncs once (group commit). Then it applies the batch to the [`apply::Core`]
-//!   (state, sessions, watches) under the core's lock and writes the replies, watch
-//!   events and lock grants straight to the sockets ([`ConnOut`](crate::net::out::ConnOut)): no thread hand-off
-//!   between the fsync and the wire. Nothing is applied, so nothing is visible, before
-//!   its fsync returned.
-//! - Reads ride along in a batch when their session has something of its own in the
-//!   commit stage, so a read never overtakes an earlier write of its session and every
-//!   session's replies leave in request order. A read (or ping) of a session with nothing
-//!   in the commit stage is answered at once by the connection task itself, under the
-//!   core's lock: it cannot overtake anything of its session, and it does not wait for
-//!   another session's fsync. Each connection counts its items inside the commit stage
-//!   ([`InFlight`]); the commit thread counts them down once their replies are queued.
-//! - A ticker thread checks session liveness and proposes expiries and container
-//!   removals through the commit stage, like any other write.
-//!
-//! Why one thread for fsync and apply: on the small machines zlock runs on, a wake-up
-//! between threads costs about as much as applying a whole batch, and every acknowledged
-//! write already waits for its fsync; applying right after it takes two thread hand-offs
-//! out of every write's path (measured: one fewer context switch pair per request).
+//! - The sequencer turns each write into a [`Txn`](zlock_core::Txn) with everything fixed
+//!   in it (origin, time, passwords) and proposes the batch to the
+//!   [`Commit`](crate::commit::Commit) stage. The Txn carries no local context: the
+//!   waiting request is registered with the [`router::Router`], which matches the applied
+//!   result to it by origin (member, session, xid).
+//! - Committed entries come back in log order to the core's
+//!   [`Apply`](crate::commit::Apply), which applies them to the state and lets the router
+//!   answer. Nothing is applied, so nothing is visible, before it is durable.
+//! - Reads never enter the log. A read of a session with nothing in the commit stage is
+//!   answered at once by the connection task itself, under the core's lock: it cannot
+//!   overtake anything of its session, and it does not wait for another session's fsync.
+//!   A read that follows a write of its session is queued by the router behind that
+//!   write and answered right after it. Each connection counts its items inside the
+//!   commit stage ([`InFlight`](crate::net::InFlight)).
+//! - A ticker thread asks the session tracker which sessions are past their timeout and
+//!   proposes their expiries, and container removals, like any other write.
 
-pub(crate) mod apply;
-pub(crate) mod commit;
+pub(crate) mod core;
+pub(crate) mod router;
+pub(crate) mod sequencer;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::net::{ConnHandle, InFlight, Permit};
+
 use tokio::sync::oneshot;
-use zlock_core::{SessionId, Txn};
+use zlock_core::SessionId;
 use zlock_proto::records::Id;
 use zlock_proto::Request;
-
-/// A slot of a connection's outstanding-request budget; freed once the reply is written.
-pub(crate) type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
-
-/// A connection as the pipeline sees it: where its frames go.
-pub(crate) type ConnHandle = Arc<crate::net::out::ConnOut>;
 
 /// The outcome of a handshake, for the connection task.
 #[derive(Debug, Clone, Copy)]
@@ -127,14 +122,4 @@ pub(crate) enum Item {
     Purge { through: u64 },
     /// Flush and stop.
     Shutdown,
-}
-
-/// A connection's count of its items between entering the commit stage and their
-/// replies being queued.
-pub(crate) type InFlight = Arc<std::sync::atomic::AtomicUsize>;
-
-/// An item after the commit stage: with its Txn if it was a write.
-pub(crate) struct Committed {
-    pub item: Item,
-    pub txn: Option<(u64, Txn)>,
 }

@@ -1,0 +1,72 @@
+//! The commit stage: where a Txn becomes durable and ordered. One trait, two
+//! implementations: the local write-ahead log ([`WalCommit`], the single node) and, to
+//! come, the Raft log on openraft (an ensemble). The state machine, the router, sessions,
+//! watches and lock queues do not know which one is in use.
+//!
+//! # The contract
+//!
+//! An implementation of [`Commit`] is built with an [`Apply`], the receiving end (the
+//! server's state-machine host), and must guarantee:
+//!
+//! 1. **Order.** Committed entries reach [`Apply::apply`] in log order, each exactly
+//!    once, at consecutive positions starting right after the position the log was
+//!    opened at. Txns proposed in one call, or in successive calls from one proposer,
+//!    keep their order in the log.
+//! 2. **Nothing visible before durable.** An entry reaches `apply` only once it survives
+//!    a crash (`kill -9`, power loss within what fdatasync guarantees): on the local disk
+//!    for the WAL, on a majority for Raft. Whatever `apply` reveals (a reply, a watch
+//!    event, a lock grant) is therefore never un-done.
+//! 3. **Crash and restart.** Reopening the log after a crash replays at least every
+//!    entry that was applied, in the same order at the same positions; new proposals
+//!    continue after the last one.
+//! 4. **A failure stops.** After an error from [`Commit::propose`] nothing more is
+//!    applied and every later call fails: the server stops rather than acknowledge
+//!    anything after a write that may be lost.
+//! 5. **Entries that are not Txns** (a Raft leader's blank entry, a membership change)
+//!    still reach `apply`, as [`Entry::Blank`], so the state's log position advances
+//!    with the log.
+//!
+//! The conformance suite in `tests/commit_conformance.rs` checks these for every
+//! implementation.
+
+mod wal;
+
+pub use wal::{LogStore, WalCommit};
+
+use thiserror::Error;
+use zlock_core::{LogIndex, Txn};
+
+#[derive(Debug, Error)]
+pub enum CommitError {
+    #[error(transparent)]
+    Store(#[from] zlock_store::StoreError),
+    #[error("the commit log failed earlier and is stopped")]
+    Stopped,
+}
+
+/// One committed log entry.
+#[derive(Debug, Clone, Copy)]
+pub enum Entry<'a> {
+    Txn(&'a Txn),
+    /// A position in the log that holds no Txn.
+    Blank,
+}
+
+/// The receiving end of the commit stage: applies committed entries in order.
+pub trait Apply: Send + 'static {
+    /// `entries` are committed and durable, in log order (see the module contract).
+    fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>);
+}
+
+/// The commit stage: makes proposals durable and ordered, then hands them to its
+/// [`Apply`].
+pub trait Commit: Send + 'static {
+    /// Proposes `batch` (emptied), in order. An implementation may apply before it
+    /// returns (the WAL does: fsync, then apply, on the calling thread) or later (Raft:
+    /// once a majority has the entries).
+    fn propose(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError>;
+
+    /// Drops entries through `index` that a snapshot has made unnecessary. Failing to
+    /// drop them loses nothing.
+    fn purge_through(&mut self, index: LogIndex) -> Result<(), CommitError>;
+}

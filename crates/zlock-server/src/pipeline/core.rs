@@ -1,0 +1,428 @@
+//! The core: this member's state-machine host. It owns the [`State`] (replicated: every
+//! member applies the same Txns), the [`Router`] (member-local: connections and
+//! unanswered requests), and the [`SessionTracker`] (liveness, owned by the one member
+//! allowed to expire sessions: the single node today, the leader in an ensemble).
+//!
+//! It is not a thread of its own: it sits behind a lock that the sequencer thread takes
+//! to register a batch's requests and then, as the commit stage's [`Apply`], to apply
+//! the batch once durable; that a connection task takes to answer a read in place; and
+//! that the ticker takes to check liveness. Frames are queued on the connections while
+//! the lock is held and written to the sockets after it is released ([`with_core`],
+//! [`crate::net::out::flush`]).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use zlock_core::sessions::{SessionTracker, Time};
+use zlock_core::{LogIndex, MemberId, Origin, State, Txn, TxnBody};
+use zlock_proto::Request;
+
+use super::router::{Handshaking, Router, Waiting};
+use super::{AdminQuery, Item};
+use crate::admin;
+use crate::commit::{Apply, Entry};
+use crate::config::ServerConfig;
+use crate::net::ConnHandle;
+use crate::snapshot::SnapshotWorker;
+use crate::stats::{Latency, Stats};
+
+/// How often liveness is checked; bounds how late an expiry can be (the tracker's
+/// bucket width).
+pub(crate) const TICK: Duration = Duration::from_millis(100);
+
+/// The member's monotonic clock as the session tracker reads it: ms since start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock(Instant);
+
+impl Clock {
+    pub fn start() -> Clock {
+        Clock(Instant::now())
+    }
+    pub fn at(&self, t: Instant) -> Time {
+        Time(t.saturating_duration_since(self.0).as_millis() as u64)
+    }
+    pub fn now(&self) -> Time {
+        self.at(Instant::now())
+    }
+}
+
+pub(crate) struct Core {
+    pub state: State,
+    pub router: Router,
+    pub sessions: SessionTracker,
+    pub clock: Clock,
+    /// Where expiries and container sweeps are proposed.
+    pub commit: mpsc::UnboundedSender<Item>,
+    pub config: Arc<ServerConfig>,
+    pub stats: Arc<Stats>,
+    pub snapshots: SnapshotWorker,
+    pub since_snapshot: u64,
+    pub next_container_check: Instant,
+    /// Set by [`Core::finish`]: the state is gone.
+    pub stopped: bool,
+}
+
+/// The wall clock fixed into Txns by their proposer.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Locks the core. A panic while it was held means a bug in applying a Txn: the state
+/// may be half-changed, and serving from it could acknowledge what is not in the log, so
+/// the process stops (the log is the truth; a restart recovers from it).
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    match core.lock() {
+        Ok(g) => g,
+        Err(_) => {
+            tracing::error!("the server core was poisoned by a panic; stopping");
+            std::process::abort();
+        }
+    }
+}
+
+/// Runs `f` under the core's lock and moves the connections it queued frames on into
+/// `dirty`, for the caller to flush once the lock is released. (Moved, not swapped:
+/// both lists keep their capacity, so the request path allocates no list.)
+pub(crate) fn with_core<R>(
+    core: &Mutex<Core>,
+    dirty: &mut Vec<ConnHandle>,
+    f: impl FnOnce(&mut Core) -> R,
+) -> R {
+    let mut c = lock(core);
+    let r = f(&mut c);
+    dirty.append(&mut c.router.dirty);
+    r
+}
+
+/// Starts the ticker thread: every [`TICK`], session liveness and container checks
+/// ([`Core::tick`]). It stops when the returned sender is dropped.
+pub(crate) fn start_ticker(
+    core: Arc<Mutex<Core>>,
+) -> std::io::Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)> {
+    let (stop, ticks) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("zlock-tick".into())
+        .spawn(move || {
+            let mut dirty = Vec::new();
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ticks.recv_timeout(TICK) {
+                with_core(&core, &mut dirty, |c| c.tick(Instant::now()));
+                crate::net::out::flush(&mut dirty);
+            }
+        })?;
+    Ok((stop, thread))
+}
+
+/// What the sequencer should do after an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Go,
+    Stop,
+}
+
+impl Core {
+    /// Tracks the recovered sessions: each gets a full timeout from now to reconnect,
+    /// as ZooKeeper gives them.
+    pub fn start_clocks(&mut self) {
+        let now = self.clock.now();
+        for (id, s) in &self.state.sessions {
+            self.sessions.add(*id, s.timeout_ms.max(0) as u64, now);
+        }
+    }
+
+    fn origin(&self, session: zlock_core::SessionId, xid: i32) -> Origin {
+        Origin {
+            member: self.router.me,
+            session,
+            xid,
+        }
+    }
+
+    /// The sequencer's step for one item, in arrival order: a write becomes a Txn with
+    /// everything fixed in it (origin, time, a new session's password) and is pushed to
+    /// `txns`, its request registered with the router; anything member-local (a read
+    /// queued behind a write, a reconnect, a four-letter word) is handled here.
+    pub fn sequence(&mut self, item: Item, txns: &mut Vec<Txn>) -> Flow {
+        match item {
+            Item::Connect {
+                conn,
+                timeout_ms,
+                passwd,
+                read_only,
+                features,
+                done,
+            } => {
+                let ticket = self.router.expect_session(Handshaking {
+                    conn,
+                    read_only,
+                    features,
+                    done,
+                });
+                txns.push(Txn {
+                    origin: self.origin(0, ticket),
+                    time_ms: now_ms(),
+                    body: TxnBody::CreateSession { passwd, timeout_ms },
+                });
+            }
+            Item::Resume {
+                conn,
+                session_id,
+                last_zxid_seen,
+                passwd,
+                read_only,
+                features,
+                done,
+            } => self.resume(
+                conn,
+                session_id,
+                last_zxid_seen,
+                passwd,
+                (read_only, features),
+                done,
+            ),
+            Item::Request {
+                session,
+                conn_id,
+                xid,
+                auth,
+                req,
+                received,
+                inflight,
+                permit,
+            } => {
+                self.sessions.touch(session, self.clock.now());
+                if State::is_write(&req) {
+                    let body = match req {
+                        Request::CloseSession => TxnBody::CloseSession {
+                            session_id: session,
+                        },
+                        request => TxnBody::Request { auth, request },
+                    };
+                    txns.push(Txn {
+                        origin: self.origin(session, xid),
+                        time_ms: now_ms(),
+                        body,
+                    });
+                    let w = Waiting::Write {
+                        xid,
+                        conn_id,
+                        received,
+                        permit,
+                        inflight,
+                    };
+                    self.router.expect_write(session, w);
+                } else {
+                    let w = Waiting::Read {
+                        xid,
+                        conn_id,
+                        auth,
+                        req,
+                        received,
+                        permit,
+                        inflight,
+                    };
+                    self.router.behind_writes(&mut self.state, session, w);
+                }
+            }
+            Item::Reply {
+                session,
+                conn_id,
+                frame,
+                close,
+                inflight,
+                permit,
+            } => {
+                let w = Waiting::Reply {
+                    conn_id,
+                    frame,
+                    close,
+                    permit,
+                    inflight,
+                };
+                self.router.behind_writes(&mut self.state, session, w);
+            }
+            Item::Disconnected { session, conn_id } => self.router.disconnected(session, conn_id),
+            Item::Expire { session } => txns.push(Txn {
+                origin: self.origin(0, 0),
+                time_ms: now_ms(),
+                body: TxnBody::CloseSession {
+                    session_id: session,
+                },
+            }),
+            Item::DeleteExpired { paths } => txns.push(Txn {
+                origin: self.origin(0, 0),
+                time_ms: now_ms(),
+                body: TxnBody::DeleteExpired { paths },
+            }),
+            Item::Admin { query, done } => {
+                if query == AdminQuery::Srst {
+                    self.router.latency = Latency::default();
+                }
+                let _ = done.send(admin::answer(query, self));
+            }
+            // The sequencer handles the log's own items before they get here.
+            Item::Purge { .. } => {}
+            Item::Shutdown => return Flow::Stop,
+        }
+        Flow::Go
+    }
+
+    /// Applies committed entries in log order (the commit stage's [`Apply`]).
+    pub fn apply_entries(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
+        for (index, entry) in entries {
+            let txn = match entry {
+                Entry::Txn(t) => t,
+                Entry::Blank => {
+                    if let Err(e) = self.state.skip(index) {
+                        diverged(e);
+                    }
+                    continue;
+                }
+            };
+            let a = match self.state.apply(index, txn) {
+                Ok(a) => a,
+                Err(e) => diverged(e),
+            };
+            if let Some(s) = a.created_session {
+                let timeout = self.state.sessions.get(&s).map_or(0, |s| s.timeout_ms);
+                self.sessions
+                    .add(s, timeout.max(0) as u64, self.clock.now());
+            }
+            self.router.applied(&mut self.state, txn.origin, &a);
+            if let Some(s) = a.closed_session {
+                if txn.origin.session == 0 {
+                    tracing::info!(session = format_args!("0x{s:x}"), "session expired");
+                }
+                self.sessions.remove(s);
+                self.router.end_session(s);
+            }
+            self.since_snapshot += 1;
+            if self.since_snapshot >= self.config.snap_count {
+                self.since_snapshot = 0;
+                self.snapshots.submit(&self.state);
+            }
+        }
+    }
+
+    /// Answers a read whose session has nothing in the commit stage (nothing once the
+    /// server has stopped: the state is gone, and an answer from it would be wrong).
+    pub fn direct(&mut self, item: Item) {
+        if self.stopped {
+            return;
+        }
+        if let Item::Request {
+            session,
+            conn_id,
+            xid,
+            auth,
+            req,
+            received,
+            permit,
+            ..
+        } = item
+        {
+            self.sessions.touch(session, self.clock.now());
+            self.router
+                .read(&mut self.state, session, conn_id, xid, &auth, &req, permit);
+            self.router
+                .latency
+                .record(received.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+
+    /// Stops the snapshot worker and frees the state on a thread of its own: dropping a
+    /// million znodes takes a noticeable fraction of a second that nobody needs to wait
+    /// for (everything is durable by now).
+    pub fn finish(&mut self) {
+        self.stopped = true;
+        self.snapshots.stop();
+        let state = std::mem::take(&mut self.state);
+        let _ = std::thread::Builder::new()
+            .name("zlock-free".into())
+            .spawn(move || drop(state));
+    }
+
+    fn resume(
+        &mut self,
+        conn: ConnHandle,
+        session_id: zlock_core::SessionId,
+        last_zxid_seen: i64,
+        passwd: Vec<u8>,
+        offer: (Option<bool>, Option<i32>),
+        done: tokio::sync::oneshot::Sender<Option<super::Handshake>>,
+    ) {
+        if last_zxid_seen > self.state.zxid {
+            // The client has seen a newer state than ours (we lost data, or it talked
+            // to another ensemble): ZooKeeper refuses without an answer so the client
+            // tries another server.
+            tracing::warn!(
+                session = format_args!("0x{session_id:x}"),
+                client_zxid = format_args!("0x{last_zxid_seen:x}"),
+                our_zxid = format_args!("0x{:x}", self.state.zxid),
+                "refusing a client that has seen a newer zxid than ours"
+            );
+            self.router.close(&conn);
+            let _ = done.send(None);
+            return;
+        }
+        let alive = !self.sessions.is_expiring(session_id) && self.sessions.contains(session_id);
+        match self.state.sessions.get(&session_id) {
+            Some(s) if alive && s.passwd == passwd => {
+                self.sessions.touch(session_id, self.clock.now());
+                let timeout_ms = s.timeout_ms;
+                self.router.resumed(conn, session_id, s, offer);
+                let _ = done.send(Some(super::Handshake {
+                    session_id,
+                    timeout_ms,
+                }));
+            }
+            _ => {
+                self.router.refuse(&conn, offer.0);
+                let _ = done.send(None);
+            }
+        }
+    }
+
+    pub fn tick(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        for session in self.sessions.expired(self.clock.at(now)) {
+            let _ = self.commit.send(Item::Expire { session });
+        }
+        if now >= self.next_container_check {
+            self.next_container_check =
+                now + Duration::from_millis(self.config.container_check_interval_ms);
+            let paths = self.state.expired_candidates(now_ms());
+            if !paths.is_empty() {
+                let _ = self.commit.send(Item::DeleteExpired { paths });
+            }
+        }
+    }
+}
+
+/// The log and the state disagree: continuing would spread the damage.
+fn diverged(e: zlock_core::OutOfOrder) -> ! {
+    tracing::error!(error = %e, "the commit log and the state diverged; stopping");
+    std::process::abort();
+}
+
+/// The commit stage's receiving end: the core, locked for each committed batch, with
+/// the frames it queued written once the lock is released.
+pub(crate) struct CoreApply {
+    pub core: Arc<Mutex<Core>>,
+    pub dirty: Vec<ConnHandle>,
+}
+
+impl Apply for CoreApply {
+    fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
+        with_core(&self.core, &mut self.dirty, |c| c.apply_entries(entries));
+        crate::net::out::flush(&mut self.dirty);
+    }
+}
+
+/// The member id of the single node (a standalone ZooKeeper is server 0).
+pub(crate) const STANDALONE: MemberId = MemberId(0);

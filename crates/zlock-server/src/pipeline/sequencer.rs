@@ -1,0 +1,110 @@
+//! The sequencer thread: gathers a batch, turns its writes into Txns and proposes them.
+//!
+//! It blocks for the first item, then takes every item that queued up meanwhile (up to
+//! [`MAX_BATCH`]). Under the core's lock it sequences each one in arrival order
+//! ([`Core::sequence`]: origin, time and passwords fixed into each Txn, each request
+//! registered with the router, member-local items handled), then releases the lock and
+//! proposes the Txns to the commit stage. With the WAL, the proposal is appended,
+//! fsynced once (group commit) and applied on this same thread before `propose`
+//! returns; while one fsync runs, the next batch gathers.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use zlock_core::{LogIndex, Txn};
+
+use super::core::{with_core, Core, Flow};
+use super::Item;
+use crate::commit::{Commit, CommitError};
+
+/// Most items in one batch; bounds the latency one batch adds to the next.
+pub const MAX_BATCH: usize = 4096;
+
+pub(crate) struct Sequencer<C: Commit> {
+    pub commit: C,
+    pub rx: mpsc::UnboundedReceiver<Item>,
+    pub core: Arc<Mutex<Core>>,
+    /// How long to poll for the next item before sleeping.
+    pub spin: Duration,
+    /// Set when the log fails: the server must stop (nothing after a failed write may
+    /// be acknowledged).
+    pub fatal: tokio::sync::watch::Sender<Option<String>>,
+}
+
+impl<C: Commit> Sequencer<C> {
+    pub fn run(mut self) {
+        self.serve();
+        // Stopped, or the log failed: nothing more is applied.
+        let mut dirty = Vec::new();
+        with_core(&self.core, &mut dirty, Core::finish);
+        crate::net::out::flush(&mut dirty);
+    }
+
+    fn serve(&mut self) {
+        let mut dirty = Vec::new();
+        let mut txns: Vec<Txn> = Vec::with_capacity(16);
+        let mut batch: Vec<Item> = Vec::with_capacity(16);
+        loop {
+            let Some(first) = self.next_item() else {
+                break;
+            };
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match self.rx.try_recv() {
+                    Ok(it) => batch.push(it),
+                    Err(_) => break,
+                }
+            }
+            let mut flow = Flow::Go;
+            for it in batch.iter_mut() {
+                if let Item::Purge { through } = it {
+                    if let Err(e) = self.commit.purge_through(LogIndex(*through)) {
+                        // Failing to delete old segments loses nothing; keep serving.
+                        tracing::warn!(error = %e, "could not remove old log segments");
+                    }
+                }
+            }
+            with_core(&self.core, &mut dirty, |c| {
+                for it in batch.drain(..) {
+                    if c.sequence(it, &mut txns) == Flow::Stop {
+                        flow = Flow::Stop;
+                        break;
+                    }
+                }
+            });
+            crate::net::out::flush(&mut dirty);
+            if let Err(e) = self.commit.propose(&mut txns) {
+                return self.fail(e);
+            }
+            if flow == Flow::Stop {
+                break;
+            }
+        }
+    }
+
+    /// The next item: polled for up to `spin` first (yielding the CPU between polls),
+    /// then waited for. See `ServerConfig::commit_spin_us`.
+    fn next_item(&mut self) -> Option<Item> {
+        if !self.spin.is_zero() {
+            let until = Instant::now() + self.spin;
+            loop {
+                match self.rx.try_recv() {
+                    Ok(item) => return Some(item),
+                    Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                    Err(mpsc::error::TryRecvError::Empty) => {}
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        self.rx.blocking_recv()
+    }
+
+    fn fail(&self, e: CommitError) {
+        tracing::error!(error = %e, "write-ahead log failed; stopping the server");
+        let _ = self.fatal.send(Some(e.to_string()));
+    }
+}
