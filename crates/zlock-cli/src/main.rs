@@ -72,7 +72,9 @@ struct ServerArgs {
     /// A zoo.cfg-style file (tickTime, dataDir, dataLogDir, clientPort, clientPortAddress,
     /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
     /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled,
-    /// zlock.commitSpinMicros).
+    /// znode.container.checkIntervalMs, listenBacklog, zlock.commitSpinMicros). Other keys
+    /// are logged and ignored. An ensemble's server.N lines, and a myid file in the data
+    /// directory, are refused: zlock does not replicate yet.
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// Client port (clientPort) [default: 2181]
@@ -162,6 +164,9 @@ impl ServerArgs {
             c.commit_spin_us = Some(v);
         }
         c.validate()?;
+        // `serve` checks this too; here it comes before binding the port, which a
+        // ZooKeeper member being replaced on this host may still hold.
+        c.check_standalone()?;
         Ok(c)
     }
 }

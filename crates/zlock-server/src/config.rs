@@ -3,6 +3,13 @@
 //! With no configuration at all the server listens on 127.0.0.1:2181 and keeps its data
 //! in `./zlock-data`. A `zoo.cfg` file uses ZooKeeper's key names; unknown keys are
 //! logged and ignored (ZooKeeper has many that mean nothing here).
+//!
+//! An ensemble's configuration is refused rather than ignored: `server.N` lines (in the
+//! file or in its `dynamicConfigFile`) and a `myid` file in `dataDir`. zlock does not
+//! replicate yet, so three members started from such files would be three independent
+//! servers, each accepting writes and granting the same locks. Keys that only tune how
+//! members talk to each other (`initLimit`, `syncLimit`, ...) are logged and ignored:
+//! ZooKeeper's single-node sample config carries some of them too.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -33,6 +40,123 @@ pub enum ConfigError {
     },
     #[error("minSessionTimeout ({min} ms) is greater than maxSessionTimeout ({max} ms)")]
     SessionTimeouts { min: u64, max: u64 },
+    /// `server.N` lines: the configuration of a ZooKeeper ensemble member.
+    #[error(
+        "refusing to start: this configuration describes a ZooKeeper ensemble, and zlock \
+         does not replicate yet:\n{}\n{NOT_REPLICATED} A single-node zlock server needs no \
+         server.N lines: remove them (and any myid file in dataDir) to run one node.",
+        show_lines(.lines)
+    )]
+    Ensemble { lines: Vec<ConfigLine> },
+    /// A `myid` file in `dataDir`: the data directory of a ZooKeeper ensemble member.
+    #[error(
+        "refusing to start: {} exists, so this data directory belongs to a ZooKeeper \
+         ensemble member, and zlock does not replicate yet. {NOT_REPLICATED} A single-node \
+         zlock server needs no myid file: remove it to run one node.",
+        .path.display()
+    )]
+    MyId { path: PathBuf },
+}
+
+/// Why an ensemble's configuration is refused rather than ignored.
+const NOT_REPLICATED: &str = "Started from it, each member would run as an independent \
+    server, accepting its own writes and granting the same locks as the others.";
+
+/// One line of a configuration file, for messages that quote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigLine {
+    pub path: PathBuf,
+    /// 1-based.
+    pub line: usize,
+    /// The line as written, trimmed.
+    pub text: String,
+}
+
+fn show_lines(lines: &[ConfigLine]) -> String {
+    lines
+        .iter()
+        .map(|l| format!("  {}:{}: {}", l.path.display(), l.line, l.text))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A `zoo.cfg` key that was read and has no effect here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredKey {
+    /// 1-based line number in the file given to [`ServerConfig::apply_text`].
+    pub line: usize,
+    pub key: String,
+    pub why: Ignored,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ignored {
+    /// Not a key zlock knows.
+    Unknown,
+    /// A ZooKeeper key that only matters between ensemble members.
+    EnsembleOnly,
+}
+
+/// ZooKeeper keys that only configure how ensemble members talk to each other. Their
+/// presence alone does not mean the file is an ensemble's (`zoo_sample.cfg`, a single
+/// node's, has `initLimit` and `syncLimit`), so they are logged, not refused: what makes
+/// an ensemble is its `server.N` lines, which are refused.
+fn ensemble_only(key: &str) -> bool {
+    matches!(
+        key,
+        "initLimit"
+            | "syncLimit"
+            | "connectToLearnerMasterLimit"
+            | "electionAlg"
+            | "electionPortBindRetry"
+            | "cnxTimeout"
+            | "quorumListenOnAllIPs"
+            | "peerType"
+            | "syncEnabled"
+            | "standaloneEnabled"
+            | "reconfigEnabled"
+            | "observerMasterPort"
+            | "sslQuorum"
+            | "sslQuorumReloadCertFiles"
+            | "oraclePath"
+            | "dynamicConfigFile"
+    ) || ["group.", "weight.", "quorum.", "multiAddress."]
+        .iter()
+        .any(|p| key.starts_with(p))
+}
+
+/// ZooKeeper reads every key starting with `server.` as an ensemble member.
+fn is_server_line(key: &str) -> bool {
+    key.starts_with("server.")
+}
+
+/// One `key=value` line.
+struct Entry<'a> {
+    /// 1-based.
+    line: usize,
+    raw: &'a str,
+    key: &'a str,
+    value: &'a str,
+}
+
+/// The `key=value` lines of `text`, skipping blanks and `#` comments; `Err` is a line
+/// that is neither, as (1-based line, raw line).
+fn entries(text: &str) -> impl Iterator<Item = Result<Entry<'_>, (usize, &str)>> {
+    text.lines().enumerate().filter_map(|(i, raw)| {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return None;
+        }
+        Some(match line.split_once('=') {
+            Some((k, v)) => Ok(Entry {
+                line: i + 1,
+                raw,
+                key: k.trim(),
+                value: v.trim(),
+            }),
+            None => Err((i + 1, raw)),
+        })
+    })
 }
 
 /// Every setting of the server. Field docs give the `zoo.cfg` key.
@@ -168,24 +292,40 @@ impl ServerConfig {
         Ok(cfg)
     }
 
-    /// Applies `key=value` lines (comments start with `#`).
-    pub fn apply_text(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let Some((k, v)) = line.split_once('=') else {
-                return Err(ConfigError::Syntax {
-                    path: path.to_owned(),
-                    line: i + 1,
-                    text: raw.to_owned(),
-                });
-            };
-            let (k, v) = (k.trim(), v.trim());
+    /// Refuses a data directory that holds a ZooKeeper `myid` file (see the module doc).
+    /// Separate from [`ServerConfig::validate`] because it looks at the disk, and must run
+    /// on the final `dataDir`, after flags have overridden the file.
+    pub fn check_standalone(&self) -> Result<(), ConfigError> {
+        let path = self.data_dir.join("myid");
+        // An error other than "not found" (an unreadable or non-directory dataDir) is left
+        // to recovery, which reports it; only a myid that is known to exist is refused.
+        if path.try_exists().unwrap_or(false) {
+            return Err(ConfigError::MyId { path });
+        }
+        Ok(())
+    }
+
+    /// Applies `key=value` lines (comments start with `#`) and returns the keys it
+    /// ignored, each also logged. Refuses an ensemble's configuration (`server.N` lines
+    /// here or in the `dynamicConfigFile` it names, which it reads) before applying
+    /// anything, so that the refusal is what the user sees even if other lines are bad.
+    pub fn apply_text(&mut self, path: &Path, text: &str) -> Result<Vec<IgnoredKey>, ConfigError> {
+        let mut ignored = Vec::new();
+        refuse_ensemble(path, text)?;
+        for entry in entries(text) {
+            let Entry {
+                line,
+                key: k,
+                value: v,
+                ..
+            } = entry.map_err(|(line, raw)| ConfigError::Syntax {
+                path: path.to_owned(),
+                line,
+                text: raw.to_owned(),
+            })?;
             let bad = |reason: &str| ConfigError::Value {
                 path: path.to_owned(),
-                line: i + 1,
+                line,
                 key: k.to_owned(),
                 value: v.to_owned(),
                 reason: reason.to_owned(),
@@ -232,10 +372,73 @@ impl ServerConfig {
                 "listenBacklog" => {
                     self.listen_backlog = u32::try_from(num(v)?).map_err(|_| bad("too large"))?
                 }
-                _ => tracing::warn!(key = k, "ignoring unknown configuration key"),
+                _ if ensemble_only(k) => {
+                    tracing::info!(
+                        "{}:{line}: ignoring {k}: it only matters between ensemble members, \
+                         and zlock runs a single node",
+                        path.display()
+                    );
+                    ignored.push(IgnoredKey {
+                        line,
+                        key: k.to_owned(),
+                        why: Ignored::EnsembleOnly,
+                    });
+                }
+                _ => {
+                    tracing::warn!(
+                        "{}:{line}: ignoring unknown configuration key {k}",
+                        path.display()
+                    );
+                    ignored.push(IgnoredKey {
+                        line,
+                        key: k.to_owned(),
+                        why: Ignored::Unknown,
+                    });
+                }
             }
         }
-        self.validate()
+        self.validate()?;
+        Ok(ignored)
+    }
+}
+
+/// Refuses `text` if it lists ensemble members: `server.N` lines, or a
+/// `dynamicConfigFile` that has them (ZooKeeper keeps the member list there once dynamic
+/// reconfiguration is on). The error quotes every such line.
+fn refuse_ensemble(path: &Path, text: &str) -> Result<(), ConfigError> {
+    let quote = |path: &Path, line: usize, raw: &str| ConfigLine {
+        path: path.to_owned(),
+        line,
+        text: raw.trim().to_owned(),
+    };
+    let mut lines = Vec::new();
+    // Syntax errors are left to the caller's pass, which reports them.
+    for e in entries(text).flatten() {
+        if is_server_line(e.key) {
+            lines.push(quote(path, e.line, e.raw));
+        } else if e.key == "dynamicConfigFile" {
+            // Read as ZooKeeper reads it: relative to the working directory. Unreadable
+            // is an error, not "no members": it cannot be told apart from an ensemble.
+            let dynamic = PathBuf::from(e.value);
+            let dtext = std::fs::read_to_string(&dynamic).map_err(|source| ConfigError::Read {
+                path: dynamic.clone(),
+                source,
+            })?;
+            let members: Vec<ConfigLine> = entries(&dtext)
+                .flatten()
+                .filter(|d| is_server_line(d.key))
+                .map(|d| quote(&dynamic, d.line, d.raw))
+                .collect();
+            if !members.is_empty() {
+                lines.push(quote(path, e.line, e.raw));
+                lines.extend(members);
+            }
+        }
+    }
+    if lines.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::Ensemble { lines })
     }
 }
 
@@ -300,5 +503,124 @@ mod tests {
             .apply_text(Path::new("z"), "minSessionTimeout=9\nmaxSessionTimeout=1\n")
             .unwrap_err();
         assert!(matches!(e, ConfigError::SessionTimeouts { .. }));
+    }
+
+    const ENSEMBLE: &str = "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=/var/lib/zk\n\
+        clientPort=2181\n# members\nserver.1=10.0.0.1:2888:3888\n\
+        server.2=10.0.0.2:2888:3888\nserver.3=10.0.0.3:2888:3888\n";
+
+    #[test]
+    fn server_lines_are_refused_naming_each_line() {
+        let mut c = ServerConfig::default();
+        let e = c.apply_text(Path::new("zoo.cfg"), ENSEMBLE).unwrap_err();
+        let ConfigError::Ensemble { lines } = &e else {
+            panic!("not refused as an ensemble: {e}");
+        };
+        let at: Vec<(usize, &str)> = lines.iter().map(|l| (l.line, l.text.as_str())).collect();
+        assert_eq!(
+            at,
+            [
+                (7, "server.1=10.0.0.1:2888:3888"),
+                (8, "server.2=10.0.0.2:2888:3888"),
+                (9, "server.3=10.0.0.3:2888:3888"),
+            ]
+        );
+        let msg = e.to_string();
+        for want in [
+            "zoo.cfg:7: server.1=10.0.0.1:2888:3888",
+            "zoo.cfg:9: server.3=10.0.0.3:2888:3888",
+            "zlock does not replicate yet",
+            "needs no server.N lines",
+        ] {
+            assert!(msg.contains(want), "{want:?} not in {msg}");
+        }
+        // Nothing was applied: the refusal comes before the other lines.
+        assert_eq!(c.data_dir, PathBuf::from("zlock-data"));
+    }
+
+    #[test]
+    fn refusal_wins_over_a_bad_value() {
+        let e = ServerConfig::default()
+            .apply_text(Path::new("z"), "clientPort=abc\nserver.1=h:2888:3888\n")
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::Ensemble { .. }), "{e}");
+    }
+
+    #[test]
+    fn dynamic_config_file_with_members_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let dynamic = dir.path().join("zoo.cfg.dynamic.100000000");
+        std::fs::write(
+            &dynamic,
+            "server.1=a:2888:3888;2181\nserver.2=b:2888:3888;2181\n",
+        )
+        .unwrap();
+        let text = format!("dataDir=/x\ndynamicConfigFile={}\n", dynamic.display());
+        let e = ServerConfig::default()
+            .apply_text(Path::new("zoo.cfg"), &text)
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("zoo.cfg:2: dynamicConfigFile="), "{msg}");
+        let member = format!("{}:2: server.2=b:2888:3888;2181", dynamic.display());
+        assert!(msg.contains(&member), "{member:?} not in {msg}");
+
+        // Without members it is only ignored; unreadable, it cannot be told apart from an
+        // ensemble's and is an error.
+        std::fs::write(&dynamic, "# empty\n").unwrap();
+        let ignored = ServerConfig::default()
+            .apply_text(Path::new("zoo.cfg"), &text)
+            .unwrap();
+        assert_eq!(ignored[0].key, "dynamicConfigFile");
+        assert_eq!(ignored[0].why, Ignored::EnsembleOnly);
+        std::fs::remove_file(&dynamic).unwrap();
+        let e = ServerConfig::default()
+            .apply_text(Path::new("zoo.cfg"), &text)
+            .unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }), "{e}");
+    }
+
+    #[test]
+    fn myid_in_data_dir_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ServerConfig {
+            data_dir: dir.path().to_owned(),
+            ..ServerConfig::default()
+        };
+        c.check_standalone().unwrap();
+        std::fs::write(dir.path().join("myid"), "1\n").unwrap();
+        let e = c.check_standalone().unwrap_err();
+        let msg = e.to_string();
+        let named = format!("{} exists", dir.path().join("myid").display());
+        assert!(msg.contains(&named), "{msg}");
+        assert!(msg.contains("zlock does not replicate yet"), "{msg}");
+        assert!(msg.contains("needs no myid file"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_and_ensemble_only_keys_are_reported_as_ignored() {
+        let mut c = ServerConfig::default();
+        let ignored = c
+            .apply_text(
+                Path::new("zoo.cfg"),
+                "tickTime=2000\ninitLimit=10\nsyncLimit=5\nautopurge.purgeInterval=1\n\
+                 clientPort=2999\nfoo.bar=1\nquorum.auth.enableSasl=false\n",
+            )
+            .unwrap();
+        let got: Vec<(usize, &str, Ignored)> = ignored
+            .iter()
+            .map(|i| (i.line, i.key.as_str(), i.why))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (2, "initLimit", Ignored::EnsembleOnly),
+                (3, "syncLimit", Ignored::EnsembleOnly),
+                (4, "autopurge.purgeInterval", Ignored::Unknown),
+                (6, "foo.bar", Ignored::Unknown),
+                (7, "quorum.auth.enableSasl", Ignored::EnsembleOnly),
+            ]
+        );
+        // Known keys still apply around them.
+        assert_eq!(c.client_port, 2999);
     }
 }

@@ -84,6 +84,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     config.validate()?;
+    config.check_standalone()?;
     let config = Arc::new(config);
     let cfg = config.clone();
     let recovered = tokio::task::spawn_blocking(move || recovery::recover(&cfg))
