@@ -1,5 +1,8 @@
 //! The zlock server: a ZooKeeper-wire-compatible, durable coordination server.
 //!
+//! Start with `ARCHITECTURE.md` at the repository's root: the stages, the threads, and
+//! which state is replicated and which member-local.
+//!
 //! [`serve`] takes a bound listener and a shutdown future, so tests bind port 0 and run
 //! the real server in-process; [`bind`] makes a listener with a large backlog.
 //!
