@@ -6,14 +6,25 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use crate::pipeline::core::Core;
+use zlock_core::State;
+
 use crate::pipeline::AdminQuery;
+use crate::stats::{Latency, Stats};
+
+/// What the admin answers are made of: the applied state, read-only, and the member's
+/// counters. (A small view, not the core itself, so admin depends on no pipeline type
+/// but the query.)
+pub(crate) struct Facts<'a> {
+    pub state: &'a State,
+    pub stats: &'a Stats,
+    pub latency: &'a Latency,
+}
 
 /// The version string: ZooKeeper's format, so tools that parse it (kazoo's
 /// `server_version`) read 3.8.0.
 pub const VERSION: &str = concat!("3.8.0-zlock-", env!("CARGO_PKG_VERSION"));
 
-pub(crate) fn answer(q: AdminQuery, st: &Core) -> String {
+pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
     let mut s = String::new();
     match q {
         AdminQuery::Srvr | AdminQuery::Stat => {
@@ -34,9 +45,9 @@ pub(crate) fn answer(q: AdminQuery, st: &Core) -> String {
             let _ = writeln!(
                 s,
                 "Latency min/avg/max: {}/{:.4}/{}",
-                st.router.latency.min.unwrap_or(0.0).round() as u64,
-                st.router.latency.avg(),
-                st.router.latency.max.round() as u64
+                st.latency.min.unwrap_or(0.0).round() as u64,
+                st.latency.avg(),
+                st.latency.max.round() as u64
             );
             let _ = writeln!(
                 s,
@@ -54,14 +65,14 @@ pub(crate) fn answer(q: AdminQuery, st: &Core) -> String {
             let kv: Vec<(&str, String)> = vec![
                 ("zk_version", VERSION.to_string()),
                 ("zk_server_state", "standalone".into()),
-                ("zk_avg_latency", format!("{:.4}", st.router.latency.avg())),
+                ("zk_avg_latency", format!("{:.4}", st.latency.avg())),
                 (
                     "zk_max_latency",
-                    format!("{}", st.router.latency.max.round() as u64),
+                    format!("{}", st.latency.max.round() as u64),
                 ),
                 (
                     "zk_min_latency",
-                    format!("{}", st.router.latency.min.unwrap_or(0.0).round() as u64),
+                    format!("{}", st.latency.min.unwrap_or(0.0).round() as u64),
                 ),
                 (
                     "zk_packets_received",

@@ -137,7 +137,7 @@ pub async fn serve(
     let (tick_stop, ticker) =
         pipeline::core::start_ticker(core.clone()).map_err(ServerError::Thread)?;
 
-    let shared = Arc::new(net::connection::Shared {
+    let shared = Arc::new(net::Shared {
         config: config.clone(),
         commit: commit_tx.clone(),
         core,

@@ -7,14 +7,14 @@
 //! cannot unmarshal); an unknown opcode gets ZooKeeper's Unimplemented error instead.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use rand::RngCore;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{oneshot, watch, Semaphore};
 use zlock_proto::frame;
 use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
@@ -22,25 +22,14 @@ use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 use super::fourlw;
 use super::frames::reply_frame;
 use super::out::{flush, read_some, write_all, ConnOut};
-use super::{ConnHandle, InFlight, Permit};
-use crate::config::ServerConfig;
-use crate::pipeline::core::{with_core, Core};
+use super::{ConnHandle, InFlight, Permit, Shared};
+use crate::pipeline::core::with_core;
 use crate::pipeline::{Handshake, Item};
-use crate::stats::{ConnInfo, Stats};
+use crate::stats::ConnInfo;
 
 /// Requests of one connection whose replies are not yet written; past this the
 /// connection stops reading (ZooKeeper's globalOutstandingLimit is 1000 for a server).
 pub(crate) const MAX_OUTSTANDING: usize = 1000;
-
-/// What every connection task shares.
-pub(crate) struct Shared {
-    pub config: Arc<ServerConfig>,
-    pub commit: mpsc::UnboundedSender<Item>,
-    /// The core, for reads that need not queue behind the commit stage.
-    pub core: Arc<std::sync::Mutex<Core>>,
-    pub stats: Arc<Stats>,
-    pub next_conn_id: AtomicU64,
-}
 
 /// Why a connection ended early; logged at debug level only (clients disconnect all the
 /// time).

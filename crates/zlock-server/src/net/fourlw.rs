@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::connection::Shared;
+use super::Shared;
 use crate::admin::VERSION;
 use crate::pipeline::{AdminQuery, Item};
 

@@ -6,7 +6,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::connection::{self, Shared};
+use super::connection;
+use super::Shared;
 
 pub(crate) async fn accept_loop(
     listener: TcpListener,

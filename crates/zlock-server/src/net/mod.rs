@@ -7,7 +7,15 @@ pub(crate) mod frames;
 pub(crate) mod listener;
 pub(crate) mod out;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::config::ServerConfig;
+use crate::pipeline::core::Core;
+use crate::pipeline::Item;
+use crate::stats::Stats;
 
 /// A slot of a connection's outstanding-request budget; freed once the reply is written.
 pub(crate) type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
@@ -18,3 +26,13 @@ pub(crate) type ConnHandle = Arc<out::ConnOut>;
 /// A connection's count of its items between entering the commit stage and their
 /// replies being queued.
 pub(crate) type InFlight = Arc<std::sync::atomic::AtomicUsize>;
+
+/// What every connection task shares.
+pub(crate) struct Shared {
+    pub config: Arc<ServerConfig>,
+    pub commit: mpsc::UnboundedSender<Item>,
+    /// The core, for reads that need not queue behind the commit stage.
+    pub core: Arc<std::sync::Mutex<Core>>,
+    pub stats: Arc<Stats>,
+    pub next_conn_id: AtomicU64,
+}

@@ -261,7 +261,12 @@ impl Core {
                 if query == AdminQuery::Srst {
                     self.router.latency = Latency::default();
                 }
-                let _ = done.send(admin::answer(query, self));
+                let facts = admin::Facts {
+                    state: &self.state,
+                    stats: &self.stats,
+                    latency: &self.router.latency,
+                };
+                let _ = done.send(admin::answer(query, &facts));
             }
             // The sequencer handles the log's own items before they get here.
             Item::Purge { .. } => {}
@@ -417,10 +422,22 @@ pub(crate) struct CoreApply {
     pub dirty: Vec<ConnHandle>,
 }
 
+/// Entries applied per hold of the core's lock: a connection task answering a read in
+/// place waits for at most this many, never for a whole batch (up to 4096 Txns).
+pub(crate) const APPLY_CHUNK: usize = 64;
+
 impl Apply for CoreApply {
     fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
-        with_core(&self.core, &mut self.dirty, |c| c.apply_entries(entries));
-        crate::net::out::flush(&mut self.dirty);
+        loop {
+            let mut n = 0;
+            let mut chunk = (&mut *entries).take(APPLY_CHUNK).inspect(|_| n += 1);
+            with_core(&self.core, &mut self.dirty, |c| c.apply_entries(&mut chunk));
+            // Each chunk's replies and events leave before the next is applied.
+            crate::net::out::flush(&mut self.dirty);
+            if n < APPLY_CHUNK {
+                return;
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use zlock_core::{LogIndex, Txn};
 
-use super::core::{with_core, Core, Flow};
+use super::core::{with_core, Core, Flow, APPLY_CHUNK};
 use super::Item;
 use crate::commit::{Commit, CommitError};
 
@@ -65,15 +65,21 @@ impl<C: Commit> Sequencer<C> {
                     }
                 }
             }
-            with_core(&self.core, &mut dirty, |c| {
-                for it in batch.drain(..) {
-                    if c.sequence(it, &mut txns) == Flow::Stop {
-                        flow = Flow::Stop;
-                        break;
+            // In chunks, as the core applies: a connection task waiting for the lock
+            // waits for a few items, not a whole batch.
+            let mut items = batch.drain(..);
+            while flow == Flow::Go && items.len() > 0 {
+                with_core(&self.core, &mut dirty, |c| {
+                    for it in items.by_ref().take(APPLY_CHUNK) {
+                        if c.sequence(it, &mut txns) == Flow::Stop {
+                            flow = Flow::Stop;
+                            break;
+                        }
                     }
-                }
-            });
-            crate::net::out::flush(&mut dirty);
+                });
+                crate::net::out::flush(&mut dirty);
+            }
+            drop(items);
             if let Err(e) = self.commit.propose(&mut txns) {
                 return self.fail(e);
             }
