@@ -1,10 +1,13 @@
 //! zlock's native lock operation through the real protocol: discovery in the handshake,
 //! one-round-trip grants, FIFO hand-over pushed to the waiter, hand-over on session end,
 //! waiters re-registered after a reconnect, recipe contenders sharing the queue, and a
-//! queue of 10,000 waiters handed over with one message per hand-over.
+//! queue of 10,000 waiters handed over with one message per hand-over. `native/`: the
+//! queue order the server and the recipes share.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "native/order.rs"]
+mod order;
 #[allow(dead_code)] // not every test binary uses every knob
 mod proxy;
 
