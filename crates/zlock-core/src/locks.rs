@@ -13,9 +13,13 @@
 //! a grant is still possible: for an exclusive lock that is its first entry, so a
 //! hand-over costs O(log n) and one pushed grant however long the queue is.
 //!
-//! The index and the waiters are derived from the log like everything in [`State`], but
-//! are not snapshotted: after a restart or a reconnect a waiter re-sends its request
-//! with [`lock_flags::RESUME`], which finds its node again.
+//! The index is replicated state like everything in [`State`]: the followed lock paths
+//! and their waiters (session, mode, node) are part of the snapshot ([`LockImage`],
+//! see [`crate::snapshot`]) and the entries are rebuilt from the tree on decode, so a
+//! server restarted from a snapshot and the log's suffix pushes the same grants as one
+//! that applied the whole log. A grant pushed while its session has no connection is
+//! lost with it; the client re-sends its request with [`lock_flags::RESUME`] on
+//! reconnect, which finds its node and answers whether it holds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,6 +29,11 @@ use zlock_proto::records::{
     lock_flags, lock_mode, Acl, LockGrant, LockRequest, LockResponse, Stat,
 };
 use zlock_proto::{ErrorCode, OpCode, Record};
+
+mod image;
+
+pub(crate) use image::{mode_of_parts, mode_parts};
+pub use image::{LockImage, PendingWaiter, RestoreError, SavedWaiter};
 
 use crate::path;
 use crate::state::{Reply, State};

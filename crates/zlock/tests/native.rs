@@ -401,9 +401,9 @@ async fn chroot_native_lock_and_reacquire() {
         .is_empty());
 }
 
-/// A native waiter survives a server restart (`kill -9`, same port): the index and the
-/// registrations are not on disk, the nodes are; on reconnect the client re-sends its
-/// request with RESUME, and the holder's release then grants it.
+/// A native waiter survives a server restart (`kill -9`, same port): the nodes and the
+/// waiters come back from the snapshot and the log; on reconnect the client re-sends
+/// its request with RESUME, and the holder's release then grants it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_survives_server_restart() {
     if zlock_testkit::zlock_bin().is_err() {
