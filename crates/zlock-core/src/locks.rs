@@ -20,6 +20,11 @@
 //! that applied the whole log. A grant pushed while its session has no connection is
 //! lost with it; the client re-sends its request with [`lock_flags::RESUME`] on
 //! reconnect, which finds its node and answers whether it holds.
+//!
+//! A multi that fails leaves the index exactly as it was: its undo puts the nodes back,
+//! and the tree forgets the lock changes of both the multi and the undo
+//! ([`crate::tree::DataTree`]'s `rollback_lock_changes`), so a waiter whose node the
+//! multi had deleted keeps waiting on the same entry.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
