@@ -2,7 +2,8 @@
 //! one-round-trip grants, FIFO hand-over pushed to the waiter, hand-over on session end,
 //! waiters re-registered after a reconnect, recipe contenders sharing the queue, and a
 //! queue of 10,000 waiters handed over with one message per hand-over. `native/`: the
-//! queue order the server and the recipes share; a failed multi keeps the index.
+//! queue order the server and the recipes share; a failed multi keeps the index;
+//! a grant made while the waiter is disconnected.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,6 +11,8 @@
 mod order;
 #[allow(dead_code)] // not every test binary uses every knob
 mod proxy;
+#[path = "native/reconnect.rs"]
+mod reconnect;
 #[path = "native/rollback.rs"]
 mod rollback;
 
