@@ -2,28 +2,43 @@
 //! whether it holds; a waiter is told in the commit that removes the last node blocking
 //! it. No getChildren, no watch, one message per hand-over.
 //!
-//! The index follows each lock path that a native request has named: its children by
-//! sequence number (the 10-digit suffix, as Curator sorts them), which are read nodes
-//! (`__READ__` in the name), and which belong to a waiting native session. Every node
-//! under the path counts, whoever created it, so native contenders, Curator, kazoo and
-//! the zlock recipes share one FIFO queue and one rule: a contender holds when nothing
-//! before it blocks it ([`may_hold`]).
+//! The index follows each lock path that a native request has named: its entries in
+//! queue order, which are readers, and which belong to a waiting native session. What
+//! an entry is, its order and what blocks what are [`zlock_proto::lock_order`]'s rule,
+//! the one the client's recipes use too: every sequential child counts, whoever
+//! created it, so native contenders, Curator, kazoo and the zlock recipes share one
+//! FIFO queue, and a contender holds when nothing before it blocks it.
 //!
 //! After each Txn the queues that lost a node are walked from the front only as far as
 //! a grant is still possible: for an exclusive lock that is its first entry, so a
 //! hand-over costs O(log n) and one pushed grant however long the queue is.
 //!
-//! The index and the waiters are derived from the log like everything in [`State`], but
-//! are not snapshotted: after a restart or a reconnect a waiter re-sends its request
-//! with [`lock_flags::RESUME`], which finds its node again.
+//! The index is replicated state like everything in [`State`]: the followed lock paths
+//! and their waiters (session, mode, node) are part of the snapshot ([`LockImage`],
+//! see [`crate::snapshot`]) and the entries are rebuilt from the tree on decode, so a
+//! server restarted from a snapshot and the log's suffix pushes the same grants as one
+//! that applied the whole log. A grant pushed while its session has no connection is
+//! lost with it; the client re-sends its request with [`lock_flags::RESUME`] on
+//! reconnect, which finds its node and answers whether it holds.
+//!
+//! A multi that fails leaves the index exactly as it was: its undo puts the nodes back,
+//! and the tree forgets the lock changes of both the multi and the undo
+//! ([`crate::tree::DataTree`]'s `rollback_lock_changes`), so a waiter whose node the
+//! multi had deleted keeps waiting on the same entry.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use zlock_proto::lock_order::{is_reader, Mode, QueueKey};
 use zlock_proto::records::{
     lock_flags, lock_mode, Acl, LockGrant, LockRequest, LockResponse, Stat,
 };
 use zlock_proto::{ErrorCode, OpCode, Record};
+
+mod image;
+
+pub(crate) use image::{mode_of_parts, mode_parts};
+pub use image::{LockImage, PendingWaiter, RestoreError, SavedWaiter};
 
 use crate::path;
 use crate::state::{Reply, State};
@@ -38,8 +53,7 @@ pub type Grant = (SessionId, LockGrant);
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Waiter {
     session: SessionId,
-    mode: i32,
-    leases: usize,
+    mode: Mode,
 }
 
 /// One node under a lock path.
@@ -55,16 +69,15 @@ struct Entry {
 impl Entry {
     fn new(name: &str, owner: SessionId) -> Entry {
         Entry {
-            read: is_read(name),
+            read: is_reader(name),
             owner,
             waiter: None,
         }
     }
 }
 
-/// Entries are ordered by sequence number, then name (two nodes can only share a
-/// number if one was created with a literal suffix).
-type Key = (i64, Box<str>);
+/// Entries in queue order (see [`zlock_proto::lock_order`]).
+type Key = QueueKey;
 
 #[derive(Debug, Clone, Default)]
 struct Queue {
@@ -119,39 +132,19 @@ impl Queue {
     /// while a grant is still possible.
     fn settle(&mut self, lock: &str, out: &mut Vec<(SessionId, String)>) {
         let mut writers_before = 0;
-        for (before, ((_, name), e)) in self.entries.iter_mut().enumerate() {
+        for (before, (key, e)) in self.entries.iter_mut().enumerate() {
             if writers_before > 0 && before >= self.max_leases.max(1) {
                 break;
             }
             if let Some(w) = &e.waiter {
-                if may_hold(w.mode, w.leases, before, writers_before) {
-                    out.push((w.session, child_path(lock, name)));
+                if w.mode.may_hold(before, writers_before) {
+                    out.push((w.session, child_path(lock, key.name())));
                     e.waiter = None;
                 }
             }
             writers_before += usize::from(!e.read);
         }
     }
-}
-
-/// Does a contender with `mode` hold, given the entries before it?
-fn may_hold(mode: i32, leases: usize, before: usize, writers_before: usize) -> bool {
-    match mode {
-        lock_mode::READ => writers_before == 0,
-        lock_mode::SEMAPHORE => before < leases,
-        _ => before == 0,
-    }
-}
-
-/// The sequence number of a contender's node: its last ten characters, as ZooKeeper
-/// formats them (`%010d`, so a wrapped counter gives a negative number).
-pub(crate) fn sequence(name: &str) -> Option<i64> {
-    let tail = name.get(name.len().checked_sub(10)?..)?;
-    tail.parse::<i32>().ok().map(i64::from)
-}
-
-fn is_read(name: &str) -> bool {
-    name.contains("__READ__")
 }
 
 fn child_path(lock: &str, name: &str) -> String {
@@ -200,16 +193,20 @@ impl State {
         for c in changes {
             match c {
                 LockChange::Added { lock, name, owner } => {
-                    let Some(seq) = sequence(&name) else { continue };
+                    let e = Entry::new(&name, owner);
+                    let Some(key) = QueueKey::of(name) else {
+                        continue;
+                    };
                     if let Some(q) = self.locks.queues.get_mut(&lock) {
-                        let e = Entry::new(&name, owner);
-                        q.insert((seq, name), e);
+                        q.insert(key, e);
                     }
                 }
                 LockChange::Removed { lock, name } => {
-                    let Some(seq) = sequence(&name) else { continue };
+                    let Some(key) = QueueKey::of(name) else {
+                        continue;
+                    };
                     if let Some(q) = self.locks.queues.get_mut(&lock) {
-                        q.remove(&(seq, name));
+                        q.remove(&key);
                         if !touched.contains(&lock) {
                             touched.push(lock);
                         }
@@ -245,12 +242,14 @@ impl State {
         };
         if let Some(n) = self.tree.get(lock) {
             for name in &n.children {
-                let Some(seq) = sequence(name) else { continue };
+                let Some(key) = QueueKey::of(name.clone()) else {
+                    continue;
+                };
                 let owner = self
                     .tree
                     .get(&child_path(lock, name))
                     .map_or(0, |c| c.kind.ephemeral_owner());
-                q.insert((seq, name.clone()), Entry::new(name, owner));
+                q.insert(key, Entry::new(name, owner));
             }
         }
         self.tree.follow_lock(key.clone());
@@ -276,9 +275,10 @@ impl State {
         if r.prefix.contains('/') || r.prefix.contains('\0') {
             return Err(ErrorCode::BadArguments);
         }
-        let leases = match r.mode {
-            lock_mode::EXCLUSIVE | lock_mode::READ | lock_mode::WRITE => 1,
-            lock_mode::SEMAPHORE if r.leases >= 1 => r.leases as usize,
+        let mode = match r.mode {
+            lock_mode::EXCLUSIVE | lock_mode::WRITE => Mode::Exclusive,
+            lock_mode::READ => Mode::Read,
+            lock_mode::SEMAPHORE if r.leases >= 1 => Mode::Semaphore(r.leases as usize),
             _ => return Err(ErrorCode::BadArguments),
         };
         self.create_lock_path(cx, &r.path, trig)?;
@@ -288,8 +288,7 @@ impl State {
         }
         let waiter = Waiter {
             session: cx.session,
-            mode: r.mode,
-            leases,
+            mode,
         };
 
         if r.flags & lock_flags::RESUME != 0 {
@@ -301,7 +300,7 @@ impl State {
             let q = &self.locks.queues[&lock];
             let (n, w) = (q.entries.len(), q.writers);
             // A new node would come after every entry.
-            if !may_hold(r.mode, leases, n, w) {
+            if !mode.may_hold(n, w) {
                 return Ok(LockResponse {
                     node: String::new(),
                     czxid: 0,
@@ -319,10 +318,10 @@ impl State {
         let (node, stat) = self.create(cx, OpCode::Create2, &args, -1, &mut None, trig)?;
         self.settle_locks();
         let name = &node[node.rfind('/').map_or(0, |i| i + 1)..];
-        let Some(seq) = sequence(name) else {
+        // The name ZooKeeper's format gave it always has a sequence number.
+        let Some(key) = QueueKey::of(name) else {
             return Err(ErrorCode::SystemError);
         };
-        let key = (seq, name.into());
         Ok(self.decide(&lock, key, waiter, node, &stat))
     }
 
@@ -344,9 +343,9 @@ impl State {
             };
         };
         let (before, writers_before) = q.before(&key);
-        let granted = may_hold(waiter.mode, waiter.leases, before, writers_before);
+        let granted = waiter.mode.may_hold(before, writers_before);
         if !granted {
-            q.max_leases = q.max_leases.max(waiter.leases);
+            q.max_leases = q.max_leases.max(waiter.mode.leases());
             if let Some(e) = q.entries.get_mut(&key) {
                 e.waiter = Some(waiter);
             }
@@ -393,10 +392,10 @@ impl State {
         let found = q
             .entries
             .iter()
-            .find(|((_, name), e)| e.owner == cx.session && name.starts_with(&r.prefix))
+            .find(|(key, e)| e.owner == cx.session && key.name().starts_with(&r.prefix))
             .map(|(k, _)| k.clone());
         let Some(key) = found else { return Ok(None) };
-        let node = child_path(lock, &key.1);
+        let node = child_path(lock, key.name());
         let stat = self
             .tree
             .get(&node)
@@ -445,30 +444,5 @@ impl State {
             self.create(cx, OpCode::CreateContainer, &args, -1, &mut None, trig)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sequence_numbers() {
-        assert_eq!(sequence("_c_x-lock-0000000007"), Some(7));
-        assert_eq!(sequence("lock--000000001"), Some(-1));
-        assert_eq!(sequence("lock-abc"), None);
-        assert_eq!(sequence("0000000012"), Some(12));
-        assert_eq!(sequence("é000000012"), None);
-    }
-
-    #[test]
-    fn who_may_hold() {
-        assert!(may_hold(lock_mode::EXCLUSIVE, 1, 0, 0));
-        assert!(!may_hold(lock_mode::EXCLUSIVE, 1, 1, 0));
-        assert!(may_hold(lock_mode::READ, 1, 3, 0));
-        assert!(!may_hold(lock_mode::READ, 1, 3, 1));
-        assert!(!may_hold(lock_mode::WRITE, 1, 3, 0));
-        assert!(may_hold(lock_mode::SEMAPHORE, 3, 2, 2));
-        assert!(!may_hold(lock_mode::SEMAPHORE, 3, 3, 0));
     }
 }

@@ -1,13 +1,29 @@
 //! The state's snapshot encoding (the payload inside a snapshot file).
 //!
-//! Version 2, jute primitives:
-//! `int version (=1) | long zxid | int session count | sessions | long node count | nodes`
+//! Version 3, jute primitives:
+//! `int version (=3) | long zxid | int session count | sessions | long node count | nodes |
+//!  int lock count | locks`
 //! - session: `long id | int timeout_ms | buffer passwd`
 //! - node, parents before children (depth-first from `/`):
 //!   `ustring path | buffer data (-1 = null) | vector<ACL> acl | byte kind | long kind_arg |
 //!    long czxid | long mzxid | long ctime | long mtime | int version | int cversion |
 //!    int aversion | long pzxid`
 //!   kind: 0 persistent, 1 ephemeral (arg = owner session), 2 container, 3 TTL (arg = ms).
+//! - lock, one per lock path the native lock index follows, in path order:
+//!   `ustring path | int waiter count | waiters`
+//! - waiter, in queue order: `ustring node name (under the lock path) | long session |
+//!   byte mode | int leases`; mode: 0 exclusive, 1 read, 2 semaphore (leases >= 1; the
+//!   field is 1 for the others).
+//!
+//! The lock section keeps only what the log decided and the tree does not show: which
+//! paths are followed and which entries have a native waiter (see [`crate::locks`]).
+//! The entries are the lock paths' children; decoding follows each path again, which
+//! rebuilds its queue from the tree, and puts the waiters back, so the restored state
+//! grants exactly what the state that was saved would have.
+//!
+//! Version 2 is version 3 without the lock section; it decodes with no lock path
+//! followed and no waiter (what every restart gave before version 3: a waiter finds its
+//! node again with a RESUME request).
 //!
 //! Watches are not part of a snapshot: clients re-register them on reconnect.
 
@@ -16,15 +32,21 @@ use zlock_proto::jute::{Field, Reader, Writer};
 use zlock_proto::records::Acl;
 use zlock_proto::DecodeError;
 
+use crate::locks::{mode_of_parts, mode_parts, LockImage, RestoreError, SavedWaiter};
 use crate::path;
 use crate::state::{Config, Session, State};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::tree::{DataTree, Node, NodeKind, SessionId};
 
 /// 1: first format. 2: node data may be null (buffer length -1); cversion holds the
-/// parent's create count (the Stat's cversion is derived from it).
-pub const SNAPSHOT_VERSION: i32 = 2;
+/// parent's create count (the Stat's cversion is derived from it). 3: the native lock
+/// index's followed paths and waiters after the nodes.
+pub const SNAPSHOT_VERSION: i32 = 3;
+
+/// The oldest version [`decode`] still reads.
+const OLDEST_VERSION: i32 = 2;
 
 #[derive(Debug, Error)]
 pub enum SnapshotError {
@@ -34,6 +56,19 @@ pub enum SnapshotError {
     Decode(#[from] DecodeError),
     #[error("snapshot node {0} has no parent")]
     Orphan(String),
+    #[error("snapshot follows lock path {0}, which is not in its tree")]
+    NoLockPath(String),
+    #[error("snapshot has a native waiter on {0}, which is no entry of its lock path")]
+    NoLockEntry(String),
+}
+
+impl From<RestoreError> for SnapshotError {
+    fn from(e: RestoreError) -> Self {
+        match e {
+            RestoreError::NoLockPath(p) => SnapshotError::NoLockPath(p),
+            RestoreError::NoEntry(p) => SnapshotError::NoLockEntry(p),
+        }
+    }
 }
 
 /// What a snapshot holds: the replicated part of the state. Cloning it is cheap (the
@@ -46,6 +81,9 @@ pub struct Image {
     pub zxid: i64,
     pub sessions: BTreeMap<SessionId, Session>,
     pub tree: DataTree,
+    /// A copy of the lock index's followed paths and waiters (one entry per waiter, not
+    /// per node).
+    pub locks: LockImage,
 }
 
 impl Image {
@@ -55,20 +93,22 @@ impl Image {
             zxid: state.zxid,
             sessions: state.sessions.clone(),
             tree: state.tree.clone(),
+            locks: state.locks.image(),
         }
     }
 }
 
 /// Encodes the replicated part of `state` into `out`.
 pub fn encode(state: &State, out: &mut Vec<u8>) {
+    let locks = state.locks.image();
     // Writing into a Vec cannot fail.
-    let _ = write_parts(&state.tree, &state.sessions, state.zxid, out);
+    let _ = write_parts(&state.tree, &state.sessions, state.zxid, &locks, out);
 }
 
 /// Streams `image` to `w` in chunks (a snapshot of a million znodes is hundreds of MB;
 /// it never needs to be in memory whole).
 pub fn write_image(image: &Image, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    write_parts(&image.tree, &image.sessions, image.zxid, w)
+    write_parts(&image.tree, &image.sessions, image.zxid, &image.locks, w)
 }
 
 const CHUNK: usize = 256 * 1024;
@@ -77,6 +117,7 @@ fn write_parts(
     tree: &DataTree,
     sessions: &BTreeMap<SessionId, Session>,
     zxid: i64,
+    locks: &LockImage,
     w: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let mut out: Vec<u8> = Vec::with_capacity(CHUNK + 4096);
@@ -125,6 +166,22 @@ fn write_parts(
             out.clear();
         }
     }
+    out.write_i32(locks.locks.len() as i32);
+    for (lock, waiters) in &locks.locks {
+        out.write_string(lock);
+        out.write_i32(waiters.len() as i32);
+        for wt in waiters {
+            let (mode, leases) = mode_parts(wt.mode);
+            out.write_string(&wt.name);
+            out.write_i64(wt.session);
+            out.push(mode);
+            out.write_i32(i32::try_from(leases).unwrap_or(i32::MAX));
+        }
+        if out.len() >= CHUNK {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
     w.write_all(&out)
 }
 
@@ -132,7 +189,7 @@ fn write_parts(
 pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
     let mut r = Reader::new(bytes);
     let v = r.read_i32()?;
-    if v != SNAPSHOT_VERSION {
+    if !(OLDEST_VERSION..=SNAPSHOT_VERSION).contains(&v) {
         return Err(SnapshotError::Version(v));
     }
     let mut st = State::new(config);
@@ -178,14 +235,59 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
         }
         st.tree.insert(&p, n);
     }
+    if v >= 3 {
+        let locks = read_locks(&mut r)?;
+        st.restore_locks(locks)?;
+    }
     Ok(st)
+}
+
+fn read_locks(r: &mut Reader<'_>) -> Result<LockImage, DecodeError> {
+    let n = r.read_i32()?;
+    let mut locks = Vec::new();
+    for _ in 0..n.max(0) {
+        let lock: Arc<str> = r.read_string()?.into();
+        let nw = r.read_i32()?;
+        let mut waiters = Vec::new();
+        for _ in 0..nw.max(0) {
+            let name: Box<str> = r.read_string()?.into();
+            let session = r.read_i64()?;
+            let kind = r.read_u8()?;
+            let leases = r.read_i32()?;
+            let mode = match usize::try_from(leases)
+                .ok()
+                .and_then(|l| mode_of_parts(kind, l))
+            {
+                Some(m) => m,
+                None if kind > 2 => {
+                    return Err(DecodeError::InvalidValue {
+                        field: "lock waiter mode",
+                        value: i64::from(kind),
+                    })
+                }
+                None => {
+                    return Err(DecodeError::InvalidValue {
+                        field: "lock waiter leases",
+                        value: i64::from(leases),
+                    })
+                }
+            };
+            waiters.push(SavedWaiter {
+                name,
+                session,
+                mode,
+            });
+        }
+        locks.push((lock, waiters));
+    }
+    Ok(LockImage { locks })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::txn::{Origin, Txn, TxnBody};
-    use zlock_proto::records::CreateRequest;
+    use zlock_proto::records::{lock_mode, CreateRequest, LockRequest};
     use zlock_proto::{OpCode, Request};
 
     #[test]
@@ -234,5 +336,89 @@ mod tests {
         }
         assert_eq!(back.tree.ephemerals_of(sid), vec!["/a/e".to_string()]);
         assert!(decode(&b[..b.len() - 3], Config::default()).is_err());
+    }
+
+    /// Sessions 1 and 2; 1 holds `/l`, 2 waits for it.
+    fn with_waiter() -> State {
+        let mut st = State::new(Config::default());
+        for _ in [1, 2] {
+            st.apply_next(&Txn {
+                origin: Origin::default(),
+                time_ms: 100,
+                body: TxnBody::CreateSession {
+                    passwd: vec![1; 16],
+                    timeout_ms: 4000,
+                },
+            });
+        }
+        // Member 0's sessions take their zxid as id: 1 and 2.
+        for s in [1, 2] {
+            let origin = Origin {
+                session: s,
+                ..Origin::default()
+            };
+            let a = st.apply_next(&Txn::request(
+                origin,
+                100,
+                vec![].into(),
+                Request::Lock(LockRequest {
+                    path: "/l".into(),
+                    prefix: "x-".into(),
+                    data: None,
+                    acl: Acl::open_unsafe(),
+                    mode: lock_mode::EXCLUSIVE,
+                    leases: 1,
+                    flags: 0,
+                    release: String::new(),
+                }),
+            ));
+            assert_eq!(a.reply.err, 0);
+        }
+        assert_eq!(st.locks.pending().len(), 1);
+        st
+    }
+
+    #[test]
+    fn version_2_decodes_with_no_waiters() {
+        let st = with_waiter();
+        // Version 2 is version 3 without the lock section.
+        let mut v2 = Vec::new();
+        write_parts(
+            &st.tree,
+            &st.sessions,
+            st.zxid,
+            &LockImage::default(),
+            &mut v2,
+        )
+        .unwrap();
+        v2.truncate(v2.len() - 4);
+        v2[..4].copy_from_slice(&2i32.to_be_bytes());
+        let back = decode(&v2, Config::default()).unwrap();
+        assert!(back.locks.is_empty() && back.locks.pending().is_empty());
+        assert_eq!(back.tree.len(), st.tree.len());
+        let mut v3 = Vec::new();
+        encode(&st, &mut v3);
+        let back = decode(&v3, Config::default()).unwrap();
+        assert_eq!(back.locks.pending(), st.locks.pending());
+    }
+
+    #[test]
+    fn a_lock_section_that_does_not_fit_the_tree_is_refused() {
+        let st = with_waiter();
+        let mut image = st.locks.image();
+        image.locks[0].1[0].name = "x-0000000007".into();
+        let mut b = Vec::new();
+        write_parts(&st.tree, &st.sessions, st.zxid, &image, &mut b).unwrap();
+        assert!(matches!(
+            decode(&b, Config::default()),
+            Err(SnapshotError::NoLockEntry(p)) if p == "/l/x-0000000007"
+        ));
+        image.locks[0].0 = "/nope".into();
+        let mut b = Vec::new();
+        write_parts(&st.tree, &st.sessions, st.zxid, &image, &mut b).unwrap();
+        assert!(matches!(
+            decode(&b, Config::default()),
+            Err(SnapshotError::NoLockPath(p)) if p == "/nope"
+        ));
     }
 }

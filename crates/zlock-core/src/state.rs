@@ -84,7 +84,7 @@ pub struct State {
     pub applied: LogIndex,
     pub watches: Watches,
     pub config: Config,
-    /// The native lock index (derived from the tree, not snapshotted).
+    /// The native lock index (its followed paths and waiters are snapshotted).
     pub locks: LockIndex,
     /// Grants made by the Txn being applied.
     pub(crate) lock_grants: Vec<Grant>,

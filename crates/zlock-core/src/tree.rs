@@ -129,11 +129,15 @@ pub struct DataTree {
     lock_changes: Vec<LockChange>,
 }
 
+/// A position in the lock-change log (see [`DataTree::rollback_lock_changes`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockMark(usize);
+
 /// A change under (or of) a followed lock path, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LockChange {
-    /// A child was created (or replaced, by a multi's undo); `owner` is its ephemeral
-    /// owner (0 for other nodes).
+    /// A child was created (or replaced); `owner` is its ephemeral owner (0 for other
+    /// nodes).
     Added {
         lock: Arc<str>,
         name: Box<str>,
@@ -304,6 +308,26 @@ impl DataTree {
     /// The changes under followed lock paths since the last call.
     pub(crate) fn take_lock_changes(&mut self) -> Vec<LockChange> {
         std::mem::take(&mut self.lock_changes)
+    }
+
+    /// The current end of the lock-change log, for [`DataTree::rollback_lock_changes`].
+    pub(crate) fn lock_mark(&self) -> LockMark {
+        LockMark(self.lock_changes.len())
+    }
+
+    /// Forgets the lock changes since `mark`, and follows again a lock path whose
+    /// removal is among them. For a multi that was undone: its nodes are back as they
+    /// were, so the index must see neither its changes nor the undo's. Replaying them
+    /// instead would turn a restored node into a Removed and an Added, a fresh entry
+    /// that has lost its native waiter (and a restored lock path into one no longer
+    /// followed). Nothing may drain the log between the mark and this call.
+    pub(crate) fn rollback_lock_changes(&mut self, mark: LockMark) {
+        let start = mark.0.min(self.lock_changes.len());
+        for c in self.lock_changes.drain(start..) {
+            if let LockChange::Gone(lock) = c {
+                self.lock_paths.insert(lock);
+            }
+        }
     }
 
     /// The ephemeral node paths a session owns, in path order.

@@ -442,6 +442,9 @@ impl State {
         events: &mut Vec<Notification>,
     ) -> Reply {
         let mut undo = Undo::default();
+        // No lock op runs inside a multi, so nothing drains the lock changes until the
+        // multi is done (see the rollback below).
+        let lock_mark = self.tree.lock_mark();
         let mut pending = Vec::new();
         let mut results = Vec::with_capacity(ops.len());
         let mut failed: Option<(usize, ErrorCode)> = None;
@@ -474,6 +477,8 @@ impl State {
                         }
                     }
                 }
+                // The lock index must come out as it went in, waiters included.
+                self.tree.rollback_lock_changes(lock_mark);
                 // A failed multi changed nothing, so none of its triggers fire.
                 drop(pending);
                 let res: Vec<MultiResult> = (0..ops.len())

@@ -8,10 +8,13 @@
 //! - [`op_code`], [`error_code`]: the exact ZooKeeper numbers.
 //! - [`records`]: every record, one file per message family.
 //! - [`request`]: a whole request body decoded by opcode.
+//! - [`lock_order`]: the queue order of a lock path's contenders, shared by the
+//!   server's native lock and the client's recipes.
 
 pub mod error_code;
 pub mod frame;
 pub mod jute;
+pub mod lock_order;
 pub mod op_code;
 pub mod records;
 pub mod request;

@@ -1,12 +1,20 @@
 //! zlock's native lock operation through the real protocol: discovery in the handshake,
 //! one-round-trip grants, FIFO hand-over pushed to the waiter, hand-over on session end,
 //! waiters re-registered after a reconnect, recipe contenders sharing the queue, and a
-//! queue of 10,000 waiters handed over with one message per hand-over.
+//! queue of 10,000 waiters handed over with one message per hand-over. `native/`: the
+//! queue order the server and the recipes share; a failed multi keeps the index;
+//! a grant made while the waiter is disconnected.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "native/order.rs"]
+mod order;
 #[allow(dead_code)] // not every test binary uses every knob
 mod proxy;
+#[path = "native/reconnect.rs"]
+mod reconnect;
+#[path = "native/rollback.rs"]
+mod rollback;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -398,9 +406,9 @@ async fn chroot_native_lock_and_reacquire() {
         .is_empty());
 }
 
-/// A native waiter survives a server restart (`kill -9`, same port): the index and the
-/// registrations are not on disk, the nodes are; on reconnect the client re-sends its
-/// request with RESUME, and the holder's release then grants it.
+/// A native waiter survives a server restart (`kill -9`, same port): the nodes and the
+/// waiters come back from the snapshot and the log; on reconnect the client re-sends
+/// its request with RESUME, and the holder's release then grants it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_survives_server_restart() {
     if zlock_testkit::zlock_bin().is_err() {

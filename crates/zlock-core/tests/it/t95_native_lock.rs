@@ -311,3 +311,53 @@ fn release_and_requeue_in_one_request() {
     assert_eq!(h.write(c, Request::Lock(bad)).reply.err, BAD_ARGUMENTS);
     assert!(h.has(&z.node));
 }
+
+/// A multi that deletes a waiter's node and then fails is undone: the node is back and
+/// so is its waiter, whose grant comes when the holder releases.
+#[test]
+fn a_failed_multi_keeps_the_waiter_of_the_node_it_restored() {
+    let mut h = Harness::new();
+    let (holder, waiter, other) = (h.session(), h.session(), h.session());
+    let (rh, _) = lock(&mut h, holder, "/l", lock_mode::EXCLUSIVE);
+    let (rw, _) = lock(&mut h, waiter, "/l", lock_mode::EXCLUSIVE);
+    h.mk(other, "/x");
+    let before = h.st.locks.pending();
+    assert_eq!(before.len(), 1);
+    let (a, res) = h.multi(other, vec![m_delete(&rw.node, -1), m_check("/x", 5)]);
+    assert_eq!(multi_errors(&res), vec![OK, BAD_VERSION]);
+    assert!(a.grants.is_empty());
+    assert!(h.has(&rw.node));
+    assert_eq!(
+        h.st.locks.pending(),
+        before,
+        "the index is as before the multi"
+    );
+    let x = h.delete(holder, &rh.node, -1);
+    assert_eq!(grants(&x), vec![(waiter, rw.node)]);
+}
+
+/// The same when the multi also deleted the lock path itself: it is still followed
+/// after the undo, with its waiter.
+#[test]
+fn a_failed_multi_that_deleted_the_lock_path_keeps_it_followed() {
+    let mut h = Harness::new();
+    let (holder, waiter, other) = (h.session(), h.session(), h.session());
+    let (rh, _) = lock(&mut h, holder, "/m", lock_mode::EXCLUSIVE);
+    let (rw, _) = lock(&mut h, waiter, "/m", lock_mode::EXCLUSIVE);
+    h.mk(other, "/x");
+    let before = h.st.locks.pending();
+    let (_, res) = h.multi(
+        other,
+        vec![
+            m_delete(&rh.node, -1),
+            m_delete(&rw.node, -1),
+            m_delete("/m", -1),
+            m_check("/x", 5),
+        ],
+    );
+    assert_eq!(multi_errors(&res), vec![OK, OK, OK, BAD_VERSION]);
+    assert!(h.has(&rw.node) && h.has(&rh.node));
+    assert_eq!(h.st.locks.pending(), before);
+    let x = h.delete(holder, &rh.node, -1);
+    assert_eq!(grants(&x), vec![(waiter, rw.node)]);
+}

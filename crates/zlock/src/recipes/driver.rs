@@ -7,9 +7,12 @@
 //!   its GUID instead of being left behind as an orphan that blocks everyone.
 //! - [`Pending`]: the node of an acquire that has not settled; dropped armed, it spawns
 //!   the node's removal (finding it by GUID if the create was still in flight).
-//! - [`LockCore`]: one queue of lock nodes with a per-instance reentrant hold. What
-//!   "first enough to hold" means is a [`Rule`] given per acquire: the mutex and the
-//!   write lock hold when first, the read lock when no write node precedes it.
+//! - [`LockCore`]: one queue of lock nodes with a per-instance reentrant hold. The
+//!   children are put in queue order by [`zlock_proto::lock_order`], the rule the
+//!   server's native lock uses too (every sequential child counts, whatever its
+//!   prefix). What "first enough to hold" means is a [`Rule`] given per acquire, from
+//!   the same module: the mutex and the write lock hold when first, the read lock when
+//!   no writer precedes it.
 //! - [`Hold`]: the held node, released on `release` or drop, with the `lost()` future.
 
 use std::future::Future;
@@ -19,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use zlock_proto::lock_order::{self, Mode};
 
 use super::metrics::{self, LockMetrics};
 use super::{create_parents, default_window, delete_node, session_in_doubt, spawn_delete};
@@ -45,12 +49,16 @@ pub(crate) enum Decision {
     Watch(String),
 }
 
-/// Given the contenders sorted by sequence and the index of our own node, decide.
+/// Given the contenders in queue order ([`lock_order::queue`]) and the index of our
+/// own node, decide.
 pub(crate) type Rule<'a> = &'a (dyn Fn(&[String], usize) -> Decision + Sync);
 
-/// Holds when first; otherwise watches the node just before (the mutex, the write
-/// lock).
+/// [`Mode::Exclusive`]: holds when first; otherwise watches the node just before (the
+/// mutex, the write lock).
 pub(crate) fn first_holds(sorted: &[String], idx: usize) -> Decision {
+    if Mode::Exclusive.holds(sorted, idx) {
+        return Decision::Hold;
+    }
     match idx.checked_sub(1) {
         None => Decision::Hold,
         Some(p) => Decision::Watch(sorted[p].clone()),
@@ -63,9 +71,6 @@ pub(crate) struct LockCore {
     pub(crate) path: String,
     /// What our nodes are named after the protection prefix, before the sequence.
     marker: &'static str,
-    /// The markers of every node kind sharing the queue; the sequence follows the
-    /// last one in a name.
-    queue_markers: &'static [&'static str],
     /// The node this instance holds and how many guards share it.
     held: std::sync::Mutex<Option<Held>>,
     /// Serialises the acquires of this instance so that reentrancy is well defined.
@@ -80,17 +85,11 @@ struct Held {
 }
 
 impl LockCore {
-    pub(crate) fn new(
-        client: Client,
-        path: &str,
-        marker: &'static str,
-        queue_markers: &'static [&'static str],
-    ) -> Arc<LockCore> {
+    pub(crate) fn new(client: Client, path: &str, marker: &'static str) -> Arc<LockCore> {
         Arc::new(LockCore {
             client,
             path: path.trim_end_matches('/').to_owned(),
             marker,
-            queue_markers,
             held: std::sync::Mutex::new(None),
             acquiring: tokio::sync::Mutex::new(()),
         })
@@ -187,7 +186,7 @@ impl LockCore {
                 Err(Error::ConnectionLoss) => continue,
                 Err(e) => return Err(e),
             };
-            let sorted = sort_by_sequence(children, self.queue_markers);
+            let sorted = lock_order::queue(children);
             let Some(idx) = sorted.iter().position(|c| *c == own) else {
                 return Err(Error::Server(ErrorCode::NoNode));
             };
@@ -228,8 +227,7 @@ impl LockCore {
     /// The same acquire through zlock's native lock operation: one round trip creates
     /// the node (same name) and answers whether it holds; a queued node waits for the
     /// grant the server pushes, with no listing and no watch. The server applies the
-    /// same rule as [`first_holds`] (or the read rule for `__READ__` nodes) to every
-    /// node of the queue, so recipe and native contenders mix.
+    /// same [`lock_order`] rule to the same queue, so recipe and native contenders mix.
     async fn acquire_native(
         self: &Arc<Self>,
         wait: Wait,
@@ -248,7 +246,7 @@ impl LockCore {
         release: String,
     ) -> Result<Option<Hold>> {
         let mut pending = Pending::new(&self.client, &self.path);
-        let mode = if self.marker.contains("__READ__") {
+        let mode = if self.marker == lock_order::READ_MARKER {
             lock_mode::READ
         } else {
             lock_mode::EXCLUSIVE
@@ -651,26 +649,6 @@ pub(crate) fn node_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// The sequence number of a node: the digits after the last occurrence of any of
-/// `markers` (Curator's `fixForSorting`).
-fn sequence(name: &str, markers: &[&str]) -> Option<u64> {
-    let end = markers
-        .iter()
-        .filter_map(|m| name.rfind(m).map(|i| i + m.len()))
-        .max()?;
-    name[end..].parse().ok()
-}
-
-/// The nodes sorted by sequence number; children without one are ignored.
-pub(crate) fn sort_by_sequence(children: Vec<String>, markers: &[&str]) -> Vec<String> {
-    let mut v: Vec<(u64, String)> = children
-        .into_iter()
-        .filter_map(|c| sequence(&c, markers).map(|s| (s, c)))
-        .collect();
-    v.sort();
-    v.into_iter().map(|(_, c)| c).collect()
-}
-
 /// A random UUID-formatted (version 4 layout) identifier for one node.
 pub(crate) fn new_guid() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -706,44 +684,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sorts_by_suffix_ignoring_prefix() {
-        let v = sort_by_sequence(
-            vec![
-                "_c_bbb-lock-0000000003".into(),
-                "_c_aaa-lock-0000000010".into(),
-                "lock-0000000001".into(),
-                "unrelated".into(),
-            ],
-            &["lock-"],
-        );
+    fn queue_order_ignores_prefixes_and_counts_every_kind() {
+        let v = lock_order::queue(vec![
+            "_c_bbb-lock-0000000003".into(),
+            "_c_aaa-lock-0000000010".into(),
+            "lock-0000000001".into(),
+            "unrelated".into(),
+            "_c_ccc-__READ__0000000002".into(),
+            "_c_ddd-lock--000000001".into(),
+        ]);
         assert_eq!(
             v,
             vec![
                 "lock-0000000001",
+                "_c_ccc-__READ__0000000002",
                 "_c_bbb-lock-0000000003",
-                "_c_aaa-lock-0000000010"
+                "_c_aaa-lock-0000000010",
+                "_c_ddd-lock--000000001",
             ]
         );
-    }
-
-    #[test]
-    fn sorts_mixed_markers_by_their_suffix() {
-        let v = sort_by_sequence(
-            vec![
-                "_c_a-__READ__0000000002".into(),
-                "_c_b-__WRIT__0000000001".into(),
-                "_c_c-__WRIT__0000000003".into(),
-            ],
-            &["__READ__", "__WRIT__"],
-        );
-        assert_eq!(
-            v,
-            vec![
-                "_c_b-__WRIT__0000000001",
-                "_c_a-__READ__0000000002",
-                "_c_c-__WRIT__0000000003"
-            ]
-        );
+        assert!(matches!(first_holds(&v, 0), Decision::Hold));
+        assert!(matches!(first_holds(&v, 2), Decision::Watch(p) if p == v[1]));
     }
 
     #[test]

@@ -7,9 +7,10 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use zlock_proto::lock_order;
 
 use super::default_window;
-use super::driver::{create_node, node_name, sort_by_sequence, Pending};
+use super::driver::{create_node, node_name, Pending};
 use crate::{Client, ConnectionState, Error, ErrorCode, OneshotWatcher, Result};
 
 /// Curator's marker of a latch node: `_c_<guid>-latch-NNNNNNNNNN`.
@@ -173,7 +174,7 @@ impl LeaderLatch {
             Err(e) => return Err(e),
         };
         let mut ids = Vec::new();
-        for name in sort_by_sequence(children, &[LATCH_NAME]) {
+        for name in lock_order::queue(children) {
             match self
                 .client
                 .get_data(&format!("{}/{name}", self.path), false)
@@ -309,7 +310,7 @@ impl Latch {
     /// Lists the queue and finds our place; a follower sets its watch.
     async fn look(&self, own: &str) -> Result<Look> {
         let children = self.client.get_children(&self.path, false).await?;
-        let sorted = sort_by_sequence(children, &[LATCH_NAME]);
+        let sorted = lock_order::queue(children);
         match sorted.iter().position(|c| c == own) {
             None => Ok(Look::Gone),
             Some(0) => Ok(Look::Leader),

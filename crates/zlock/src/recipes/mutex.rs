@@ -21,7 +21,8 @@ const LOCK_NAME: &str = "lock-";
 /// Each acquire creates an ephemeral sequential node
 /// `<lock_path>/_c_<guid>-lock-NNNNNNNNNN` (parents are created as containers if
 /// missing), lists the children and holds the lock if its node has the lowest sequence
-/// number (names are sorted by the 10-digit suffix, ignoring the prefix). Otherwise it
+/// number (the queue order of [`zlock_proto::lock_order`], shared with the server's
+/// native lock: by the sequence suffix, ignoring the prefix). Otherwise it
 /// watches only the node just before its own and re-checks when that one goes. A
 /// release deletes one node and wakes exactly one waiter; waiters get the lock in the
 /// order they queued (FIFO).
@@ -89,7 +90,7 @@ impl Mutex {
     /// A lock on `lock_path` (its children are the contenders' nodes).
     pub fn new(client: Client, lock_path: &str) -> Mutex {
         Mutex {
-            core: LockCore::new(client, lock_path, LOCK_NAME, &[LOCK_NAME]),
+            core: LockCore::new(client, lock_path, LOCK_NAME),
             metrics: Some(LockMetrics::global().clone()),
         }
     }

@@ -5,17 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use zlock_proto::lock_order;
 
 use super::driver::{first_holds, Decision, Hold, LockCore, Wait};
 use super::metrics::LockMetrics;
 use crate::{Client, ConnectionState, Error, Result};
 
 /// Curator's marker of a read node: `_c_<guid>-__READ__NNNNNNNNNN`.
-const READ_NAME: &str = "__READ__";
+const READ_NAME: &str = lock_order::READ_MARKER;
 /// Curator's marker of a write node: `_c_<guid>-__WRIT__NNNNNNNNNN`.
 const WRITE_NAME: &str = "__WRIT__";
-/// Readers and writers queue under one path and are ordered by one sequence.
-const QUEUE: &[&str] = &[READ_NAME, WRITE_NAME];
 
 /// A fair, distributed, reentrant read-write lock with the semantics and node names
 /// of Apache Curator's `InterProcessReadWriteLock`, so Curator clients and zlock
@@ -28,7 +27,9 @@ const QUEUE: &[&str] = &[READ_NAME, WRITE_NAME];
 /// - A writer holds when its node is first of all; a waiting writer watches its
 ///   immediate predecessor (of either kind).
 /// - A reader holds when no write node precedes it; a waiting reader watches the last
-///   write node before it. (Curator's reader watches the *first* one; both are
+///   write node before it. Any node that is not a read node counts as a write node
+///   here (a Curator mutex node, kazoo's, a native one): the order and this rule are
+///   [`zlock_proto::lock_order`]'s, which the zlock server's native lock shares. (Curator's reader watches the *first* one; both are
 ///   correct, watching the last one just wakes the reader once instead of once per
 ///   writer ahead. Which node a contender watches does not matter to the others, so
 ///   the two interoperate.)
@@ -93,8 +94,8 @@ pub struct ReadWriteLock {
 impl ReadWriteLock {
     /// A read-write lock on `lock_path` (its children are the contenders' nodes).
     pub fn new(client: Client, lock_path: &str) -> ReadWriteLock {
-        let write = LockCore::new(client.clone(), lock_path, WRITE_NAME, QUEUE);
-        let read = LockCore::new(client, lock_path, READ_NAME, QUEUE);
+        let write = LockCore::new(client.clone(), lock_path, WRITE_NAME);
+        let read = LockCore::new(client, lock_path, READ_NAME);
         let metrics = Some(LockMetrics::global().clone());
         ReadWriteLock {
             read: ReadLock {
@@ -183,8 +184,10 @@ impl ReadLock {
             if write.holds() {
                 return Decision::Hold; // downgrade
             }
-            match sorted[..idx].iter().rev().find(|n| n.contains(WRITE_NAME)) {
-                Some(w) => Decision::Watch(w.clone()),
+            // Every entry that is not a reader is a writer here, a foreign kind too
+            // (the shared rule, which the server applies as well).
+            match lock_order::last_writer_before(sorted, idx) {
+                Some(w) => Decision::Watch(sorted[w].clone()),
                 None => Decision::Hold,
             }
         };

@@ -3,10 +3,9 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use zlock_proto::lock_order::{self, Mode};
 
-use super::driver::{
-    create_node, native_contend, native_request, node_name, sort_by_sequence, Pending, Wait,
-};
+use super::driver::{create_node, native_contend, native_request, node_name, Pending, Wait};
 use super::metrics::{self, LockMetrics};
 use super::{default_window, delete_node, session_in_doubt, spawn_delete, Mutex};
 use crate::{lock_mode, Client, Error, ErrorCode, Result};
@@ -278,11 +277,11 @@ impl Semaphore {
         let own = node_name(&node).to_owned();
         loop {
             let (children, changed) = client.get_children_watch(&self.leases_path).await?;
-            let sorted = sort_by_sequence(children, &[LEASE_NAME]);
+            let sorted = lock_order::queue(children);
             let Some(idx) = sorted.iter().position(|c| *c == own) else {
                 return Err(Error::Server(ErrorCode::NoNode));
             };
-            if idx < self.max_leases {
+            if Mode::Semaphore(self.max_leases).holds(&sorted, idx) {
                 pending.disarm();
                 return Ok(Some(Lease {
                     client: client.clone(),

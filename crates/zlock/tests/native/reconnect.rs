@@ -1,0 +1,63 @@
+//! A native waiter granted while its connection is down gets the grant on reconnect.
+
+use zlock::{ConnectionState, NativeLock};
+use zlock_testkit::TestServer;
+
+use super::proxy::Proxy;
+use super::{connect, mntr, req, within};
+
+/// The waiter's connection is cut (and new ones refused) before the holder releases, so
+/// the grant the server pushes has no connection to go to; once the waiter reconnects
+/// its client re-sends the request with RESUME and learns that it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_made_while_disconnected_arrives_on_reconnect() {
+    let s = TestServer::start().await.unwrap();
+    let holder = connect(&s.connect_string()).await;
+    let waiter_proxy = Proxy::start(s.addr).await;
+    let waiter = connect(&waiter_proxy.addr.to_string()).await;
+    let NativeLock::Granted { node: held, .. } = holder.lock_native(req("/dc", "h")).await.unwrap()
+    else {
+        panic!("uncontended: granted")
+    };
+    let NativeLock::Queued { node, grant, .. } = waiter.lock_native(req("/dc", "w")).await.unwrap()
+    else {
+        panic!("behind the holder: queued")
+    };
+    assert_eq!(mntr(&s, "zlock_native_lock_waiters").await, 1);
+
+    waiter_proxy.block(true);
+    waiter_proxy.cut();
+    let mut st = waiter.state_stream();
+    within(
+        "waiter disconnected",
+        st.wait_for(|s| *s == ConnectionState::Suspended),
+    )
+    .await
+    .unwrap();
+    holder.delete(&held, -1).await.unwrap();
+    // The server granted (the waiter is no longer registered) while nobody listened.
+    within("grant made on the server", async {
+        while mntr(&s, "zlock_native_lock_waiters").await != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(waiter.state(), ConnectionState::Suspended, "still away");
+
+    waiter_proxy.block(false);
+    let g = within("grant after reconnect", grant).await.unwrap();
+    assert_eq!(g.node, node);
+    assert_eq!(waiter.state(), ConnectionState::Reconnected);
+    // It holds: a TRY from another session is refused, and its release frees the lock.
+    let mut t = req("/dc", "t");
+    t.flags = zlock::lock_flags::TRY;
+    assert!(matches!(
+        holder.lock_native(t.clone()).await.unwrap(),
+        NativeLock::Busy
+    ));
+    waiter.delete(&node, -1).await.unwrap();
+    assert!(matches!(
+        holder.lock_native(t).await.unwrap(),
+        NativeLock::Granted { .. }
+    ));
+}
