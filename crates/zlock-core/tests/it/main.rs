@@ -25,3 +25,4 @@ mod t70_container_ttl;
 mod t80_snapshot;
 mod t90_model;
 mod t95_native_lock;
+mod t97_simulation;
