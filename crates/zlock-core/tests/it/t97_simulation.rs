@@ -135,3 +135,40 @@ fn seeded_simulation() {
         assert!(restarts > 0, "no restart happened");
     }
 }
+
+/// The bug behind [`ROLLBACK_KEEPS_WAITERS`], reduced to its smallest form.
+#[test]
+#[ignore = "bug found by the simulation: a failed multi's undo drops the native waiter"]
+fn a_failed_multi_that_deleted_a_waiters_node_keeps_the_waiter() {
+    use crate::harness::{m_check, m_delete, multi_errors, Harness, OK};
+    use zlock_proto::records::{lock_mode, LockResponse};
+    use zlock_proto::{Reader, Record};
+
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    h.mk(a, "/x");
+    let ask = |h: &mut Harness, s| {
+        let req = ops::lock_request(0, "_c_x-lock-", lock_mode::EXCLUSIVE, 0, String::new());
+        let r = h.write(s, req);
+        assert_eq!(r.reply.err, OK);
+        LockResponse::decode(&mut Reader::new(&r.reply.body)).unwrap()
+    };
+    let held = ask(&mut h, a);
+    let waiting = ask(&mut h, b);
+    assert!(held.granted && !waiting.granted);
+    // b's delete of its own node is rolled back by the failing check.
+    let (_, res) = h.multi(b, vec![m_delete(&waiting.node, -1), m_check("/x", 7)]);
+    assert_eq!(multi_errors(&res), vec![0, -103]);
+    assert!(h.has(&waiting.node), "the rollback restored the node");
+    let release = h.delete(a, &held.node, -1);
+    let granted: Vec<_> = release
+        .grants
+        .iter()
+        .map(|(s, g)| (*s, g.node.clone()))
+        .collect();
+    assert_eq!(
+        granted,
+        vec![(b, waiting.node)],
+        "b still waits, so it is granted"
+    );
+}
