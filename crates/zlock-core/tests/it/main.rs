@@ -26,3 +26,4 @@ mod t80_snapshot;
 mod t90_model;
 mod t95_native_lock;
 mod t96_native_lock_replicated;
+mod t97_simulation;

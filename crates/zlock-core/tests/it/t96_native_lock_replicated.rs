@@ -97,7 +97,10 @@ fn log() -> Vec<Txn> {
     // release-and-requeue in one request.
     run(&mut h, req(ss[0], delete(&l[0], -1)));
     run(&mut h, req(ss[3], delete(&r0, -1)));
-    run(&mut h, at_t0(ss[1], TxnBody::CloseSession { session_id: ss[1] }));
+    run(
+        &mut h,
+        at_t0(ss[1], TxnBody::CloseSession { session_id: ss[1] }),
+    );
     run(
         &mut h,
         req(
