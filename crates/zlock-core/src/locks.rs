@@ -281,6 +281,7 @@ impl State {
             lock_mode::SEMAPHORE if r.leases >= 1 => Mode::Semaphore(r.leases as usize),
             _ => return Err(ErrorCode::BadArguments),
         };
+        self.check_writable(cx, r)?;
         self.create_lock_path(cx, &r.path, trig)?;
         let lock = self.follow(&r.path);
         if !r.release.is_empty() {
@@ -413,6 +414,35 @@ impl State {
             }));
         }
         Ok(Some(resp))
+    }
+
+    /// Refuses, before anything is written, what would make the request fail part-way
+    /// (after the lock path's containers were made): a failed lock request changes
+    /// nothing, as a failed ZooKeeper request changes nothing.
+    fn check_writable(&self, cx: &Ctx<'_>, r: &LockRequest) -> Result<(), ErrorCode> {
+        if !r.release.is_empty() {
+            if path::parent(&r.release) != r.path {
+                return Err(ErrorCode::BadArguments);
+            }
+            match self.tree.get(&r.release).map(|n| n.kind) {
+                None => {}
+                Some(NodeKind::Ephemeral(s)) if s == cx.session => {}
+                Some(_) => return Err(ErrorCode::BadArguments),
+            }
+        }
+        crate::acl::fixup(&r.acl, cx.auth)?;
+        // The deepest node that exists on the way gets the first new child: the lock
+        // path's first missing container, or the contender itself.
+        let mut at = r.path.as_str();
+        while !self.tree.contains(at) && at != "/" {
+            at = path::parent(at);
+        }
+        let node = self.tree.get(at).ok_or(ErrorCode::NoNode)?;
+        crate::acl::check(&node.acl, zlock_proto::records::perms::CREATE, cx.auth)?;
+        if matches!(node.kind, NodeKind::Ephemeral(_)) {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        Ok(())
     }
 
     /// Creates the lock path and its missing ancestors as containers, as Curator's

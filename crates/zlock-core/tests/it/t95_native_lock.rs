@@ -361,3 +361,41 @@ fn a_failed_multi_that_deleted_the_lock_path_keeps_it_followed() {
     let x = h.delete(holder, &rh.node, -1);
     assert_eq!(grants(&x), vec![(waiter, rw.node)]);
 }
+
+/// A refused lock request changes nothing, as a failed ZooKeeper request changes
+/// nothing: not even the lock path's missing containers are made (found by the seeded
+/// simulation: a `release` naming another session's node used to leave them behind).
+#[test]
+fn a_refused_request_creates_no_containers() {
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    h.create(a, "/mine", b"", flags::EPHEMERAL);
+    h.create(a, "/ro", b"", 0);
+    h.write(
+        a,
+        set_acl(
+            "/ro",
+            vec![acl(zlock_proto::records::perms::READ, "world", "anyone")],
+            0,
+        ),
+    );
+    let before = h.dump();
+    let refused = |release: &str, path: &str| {
+        let Request::Lock(mut r) = lock_req(path, "_c_x-lock-", lock_mode::EXCLUSIVE, 1, 0) else {
+            unreachable!()
+        };
+        r.release = release.into();
+        Request::Lock(r)
+    };
+    // Another session's node, a node outside the lock, no CREATE on the first missing
+    // container's parent, a lock path under an ephemeral node.
+    for (req, err) in [
+        (refused("/ro", "/new/locks/l"), BAD_ARGUMENTS),
+        (refused("/mine", "/new/locks/l"), BAD_ARGUMENTS),
+        (refused("", "/ro/locks/l"), NO_AUTH),
+        (refused("", "/mine/l"), NO_CHILDREN_FOR_EPHEMERALS),
+    ] {
+        assert_eq!(h.write(b, req).reply.err, err);
+        assert_eq!(h.dump(), before, "a refused lock request changed the tree");
+    }
+}
