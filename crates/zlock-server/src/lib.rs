@@ -95,7 +95,7 @@ pub async fn serve(
         .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
     let last = LogIndex(recovered.wal.last_index());
 
-    let (commit_tx, commit_rx) = mpsc::unbounded_channel();
+    let (commit_tx, commit_rx) = mpsc::channel(pipeline::QUEUE);
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let stats = Arc::new(stats::Stats::default());
 
@@ -106,7 +106,6 @@ pub async fn serve(
         router: pipeline::router::Router::new(pipeline::core::STANDALONE, stats.clone()),
         sessions: zlock_core::sessions::SessionTracker::new(pipeline::core::TICK.as_millis() as u64),
         clock: pipeline::core::Clock::start(),
-        commit: commit_tx.clone(),
         config: config.clone(),
         stats: stats.clone(),
         snapshots,
@@ -134,8 +133,8 @@ pub async fn serve(
         .spawn(move || sequencer.run())
         .map_err(ServerError::Thread)?;
 
-    let (tick_stop, ticker) =
-        pipeline::core::start_ticker(core.clone()).map_err(ServerError::Thread)?;
+    let (tick_stop, ticker) = pipeline::core::start_ticker(core.clone(), commit_tx.clone())
+        .map_err(ServerError::Thread)?;
 
     let shared = Arc::new(net::Shared {
         config: config.clone(),
@@ -157,7 +156,7 @@ pub async fn serve(
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = accept.await;
-    let _ = commit_tx.send(pipeline::Item::Shutdown);
+    let _ = commit_tx.send(pipeline::Item::Shutdown).await;
     drop(commit_tx);
     drop(tick_stop);
     let _ = tokio::task::spawn_blocking(move || {

@@ -48,7 +48,7 @@ impl Write for Cancellable<'_> {
 }
 
 impl SnapshotWorker {
-    pub fn start(dir: PathBuf, commit: mpsc::UnboundedSender<Item>) -> std::io::Result<Self> {
+    pub fn start(dir: PathBuf, commit: mpsc::Sender<Item>) -> std::io::Result<Self> {
         let (tx, rx) = std_mpsc::sync_channel::<Image>(1);
         let stopping = Arc::new(AtomicBool::new(false));
         let stop_flag = stopping.clone();
@@ -76,7 +76,10 @@ impl SnapshotWorker {
                                 "snapshot written"
                             );
                             if let Some(p) = previous {
-                                let _ = commit.send(Item::Purge { through: p });
+                                // Never waits: a purge skipped now is done by
+                                // the next snapshot's, and the sequencer may be
+                                // waiting for this thread at shutdown.
+                                let _ = commit.try_send(Item::Purge { through: p });
                             }
                             previous = Some(index);
                         }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BytesMut};
 use rand::RngCore;
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use zlock_proto::frame;
 use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
@@ -159,8 +159,10 @@ async fn run(
                         bad = Some(Closed::Shutdown);
                         break;
                     }
-                    let ok = decode(body, session, id, &mut auth, &inflight, permit)
-                        .and_then(|item| submit(shared, item, &inflight, &mut unflushed));
+                    let ok = match decode(body, session, id, &mut auth, &inflight, permit) {
+                        Ok(item) => submit(shared, item, &inflight, &mut unflushed).await,
+                        Err(e) => Err(e),
+                    };
                     buf.advance(n);
                     if let Err(e) = ok {
                         bad = Some(e);
@@ -187,10 +189,13 @@ async fn run(
             _ = shutdown.changed() => break Err(Closed::Shutdown),
         }
     };
-    let _ = shared.commit.send(Item::Disconnected {
-        session,
-        conn_id: id,
-    });
+    let _ = shared
+        .commit
+        .send(Item::Disconnected {
+            session,
+            conn_id: id,
+        })
+        .await;
     writer.abort();
     result
 }
@@ -231,7 +236,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
             done,
         }
     };
-    shared.commit.send(item).ok()?;
+    shared.commit.send(item).await.ok()?;
     wait.await.ok().flatten()
 }
 
@@ -312,7 +317,7 @@ fn decode(
 /// Answers a read here, under the core's lock, when nothing of this connection is in
 /// the commit stage (it cannot overtake anything then); everything else goes through
 /// commit. Connections with frames queued here go into `unflushed`.
-fn submit(
+async fn submit(
     shared: &Arc<Shared>,
     item: Item,
     inflight: &InFlight,
@@ -327,5 +332,14 @@ fn submit(
         return Ok(());
     }
     inflight.fetch_add(1, Ordering::SeqCst);
-    shared.commit.send(item).map_err(|_| Closed::Shutdown)
+    match shared.commit.try_send(item) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Full(item)) => {
+            // The sequencer is a batch and more behind: write what this task answered
+            // before waiting for room.
+            flush(unflushed);
+            shared.commit.send(item).await.map_err(|_| Closed::Shutdown)
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed::Shutdown),
+    }
 }

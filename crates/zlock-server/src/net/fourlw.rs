@@ -98,7 +98,12 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
         _ => return String::new(),
     };
     let (tx, rx) = oneshot::channel();
-    if shared.commit.send(Item::Admin { query, done: tx }).is_err() {
+    if shared
+        .commit
+        .send(Item::Admin { query, done: tx })
+        .await
+        .is_err()
+    {
         return String::new();
     }
     rx.await.unwrap_or_default()

@@ -52,8 +52,6 @@ pub(crate) struct Core {
     pub router: Router,
     pub sessions: SessionTracker,
     pub clock: Clock,
-    /// Where expiries and container sweeps are proposed.
-    pub commit: mpsc::UnboundedSender<Item>,
     pub config: Arc<ServerConfig>,
     pub stats: Arc<Stats>,
     pub snapshots: SnapshotWorker,
@@ -99,18 +97,29 @@ pub(crate) fn with_core<R>(
 }
 
 /// Starts the ticker thread: every [`TICK`], session liveness and container checks
-/// ([`Core::tick`]). It stops when the returned sender is dropped.
+/// ([`Core::tick`]), whose expiries and removals it proposes through `commit`. It stops when the returned sender is dropped.
 pub(crate) fn start_ticker(
     core: Arc<Mutex<Core>>,
+    commit: mpsc::Sender<Item>,
 ) -> std::io::Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)> {
     let (stop, ticks) = std::sync::mpsc::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("zlock-tick".into())
         .spawn(move || {
             let mut dirty = Vec::new();
+            let mut proposals = Vec::new();
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ticks.recv_timeout(TICK) {
-                with_core(&core, &mut dirty, |c| c.tick(Instant::now()));
+                with_core(&core, &mut dirty, |c| {
+                    c.tick(Instant::now(), &mut proposals)
+                });
                 crate::net::out::flush(&mut dirty);
+                // Sent with the core's lock released: the sequencer needs the lock to
+                // drain the queue this may wait for.
+                for item in proposals.drain(..) {
+                    if commit.blocking_send(item).is_err() {
+                        return;
+                    }
+                }
             }
         })?;
     Ok((stop, thread))
@@ -391,19 +400,20 @@ impl Core {
         }
     }
 
-    pub fn tick(&mut self, now: Instant) {
+    /// Liveness and container checks; what must be proposed goes to `out`.
+    pub fn tick(&mut self, now: Instant, out: &mut Vec<Item>) {
         if self.stopped {
             return;
         }
         for session in self.sessions.expired(self.clock.at(now)) {
-            let _ = self.commit.send(Item::Expire { session });
+            out.push(Item::Expire { session });
         }
         if now >= self.next_container_check {
             self.next_container_check =
                 now + Duration::from_millis(self.config.container_check_interval_ms);
             let paths = self.state.expired_candidates(now_ms());
             if !paths.is_empty() {
-                let _ = self.commit.send(Item::DeleteExpired { paths });
+                out.push(Item::DeleteExpired { paths });
             }
         }
     }

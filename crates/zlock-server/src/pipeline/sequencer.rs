@@ -23,7 +23,7 @@ pub const MAX_BATCH: usize = 4096;
 
 pub(crate) struct Sequencer<C: Commit> {
     pub commit: C,
-    pub rx: mpsc::UnboundedReceiver<Item>,
+    pub rx: mpsc::Receiver<Item>,
     pub core: Arc<Mutex<Core>>,
     /// How long to poll for the next item before sleeping.
     pub spin: Duration,
