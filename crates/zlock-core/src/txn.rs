@@ -76,7 +76,10 @@ pub enum TxnBody {
 
 #[derive(Debug, Error)]
 pub enum TxnDecodeError {
-    #[error("unknown txn version {0}")]
+    #[error(
+        "unknown txn version {0} (version 1 logs were written by zlock before Txns carried \
+         their origin and cannot be read by this one: start it on an empty dataDir)"
+    )]
     Version(u8),
     #[error("unknown txn tag {0}")]
     Tag(u8),
