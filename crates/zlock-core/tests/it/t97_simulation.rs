@@ -11,20 +11,19 @@
 //! rule, delete to release), deletes of contenders by other sessions, plain data
 //! writes, multis that fail part-way (a delete of a contender's node rolled back by a
 //! bad version check), container sweeps, snapshots, and restarts (the live state is
-//! replaced by decode(snapshot) plus the log suffix; waiting clients re-send with
-//! RESUME).
+//! replaced by decode(snapshot) plus the log suffix; native waiters come back from the
+//! snapshot, and a live waiting client re-sends with RESUME half of the time).
 //!
 //! Checks:
 //! 1. snapshot + log suffix, and the whole log from an empty state, give the live
-//!    state: snapshot encodings, replies and events of every replayed entry, native
-//!    grants and waiters ([`restart`]);
+//!    state: snapshot encodings, replies, events and native grants of every replayed
+//!    entry, and the number of native waiters, all exactly ([`restart`]);
 //! 2. lock exclusion: per lock path, never two exclusive holders, a writer with a
 //!    reader, or more holders than leases; holding ends with the node or its session
 //!    ([`oracle`]);
-//! 3. one grant per hand-over: a grant goes to a registered native waiter of that
-//!    session, once per node, with its czxid; and after every Txn no registered
-//!    waiter that the queue rule (computed from the tree) lets hold is left waiting
-//!    ([`oracle`]);
+//! 3. one grant per hand-over: a grant goes to a native waiter of that session, once
+//!    per node, with its czxid; and after every Txn no native waiter that the queue
+//!    rule (computed from the tree) lets hold is left waiting ([`oracle`]);
 //! 4. expiry never early: a reported session was silent for longer than its timeout,
 //!    and one silent for a tick past it is reported ([`world`]).
 //!
@@ -47,20 +46,6 @@ mod world;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use world::{Stats, World};
-
-/// Whether native waiters survive a snapshot (issue 10, in progress). While false,
-/// check 1 accepts grant and waiter differences that lost waiters explain (and only
-/// those), and a restart marks every native waiter unregistered until its client
-/// re-sends with RESUME. Flip to true once the waiter snapshot lands.
-pub const WAITERS_SNAPSHOTTED: bool = true;
-
-/// Whether a failed multi that deleted a native waiter's node keeps the waiter. Found
-/// by this simulation (seed 0): the multi's undo re-inserts the node, the lock index
-/// sees Removed then Added and makes a fresh entry without the waiter, so the client
-/// is never granted (a lost waiter). While false, the simulation treats such a waiter
-/// as unregistered, as the server does, until its client re-sends with RESUME. Flip to
-/// true once the undo keeps waiters.
-pub const ROLLBACK_KEEPS_WAITERS: bool = true;
 
 fn env(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
@@ -136,7 +121,11 @@ fn seeded_simulation() {
     }
 }
 
-/// The bug behind [`ROLLBACK_KEEPS_WAITERS`], reduced to its smallest form.
+/// A bug this simulation found (seed 0), reduced to its smallest form; fixed, kept as
+/// a regression test. A failed multi that deleted a native waiter's node rolled the
+/// node back without its waiter: the undo re-inserted the node, the lock index saw
+/// Removed then Added and made a fresh entry with no waiter, so the client was never
+/// granted (a lost waiter). The undo now keeps the waiter.
 #[test]
 fn a_failed_multi_that_deleted_a_waiters_node_keeps_the_waiter() {
     use crate::harness::{m_check, m_delete, multi_errors, Harness, OK};

@@ -15,7 +15,6 @@ use zlock_proto::{ErrorCode, Reader, Record, Request};
 use super::oracle::{Contender, Kind, LOCKS};
 use super::restart;
 use super::world::World;
-use super::ROLLBACK_KEEPS_WAITERS;
 use crate::harness::{self, flags};
 
 #[derive(Debug, Clone, Copy)]
@@ -294,7 +293,6 @@ fn recipe_acquire(w: &mut World) -> Result<(), String> {
             prefix,
             mode,
             holds: false,
-            registered: false,
         },
     );
     recipe_view(w, s, &node)
@@ -376,17 +374,14 @@ fn lock_multi(w: &mut World) -> Result<(), String> {
         harness::m_set("/d", b"multi", -1)
     };
     let mut ops: Vec<MultiOp> = Vec::new();
-    let mut deleted = Vec::new();
     match w.rng.pick(&mine).cloned() {
         Some(node) => {
             ops.push(harness::m_delete(&node, -1));
-            deleted.push(node.clone());
             if w.rng.chance(30) {
                 // A contender of another session too.
                 let other = w.oracle.nodes.keys().find(|p| **p != node).cloned();
                 if let Some(o) = other {
                     ops.push(harness::m_delete(&o, -1));
-                    deleted.push(o);
                 }
             }
         }
@@ -421,14 +416,6 @@ fn lock_multi(w: &mut World) -> Result<(), String> {
         return Err(format!("{desc}: failed {failed}, expected {fail}"));
     }
     w.stats.failed_multis += u64::from(failed);
-    if failed && !ROLLBACK_KEEPS_WAITERS {
-        for node in deleted {
-            if let Some(c) = w.oracle.nodes.get_mut(&node) {
-                // The rollback dropped the waiter (see ROLLBACK_KEEPS_WAITERS).
-                c.registered &= c.holds;
-            }
-        }
-    }
     Ok(())
 }
 

@@ -47,9 +47,6 @@ pub struct Contender {
     pub mode: i32,
     /// Holds the lock: granted (reply or push), or a recipe that saw itself first.
     pub holds: bool,
-    /// The server knows this native waiter. False after a restart that lost waiters
-    /// until the client re-sends with RESUME; such a waiter is owed no grant.
-    pub registered: bool,
 }
 
 /// The 10-digit sequence suffix, as Curator sorts contenders (None: not a contender).
@@ -139,7 +136,6 @@ impl Oracle {
                 self.by_reply += 1;
             }
             c.holds |= r.granted;
-            c.registered = true;
             return Ok(());
         }
         self.by_reply += u64::from(r.granted);
@@ -152,13 +148,12 @@ impl Oracle {
                 prefix: prefix.to_owned(),
                 mode,
                 holds: r.granted,
-                registered: true,
             },
         );
         Ok(())
     }
 
-    /// A pushed grant: to a registered native waiter of that session, once, with the
+    /// A pushed grant: to a native waiter of that session, once, with the
     /// node's czxid as the fencing token.
     pub fn on_grant(&mut self, tree: &DataTree, (session, g): &Grant) -> Result<(), String> {
         let Some(c) = self.nodes.get_mut(&g.node) else {
@@ -211,7 +206,7 @@ impl Oracle {
     }
 
     /// Checks 2 and 3 against the tree: every holder may hold by the queue rule; no
-    /// registered native waiter that may hold is left ungranted; and per lock, holders
+    /// native waiter that may hold is left ungranted; and per lock, holders
     /// never break exclusion.
     pub fn check(&self, tree: &DataTree) -> Result<(), String> {
         // Which children may hold, per lock, computed once.
@@ -234,7 +229,7 @@ impl Oracle {
                     return Err(format!("{p} holds but the queue rule says it may not"));
                 }
                 holders[c.lock].push(p);
-            } else if c.native && c.registered && ok {
+            } else if c.native && ok {
                 return Err(format!(
                     "lost waiter: {p} ({:#x}) may hold but was never granted",
                     c.session

@@ -46,8 +46,6 @@ pub struct Stats {
     pub restarts: u64,
     pub resumes_after_restart: u64,
     pub failed_multis: u64,
-    /// Restart comparisons that differed only in what lost waiters explain.
-    pub waiter_diffs: u64,
     pub max_waiting: usize,
 }
 
