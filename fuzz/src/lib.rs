@@ -280,10 +280,10 @@ pub fn seed_frames() -> Vec<(&'static str, Vec<u8>)> {
 
 /// The hand-made seed corpus of `txn_decode`.
 pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
-    use zlock_core::{MemberId, Origin, Txn, TxnBody};
+    use zlock_core::{MemberId, Origin, SessionId, Txn, TxnBody};
     let origin = Origin {
         member: MemberId(1),
-        session: 0x1234,
+        session: SessionId(0x1234),
         xid: 7,
     };
     let txn = |time_ms, body| Txn {
@@ -334,7 +334,13 @@ pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "close_session",
-            txn(5, TxnBody::CloseSession { session_id: 42 }).to_bytes(),
+            txn(
+                5,
+                TxnBody::CloseSession {
+                    session_id: SessionId(42),
+                },
+            )
+            .to_bytes(),
         ),
         ("create", create_txn.to_bytes()),
         ("multi", multi.to_bytes()),

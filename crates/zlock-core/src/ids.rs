@@ -1,5 +1,5 @@
-//! Identifiers that must not be mixed up: a member of the ensemble and a position in the
-//! commit log. (A zxid is not a log position: a log may hold entries that are not Txns,
+//! Identifiers that must not be mixed up: a session, a member of the ensemble and a
+//! position in the commit log. (A zxid is not a log position: a log may hold entries that are not Txns,
 //! such as a Raft leader's blank entry, which take a position but no zxid.)
 
 /// A member of an ensemble, as ZooKeeper numbers them (`server.N`, the `myid` file);
@@ -27,5 +27,27 @@ impl std::fmt::Display for LogIndex {
 impl std::fmt::Display for MemberId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// A ZooKeeper session id (64 bits on the wire). Session 0 is "none": the owner of a
+/// node that is not ephemeral, the origin of a Txn no client sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SessionId(pub i64);
+
+impl SessionId {
+    pub const NONE: SessionId = SessionId(0);
+}
+
+/// As ZooKeeper prints session ids: `0x` and hex.
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}", self.0)
+    }
+}
+
+impl std::fmt::LowerHex for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::LowerHex::fmt(&self.0, f)
     }
 }

@@ -248,7 +248,7 @@ impl State {
                 let owner = self
                     .tree
                     .get(&child_path(lock, name))
-                    .map_or(0, |c| c.kind.ephemeral_owner());
+                    .map_or(SessionId::NONE, |c| c.kind.ephemeral_owner());
                 q.insert(key, Entry::new(name, owner));
             }
         }

@@ -125,7 +125,7 @@ fn write_parts(
     out.write_i64(zxid);
     out.write_i32(sessions.len() as i32);
     for (id, s) in sessions {
-        out.write_i64(*id);
+        out.write_i64(id.0);
         out.write_i32(s.timeout_ms);
         out.write_buffer(&s.passwd);
         if out.len() >= CHUNK {
@@ -144,7 +144,7 @@ fn write_parts(
         n.acl.as_ref().put(&mut out);
         let (kind, arg) = match n.kind {
             NodeKind::Persistent => (0u8, 0i64),
-            NodeKind::Ephemeral(s) => (1, s),
+            NodeKind::Ephemeral(s) => (1, s.0),
             NodeKind::Container => (2, 0),
             NodeKind::Ttl(t) => (3, t),
         };
@@ -173,7 +173,7 @@ fn write_parts(
         for wt in waiters {
             let (mode, leases) = mode_parts(wt.mode);
             out.write_string(&wt.name);
-            out.write_i64(wt.session);
+            out.write_i64(wt.session.0);
             out.push(mode);
             out.write_i32(i32::try_from(leases).unwrap_or(i32::MAX));
         }
@@ -197,7 +197,7 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
     st.zxid = r.read_i64()?;
     let ns = r.read_i32()?;
     for _ in 0..ns.max(0) {
-        let id = r.read_i64()?;
+        let id = SessionId(r.read_i64()?);
         let timeout_ms = r.read_i32()?;
         let passwd = r.read_buffer()?;
         st.sessions.insert(id, Session { timeout_ms, passwd });
@@ -209,7 +209,7 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
         let acl = Vec::<Acl>::get(&mut r)?;
         let kind = match (r.read_u8()?, r.read_i64()?) {
             (0, _) => NodeKind::Persistent,
-            (1, s) => NodeKind::Ephemeral(s),
+            (1, s) => NodeKind::Ephemeral(SessionId(s)),
             (2, _) => NodeKind::Container,
             (3, t) => NodeKind::Ttl(t),
             (k, _) => {
@@ -251,7 +251,7 @@ fn read_locks(r: &mut Reader<'_>) -> Result<LockImage, DecodeError> {
         let mut waiters = Vec::new();
         for _ in 0..nw.max(0) {
             let name: Box<str> = r.read_string()?.into();
-            let session = r.read_i64()?;
+            let session = SessionId(r.read_i64()?);
             let kind = r.read_u8()?;
             let leases = r.read_i32()?;
             let mode = match usize::try_from(leases)
@@ -354,7 +354,7 @@ mod tests {
         // Member 0's sessions take their zxid as id: 1 and 2.
         for s in [1, 2] {
             let origin = Origin {
-                session: s,
+                session: SessionId(s),
                 ..Origin::default()
             };
             let a = st.apply_next(&Txn::request(

@@ -142,7 +142,7 @@ impl State {
     /// and the zxid below it. Unique across members (the byte) and across restarts (a
     /// zxid is never given twice), and decided by the log alone.
     pub fn session_id_for(member: MemberId, zxid: i64) -> SessionId {
-        (((member.0 & 0xff) << 56) as i64) | (zxid & 0x00ff_ffff_ffff_ffff)
+        SessionId((((member.0 & 0xff) << 56) as i64) | (zxid & 0x00ff_ffff_ffff_ffff))
     }
 
     fn apply_txn(&mut self, txn: &Txn) -> Applied {

@@ -10,8 +10,7 @@ use std::sync::Arc;
 
 use zlock_proto::records::{Acl, Stat};
 
-/// Session ids are ZooKeeper's 64-bit session ids.
-pub type SessionId = i64;
+pub use crate::ids::SessionId;
 
 /// What kind of node this is; decides when it goes away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +29,7 @@ impl NodeKind {
     pub fn ephemeral_owner(self) -> SessionId {
         match self {
             NodeKind::Ephemeral(s) => s,
-            _ => 0,
+            _ => SessionId::NONE,
         }
     }
 }
@@ -101,7 +100,7 @@ impl Node {
                 .wrapping_mul(2)
                 .wrapping_sub(self.children.len() as i32),
             aversion: self.aversion,
-            ephemeral_owner: self.kind.ephemeral_owner(),
+            ephemeral_owner: self.kind.ephemeral_owner().0,
             data_length: self.data_len() as i32,
             num_children: self.children.len() as i32,
             pzxid: self.pzxid,
@@ -392,14 +391,14 @@ mod tests {
         );
         t.insert(
             "/a/e",
-            Node::new(None, acl.clone(), NodeKind::Ephemeral(7), 2, 0),
+            Node::new(None, acl.clone(), NodeKind::Ephemeral(SessionId(7)), 2, 0),
         );
         t.insert("/c", Node::new(None, acl, NodeKind::Container, 3, 0));
-        assert_eq!(t.ephemerals_of(7), vec!["/a/e".to_string()]);
+        assert_eq!(t.ephemerals_of(SessionId(7)), vec!["/a/e".to_string()]);
         assert_eq!(t.containers().count(), 1);
         assert!(t.get("/a").unwrap().children.contains("e"));
         t.remove("/a/e");
-        assert!(t.ephemerals_of(7).is_empty());
+        assert!(t.ephemerals_of(SessionId(7)).is_empty());
         assert!(t.get("/a").unwrap().children.is_empty());
         assert_eq!(t.get("/").unwrap().stat().num_children, 3);
     }

@@ -113,7 +113,7 @@ impl Txn {
             TxnBody::DeleteExpired { .. } => 4,
         });
         out.write_i64(self.origin.member.0 as i64);
-        out.write_i64(self.origin.session);
+        out.write_i64(self.origin.session.0);
         out.write_i32(self.origin.xid);
         out.write_i64(self.time_ms);
         match &self.body {
@@ -121,7 +121,7 @@ impl Txn {
                 out.write_buffer(passwd);
                 out.write_i32(*timeout_ms);
             }
-            TxnBody::CloseSession { session_id } => out.write_i64(*session_id),
+            TxnBody::CloseSession { session_id } => out.write_i64(session_id.0),
             TxnBody::Request { auth, request } => {
                 auth.as_ref().put(out);
                 out.write_i32(request.op_code().code());
@@ -153,7 +153,7 @@ impl Txn {
         let mut r = Reader::new(rest);
         let origin = Origin {
             member: MemberId(r.read_i64()? as u64),
-            session: r.read_i64()?,
+            session: SessionId(r.read_i64()?),
             xid: r.read_i32()?,
         };
         let time_ms = r.read_i64()?;
@@ -163,7 +163,7 @@ impl Txn {
                 timeout_ms: r.read_i32()?,
             },
             2 => TxnBody::CloseSession {
-                session_id: r.read_i64()?,
+                session_id: SessionId(r.read_i64()?),
             },
             3 => {
                 let auth = Arc::new(Vec::<Id>::get(&mut r)?);
@@ -196,7 +196,7 @@ mod tests {
     fn round_trip() {
         let origin = Origin {
             member: MemberId(3),
-            session: 42,
+            session: SessionId(42),
             xid: 7,
         };
         let bodies = vec![
@@ -204,7 +204,9 @@ mod tests {
                 passwd: vec![1; 16],
                 timeout_ms: 4000,
             },
-            TxnBody::CloseSession { session_id: 42 },
+            TxnBody::CloseSession {
+                session_id: SessionId(42),
+            },
             TxnBody::Request {
                 auth: vec![Id::new("ip", "127.0.0.1")].into(),
                 request: Request::Create(

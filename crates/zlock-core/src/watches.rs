@@ -277,16 +277,17 @@ impl Watches {
 mod tests {
     use super::*;
 
-    fn fire(w: &mut Watches, path: &str, ty: i32) -> Vec<SessionId> {
+    /// The sessions (as numbers) a trigger notifies.
+    fn fire(w: &mut Watches, path: &str, ty: i32) -> Vec<i64> {
         let mut out = Vec::new();
         w.trigger(path, ty, None, &mut out);
-        out.into_iter().map(|(s, _)| s).collect()
+        out.into_iter().map(|(s, _)| s.0).collect()
     }
 
     #[test]
     fn one_shot_fires_once() {
         let mut w = Watches::default();
-        w.add(1, "/a", WatchKind::Data);
+        w.add(SessionId(1), "/a", WatchKind::Data);
         assert_eq!(fire(&mut w, "/a", event_type::NODE_DATA_CHANGED), vec![1]);
         assert!(fire(&mut w, "/a", event_type::NODE_DATA_CHANGED).is_empty());
         assert_eq!(w.count(), 0);
@@ -295,10 +296,10 @@ mod tests {
     #[test]
     fn persistent_and_recursive() {
         let mut w = Watches::default();
-        w.add(1, "/a", WatchKind::Persistent);
-        w.add(2, "/", WatchKind::Recursive);
-        w.add(3, "/a", WatchKind::Data);
-        w.add(3, "/a", WatchKind::Child);
+        w.add(SessionId(1), "/a", WatchKind::Persistent);
+        w.add(SessionId(2), "/", WatchKind::Recursive);
+        w.add(SessionId(3), "/a", WatchKind::Data);
+        w.add(SessionId(3), "/a", WatchKind::Child);
         assert_eq!(fire(&mut w, "/a", event_type::NODE_DELETED), vec![1, 2, 3]);
         assert_eq!(fire(&mut w, "/a/b", event_type::NODE_CREATED), vec![2]);
         assert_eq!(
@@ -309,7 +310,7 @@ mod tests {
             fire(&mut w, "/a", event_type::NODE_DATA_CHANGED),
             vec![1, 2]
         );
-        w.remove_session(2);
+        w.remove_session(SessionId(2));
         assert_eq!(fire(&mut w, "/a", event_type::NODE_DATA_CHANGED), vec![1]);
         assert_eq!(w.count(), 1);
     }

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use zlock_core::{LogIndex, MemberId, Origin, Txn, TxnBody};
+use zlock_core::{LogIndex, MemberId, Origin, SessionId, Txn, TxnBody};
 use zlock_server::commit::{Apply, Commit, CommitError, Entry, LogStore, WalCommit};
 use zlock_store::wal::{Wal, WalOptions};
 
@@ -92,7 +92,7 @@ fn txn(proposer: i64, seq: i32) -> Txn {
     Txn {
         origin: Origin {
             member: MemberId(1),
-            session: proposer,
+            session: SessionId(proposer),
             xid: seq,
         },
         time_ms: 1_700_000_000_000 + i64::from(seq),
@@ -231,7 +231,7 @@ where
     for p in 1..=PROPOSERS {
         let mine: Vec<i32> = got
             .iter()
-            .filter(|(_, t)| t.origin.session == p)
+            .filter(|(_, t)| t.origin.session == SessionId(p))
             .map(|(_, t)| t.origin.xid)
             .collect();
         assert_eq!(mine, (1..=EACH).collect::<Vec<_>>(), "proposer {p}'s order");

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use zlock_core::tree::{Node, NodeKind};
-use zlock_core::{Applied, Config, Origin, Reply, SessionId, State, Txn, TxnBody};
+pub use zlock_core::SessionId;
+use zlock_core::{Applied, Config, Origin, Reply, State, Txn, TxnBody};
 use zlock_proto::records::{
     decode_multi_results, keeper_state, perms, Acl, CheckVersionRequest, Create2Response,
     CreateRequest, CreateTtlRequest, DeleteRequest, GetAclResponse, GetChildren2Response,
@@ -75,7 +76,7 @@ impl Harness {
             st: State::new(config),
             now: T0,
             auth: vec![ip()],
-            last_session: 0,
+            last_session: SessionId::NONE,
         }
     }
 
@@ -87,7 +88,10 @@ impl Harness {
     /// Opens a new session with this password and timeout; its id is the one apply
     /// derived (and is checked to be new).
     pub fn session_with(&mut self, passwd: Vec<u8>, timeout_ms: i32) -> SessionId {
-        let txn = self.txn(0, TxnBody::CreateSession { passwd, timeout_ms });
+        let txn = self.txn(
+            SessionId::NONE,
+            TxnBody::CreateSession { passwd, timeout_ms },
+        );
         let a = self.apply(&txn);
         assert_eq!(a.reply.err, 0);
         let id = a
@@ -572,7 +576,7 @@ pub fn check_invariants(st: &State) {
                     "{p}: owner {s} is a live session"
                 );
                 ephemerals.entry(s).or_default().push(p.to_owned());
-                assert_eq!(stat.ephemeral_owner, s);
+                assert_eq!(stat.ephemeral_owner, s.0);
             }
             NodeKind::Container => {
                 containers.push(p.to_owned());

@@ -92,7 +92,7 @@ fn ephemeral_create_sets_owner() {
     let s = h.session();
     let (p, st) = h.create_ok(s, "/e", b"", flags::EPHEMERAL);
     assert_eq!(p, "/e");
-    assert_eq!(st.ephemeral_owner, s);
+    assert_eq!(st.ephemeral_owner, s.0);
     assert_eq!(h.st.tree.ephemerals_of(s), vec!["/e".to_string()]);
     assert_eq!(h.st.tree.get("/e").unwrap().kind, NodeKind::Ephemeral(s));
     // Ephemerals cannot have children, whoever asks and whatever the child's mode.

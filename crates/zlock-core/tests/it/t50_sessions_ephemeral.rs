@@ -12,7 +12,7 @@ use crate::harness::*;
 fn create_session_registers_it() {
     let mut h = Harness::new();
     let txn = h.txn(
-        0,
+        SessionId::NONE,
         TxnBody::CreateSession {
             passwd: vec![9; 16],
             timeout_ms: 12_000,
@@ -23,8 +23,8 @@ fn create_session_registers_it() {
     assert!(a.events.is_empty());
     assert_eq!(a.closed_session, None);
     // Member 0 (the single node): the id is the zxid the session took.
-    assert_eq!(a.created_session, Some(a.zxid));
-    let s = &h.st.sessions[&a.zxid];
+    assert_eq!(a.created_session, Some(SessionId(a.zxid)));
+    let s = &h.st.sessions[&SessionId(a.zxid)];
     assert_eq!((s.timeout_ms, s.passwd.clone()), (12_000, vec![9; 16]));
 }
 
@@ -98,7 +98,7 @@ fn closing_a_session_that_owns_nothing() {
     // Closing again, or closing a session never created, is harmless.
     let a = h.close(s);
     assert_eq!(a.reply.err, OK);
-    let a = h.close(999_999);
+    let a = h.close(SessionId(999_999));
     assert_eq!(a.reply.err, OK);
     assert_eq!(h.dump(), before);
 }
@@ -125,7 +125,7 @@ fn ephemeral_recreated_by_another_session_survives_the_first_close() {
     assert_eq!(h.delete(b, "/lock", -1).reply.err, OK);
     h.create_ok(b, "/lock", b"", flags::EPHEMERAL);
     h.close(a);
-    assert_eq!(h.stat("/lock").ephemeral_owner, b);
+    assert_eq!(h.stat("/lock").ephemeral_owner, b.0);
     h.close(b);
     assert!(!h.has("/lock"));
     check_invariants(&h.st);
@@ -196,7 +196,7 @@ fn ephemeral_and_sequential_flags_combine() {
     h.mk(s, "/q");
     let (p, st) = h.create_ok(s, "/q/x-", b"d", flags::EPHEMERAL_SEQUENTIAL);
     assert_eq!(p, "/q/x-0000000000");
-    assert_eq!(st.ephemeral_owner, s);
+    assert_eq!(st.ephemeral_owner, s.0);
     let (p, st) = h.create_ok(s, "/q/y-", b"d", flags::PERSISTENT_SEQUENTIAL);
     assert_eq!(p, "/q/y-0000000001");
     assert_eq!(st.ephemeral_owner, 0);

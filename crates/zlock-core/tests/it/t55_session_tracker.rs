@@ -50,11 +50,11 @@ fn op() -> impl Strategy<Value = Op> {
     let id = 0..IDS;
     let timeout = 0u64..3000;
     prop_oneof![
-        2 => (id.clone(), timeout.clone()).prop_map(|(id, timeout)| Op::Add { id, timeout }),
+        2 => (id.clone(), timeout.clone()).prop_map(|(id, timeout)| Op::Add { id: SessionId(id), timeout }),
         4 => (id.clone(), prop_oneof![3 => Just(0u64), 1 => 0u64..2000])
-            .prop_map(|(id, back)| Op::Touch { id, back }),
-        1 => (id.clone(), timeout).prop_map(|(id, timeout)| Op::SetTimeout { id, timeout }),
-        1 => id.prop_map(|id| Op::Remove { id }),
+            .prop_map(|(id, back)| Op::Touch { id: SessionId(id), back }),
+        1 => (id.clone(), timeout).prop_map(|(id, timeout)| Op::SetTimeout { id: SessionId(id), timeout }),
+        1 => id.prop_map(|id| Op::Remove { id: SessionId(id) }),
         4 => (0u64..1500).prop_map(|ms| Op::Advance { ms }),
         2 => (0u64..2).prop_map(|early| Op::Sleep { early }),
         3 => Just(Op::Expire),
@@ -162,7 +162,7 @@ fn run(tick: u64, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
         // The cheap views agree with the model after every step.
         prop_assert_eq!(tr.len(), model.len());
         prop_assert_eq!(tr.is_empty(), model.is_empty());
-        for id in 0..IDS {
+        for id in (0..IDS).map(SessionId) {
             let m = model.get(&id);
             prop_assert_eq!(tr.contains(id), m.is_some());
             prop_assert_eq!(tr.is_expiring(id), m.is_some_and(|m| m.expiring));

@@ -15,7 +15,7 @@ fn digest(user_pass: &str) -> Id {
 }
 
 /// Creates `path` (under an open parent) with the given ACL.
-fn locked(h: &mut Harness, s: i64, path: &str, list: Vec<zlock_proto::records::Acl>) {
+fn locked(h: &mut Harness, s: SessionId, path: &str, list: Vec<zlock_proto::records::Acl>) {
     let a = h.write(s, create_with_acl(path, list, 0));
     assert_eq!(a.reply.err, OK, "create {path}");
 }
@@ -415,7 +415,8 @@ fn watch_events_need_read_permission() {
         create_with_acl("/secret", vec![acl(ALL, "digest", &alice.id)], 0),
     );
     assert_eq!(a.reply.err, OK);
-    let got: Vec<(i64, String)> = a.events.iter().map(|(s, e)| (*s, e.path.clone())).collect();
+    let got: Vec<(SessionId, String)> =
+        a.events.iter().map(|(s, e)| (*s, e.path.clone())).collect();
     // The friend (who can READ) hears of the creation; the snooper only of "/"'s
     // children changing, which "/" lets everyone read.
     assert!(got.contains(&(friend, "/secret".into())), "{got:?}");

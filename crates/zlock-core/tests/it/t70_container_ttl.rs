@@ -10,7 +10,7 @@ use crate::harness::*;
 
 fn expire(h: &mut Harness, paths: &[&str]) -> zlock_core::Applied {
     let txn = h.txn(
-        0,
+        SessionId::NONE,
         TxnBody::DeleteExpired {
             paths: paths.iter().map(|p| p.to_string()).collect(),
         },

@@ -20,7 +20,7 @@ fn rich(h: &mut Harness) -> Vec<Txn> {
     };
     let mut open_session = |h: &mut Harness, n: u8| {
         let t = h.txn(
-            0,
+            SessionId::NONE,
             TxnBody::CreateSession {
                 passwd: vec![n; 16],
                 timeout_ms: 10_000 + i32::from(n),
@@ -30,7 +30,7 @@ fn rich(h: &mut Harness) -> Vec<Txn> {
     };
     let s1 = open_session(h, 0x51);
     let s2 = open_session(h, 0x52);
-    let req = |h: &Harness, s: i64, request: Request| {
+    let req = |h: &Harness, s: SessionId, request: Request| {
         h.txn(
             s,
             TxnBody::Request {
@@ -39,7 +39,7 @@ fn rich(h: &mut Harness) -> Vec<Txn> {
             },
         )
     };
-    let steps: Vec<(i64, Request)> = vec![
+    let steps: Vec<(SessionId, Request)> = vec![
         (s1, create2("/app", b"config", 0)),
         (s1, create2("/app/q", b"", 0)),
         (s1, create2("/app/q/n-", b"1", flags::PERSISTENT_SEQUENTIAL)),
@@ -91,7 +91,8 @@ fn snap(st: &State) -> Vec<u8> {
 fn round_trip_keeps_everything_replicated() {
     let mut h = Harness::with_ttl();
     rich(&mut h);
-    let s = 0x51;
+    let ids: Vec<SessionId> = h.st.sessions.keys().copied().collect();
+    let s = ids[0];
     h.get_data(s, "/app", true).unwrap();
     h.add_watch(s, "/", true);
     let bytes = snap(&h.st);
@@ -112,8 +113,14 @@ fn round_trip_keeps_everything_replicated() {
     for p in ["/", "/zookeeper", "/app/q", "/locks"] {
         assert_eq!(back.tree.get(p).unwrap().stat(), h.stat(p), "{p}");
     }
-    assert_eq!(back.tree.ephemerals_of(0x52), h.st.tree.ephemerals_of(0x52));
-    assert_eq!(back.tree.ephemerals_of(0x51), h.st.tree.ephemerals_of(0x51));
+    for s in ids {
+        assert_eq!(back.tree.ephemerals_of(s), h.st.tree.ephemerals_of(s));
+    }
+    assert_eq!(
+        h.st.tree.ephemerals_of(s2_of(&h)).len(),
+        2,
+        "the ephemerals compared exist"
+    );
     assert_eq!(
         back.tree.containers().collect::<Vec<_>>(),
         h.st.tree.containers().collect::<Vec<_>>()
@@ -143,9 +150,9 @@ fn decoded_state_behaves_the_same() {
     )
     .unwrap();
     other.now = h.now;
-    let ids: Vec<i64> = h.st.sessions.keys().copied().collect();
+    let ids: Vec<SessionId> = h.st.sessions.keys().copied().collect();
     let (s1, s2) = (ids[0], ids[1]);
-    let more: Vec<(i64, Request)> = vec![
+    let more: Vec<(SessionId, Request)> = vec![
         (s1, create2("/app/q/n-", b"", flags::PERSISTENT_SEQUENTIAL)),
         (s2, create2("/locks/l-", b"", flags::EPHEMERAL_SEQUENTIAL)),
         (s1, set_data("/app", b"again", -1)),
@@ -258,7 +265,7 @@ fn bad_snapshots_are_errors_not_panics() {
 fn bad_txns_are_errors() {
     let h = Harness::new();
     let good = h.txn(
-        1,
+        SessionId(1),
         TxnBody::Request {
             auth: vec![ip()].into(),
             request: Request::Multi(vec![MultiOp::Check(
@@ -280,4 +287,9 @@ fn bad_txns_are_errors() {
     let mut t = bytes.clone();
     t[1] = 99;
     assert!(Txn::decode(&t).is_err());
+}
+
+/// The second session of [`rich`] (it owns `/app/e` and `/locks/l-...`).
+fn s2_of(h: &Harness) -> SessionId {
+    h.st.sessions.keys().copied().nth(1).unwrap()
 }

@@ -108,7 +108,7 @@ fn op() -> impl Strategy<Value = Op> {
 struct MNode {
     data: Vec<u8>,
     version: i32,
-    owner: Option<i64>,
+    owner: Option<SessionId>,
     container: bool,
     /// Children ever created (ZooKeeper's internal cversion).
     creates: i32,
@@ -116,7 +116,7 @@ struct MNode {
 }
 
 impl MNode {
-    fn new(data: Vec<u8>, owner: Option<i64>, container: bool) -> MNode {
+    fn new(data: Vec<u8>, owner: Option<SessionId>, container: bool) -> MNode {
         MNode {
             data,
             version: 0,
@@ -192,7 +192,7 @@ impl Model {
         &mut self,
         path: &str,
         seq: bool,
-        owner: Option<i64>,
+        owner: Option<SessionId>,
         container: bool,
         data: Vec<u8>,
     ) -> Result<Outcome, i32> {
@@ -257,7 +257,7 @@ impl Model {
         Ok(Outcome::Set(n.version))
     }
 
-    fn close(&mut self, sid: i64) {
+    fn close(&mut self, sid: SessionId) {
         let mine: Vec<String> = self
             .nodes
             .iter()
@@ -286,7 +286,7 @@ fn data_of(d: u8) -> Vec<u8> {
 /// Applies one op to the model.
 type ModelStep = Box<dyn Fn(&mut Model) -> Result<Outcome, i32>>;
 
-fn to_request(m: &Model, op: &Op, sid: i64) -> (MultiOp, ModelStep) {
+fn to_request(m: &Model, op: &Op, sid: SessionId) -> (MultiOp, ModelStep) {
     match op.clone() {
         Op::Create {
             path,
@@ -375,7 +375,7 @@ fn compare(h: &Harness, m: &Model) {
             "{p} data"
         );
         assert_eq!(st.version, mn.version, "{p} version");
-        assert_eq!(st.ephemeral_owner, mn.owner.unwrap_or(0), "{p} owner");
+        assert_eq!(st.ephemeral_owner, mn.owner.map_or(0, |o| o.0), "{p} owner");
         assert_eq!(
             st.num_children as usize,
             mn.children.len(),
@@ -392,9 +392,9 @@ fn compare(h: &Harness, m: &Model) {
     check_invariants(&h.st);
 }
 
-fn open(h: &mut Harness, log: &mut Vec<Txn>) -> i64 {
+fn open(h: &mut Harness, log: &mut Vec<Txn>) -> SessionId {
     let t = h.txn(
-        0,
+        SessionId::NONE,
         TxnBody::CreateSession {
             passwd: vec![0; 16],
             timeout_ms: 5000,
@@ -405,7 +405,12 @@ fn open(h: &mut Harness, log: &mut Vec<Txn>) -> i64 {
     sid
 }
 
-fn write(h: &mut Harness, log: &mut Vec<Txn>, sid: i64, request: Request) -> zlock_core::Applied {
+fn write(
+    h: &mut Harness,
+    log: &mut Vec<Txn>,
+    sid: SessionId,
+    request: Request,
+) -> zlock_core::Applied {
     let t = h.txn(
         sid,
         TxnBody::Request {
@@ -422,7 +427,7 @@ fn run(ops: Vec<Op>) {
     let mut h = Harness::new();
     let mut m = Model::new();
     let mut log: Vec<Txn> = Vec::new();
-    let mut sessions: Vec<i64> = Vec::new();
+    let mut sessions: Vec<SessionId> = Vec::new();
     for _ in 0..SESSIONS {
         sessions.push(open(&mut h, &mut log));
     }
@@ -492,7 +497,10 @@ fn run(ops: Vec<Op>) {
                 got.sort();
                 let want = m.expired();
                 assert_eq!(got, want, "expiry candidates");
-                let t = h.txn(0, TxnBody::DeleteExpired { paths: got.clone() });
+                let t = h.txn(
+                    SessionId::NONE,
+                    TxnBody::DeleteExpired { paths: got.clone() },
+                );
                 h.apply(&t);
                 log.push(t);
                 for p in want {

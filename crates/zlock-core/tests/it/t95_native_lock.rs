@@ -26,13 +26,13 @@ fn answer(a: &Applied) -> LockResponse {
     LockResponse::decode(&mut Reader::new(&a.reply.body)).unwrap()
 }
 
-fn lock(h: &mut Harness, s: i64, path: &str, mode: i32) -> (LockResponse, Applied) {
+fn lock(h: &mut Harness, s: SessionId, path: &str, mode: i32) -> (LockResponse, Applied) {
     let a = h.write(s, lock_req(path, "_c_x-lock-", mode, 1, 0));
     (answer(&a), a)
 }
 
 /// The sessions the grants of `a` went to, with their nodes.
-fn grants(a: &Applied) -> Vec<(i64, String)> {
+fn grants(a: &Applied) -> Vec<(SessionId, String)> {
     a.grants.iter().map(|(s, g)| (*s, g.node.clone())).collect()
 }
 
@@ -60,7 +60,7 @@ fn first_contender_holds_and_parents_are_containers() {
 #[test]
 fn waiters_are_granted_in_order_one_per_release() {
     let mut h = Harness::new();
-    let ss: Vec<i64> = (0..4).map(|_| h.session()).collect();
+    let ss: Vec<SessionId> = (0..4).map(|_| h.session()).collect();
     let mut nodes = Vec::new();
     for (i, s) in ss.iter().enumerate() {
         let (r, a) = lock(&mut h, *s, "/l", lock_mode::EXCLUSIVE);
@@ -122,7 +122,7 @@ fn recipe_contenders_share_the_queue() {
 #[test]
 fn readers_share_writers_exclude() {
     let mut h = Harness::new();
-    let s: Vec<i64> = (0..5).map(|_| h.session()).collect();
+    let s: Vec<SessionId> = (0..5).map(|_| h.session()).collect();
     let read = |h: &mut Harness, s| {
         answer(&h.write(s, lock_req("/rw", "_c_x-__READ__", lock_mode::READ, 1, 0)))
     };
@@ -151,7 +151,7 @@ fn readers_share_writers_exclude() {
 #[test]
 fn semaphore_leases() {
     let mut h = Harness::new();
-    let s: Vec<i64> = (0..4).map(|_| h.session()).collect();
+    let s: Vec<SessionId> = (0..4).map(|_| h.session()).collect();
     let mut r = Vec::new();
     for x in &s {
         let a = h.write(
@@ -252,7 +252,7 @@ fn bad_requests_are_refused_cleanly() {
 fn ten_thousand_waiters_one_grant_per_hand_over() {
     let mut h = Harness::new();
     let n = 10_000;
-    let ss: Vec<i64> = (0..n).map(|_| h.session()).collect();
+    let ss: Vec<SessionId> = (0..n).map(|_| h.session()).collect();
     let mut nodes = Vec::with_capacity(n);
     for s in &ss {
         let (r, _) = lock(&mut h, *s, "/big", lock_mode::EXCLUSIVE);

@@ -40,10 +40,10 @@ fn log() -> Vec<Txn> {
         txns.push(txn);
         a
     };
-    let mut ss: Vec<i64> = Vec::new();
+    let mut ss: Vec<SessionId> = Vec::new();
     for _ in 1..=6 {
         let t = h.txn(
-            0,
+            SessionId::NONE,
             TxnBody::CreateSession {
                 passwd: vec![1; 16],
                 timeout_ms: 30_000,
@@ -52,7 +52,7 @@ fn log() -> Vec<Txn> {
         ss.push(run(&mut h, t).created_session.unwrap());
     }
     // The clock stands still: nothing here depends on time.
-    let at_t0 = |s: i64, body: TxnBody| Txn {
+    let at_t0 = |s: SessionId, body: TxnBody| Txn {
         origin: Origin {
             session: s,
             ..Origin::default()
@@ -60,7 +60,7 @@ fn log() -> Vec<Txn> {
         time_ms: T0,
         body,
     };
-    let req = |s: i64, request: Request| {
+    let req = |s: SessionId, request: Request| {
         at_t0(
             s,
             TxnBody::Request {
@@ -120,7 +120,7 @@ fn log() -> Vec<Txn> {
     run(
         &mut h,
         at_t0(
-            0,
+            SessionId::NONE,
             TxnBody::DeleteExpired {
                 paths: vec!["/gone/l".into()],
             },

@@ -15,6 +15,7 @@ use bytes::{Buf, BytesMut};
 use rand::RngCore;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use zlock_core::SessionId;
 use zlock_proto::frame;
 use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
@@ -120,10 +121,10 @@ async fn run(
         let _ = writer.await;
         return Err(Closed::Handshake);
     };
-    info.session.store(hs.session_id, Ordering::Relaxed);
+    info.session.store(hs.session_id.0, Ordering::Relaxed);
     tracing::debug!(
         conn = id,
-        session = format_args!("0x{:x}", hs.session_id),
+        session = %hs.session_id,
         timeout_ms = hs.timeout_ms,
         "session established"
     );
@@ -228,7 +229,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
     } else {
         Item::Resume {
             conn,
-            session_id: c.session_id,
+            session_id: SessionId(c.session_id),
             last_zxid_seen: c.last_zxid_seen,
             passwd: c.passwd,
             read_only: c.read_only,
@@ -244,7 +245,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
 /// the like get their reply here). Err closes the connection.
 fn decode(
     body: &[u8],
-    session: i64,
+    session: SessionId,
     conn_id: u64,
     auth: &mut Arc<Vec<Id>>,
     inflight: &InFlight,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use zlock_core::sessions::{SessionTracker, Time};
-use zlock_core::{LogIndex, MemberId, Origin, State, Txn, TxnBody};
+use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody};
 use zlock_proto::Request;
 
 use super::router::{Handshaking, Router, Waiting};
@@ -171,7 +171,7 @@ impl Core {
                     done,
                 });
                 txns.push(Txn {
-                    origin: self.origin(0, ticket),
+                    origin: self.origin(SessionId::NONE, ticket),
                     time_ms: now_ms(),
                     body: TxnBody::CreateSession { passwd, timeout_ms },
                 });
@@ -255,14 +255,14 @@ impl Core {
             }
             Item::Disconnected { session, conn_id } => self.router.disconnected(session, conn_id),
             Item::Expire { session } => txns.push(Txn {
-                origin: self.origin(0, 0),
+                origin: self.origin(SessionId::NONE, 0),
                 time_ms: now_ms(),
                 body: TxnBody::CloseSession {
                     session_id: session,
                 },
             }),
             Item::DeleteExpired { paths } => txns.push(Txn {
-                origin: self.origin(0, 0),
+                origin: self.origin(SessionId::NONE, 0),
                 time_ms: now_ms(),
                 body: TxnBody::DeleteExpired { paths },
             }),
@@ -307,8 +307,8 @@ impl Core {
             }
             self.router.applied(&mut self.state, txn.origin, &a);
             if let Some(s) = a.closed_session {
-                if txn.origin.session == 0 {
-                    tracing::info!(session = format_args!("0x{s:x}"), "session expired");
+                if txn.origin.session == SessionId::NONE {
+                    tracing::info!(session = %s, "session expired");
                 }
                 self.sessions.remove(s);
                 self.router.end_session(s);
@@ -373,7 +373,7 @@ impl Core {
             // to another ensemble): ZooKeeper refuses without an answer so the client
             // tries another server.
             tracing::warn!(
-                session = format_args!("0x{session_id:x}"),
+                session = %session_id,
                 client_zxid = format_args!("0x{last_zxid_seen:x}"),
                 our_zxid = format_args!("0x{:x}", self.state.zxid),
                 "refusing a client that has seen a newer zxid than ours"

@@ -227,7 +227,7 @@ impl Router {
             self.created(origin.xid, session, state);
             return;
         }
-        if origin.session == 0 {
+        if origin.session == SessionId::NONE {
             return;
         }
         let Some(q) = self.waiting.get_mut(&origin.session) else {
@@ -243,7 +243,7 @@ impl Router {
         };
         if at != 0 {
             tracing::warn!(
-                session = format_args!("0x{:x}", origin.session),
+                session = %origin.session,
                 xid = origin.xid,
                 "a write was applied before an earlier write of its session"
             );
@@ -371,7 +371,7 @@ impl Router {
         let resp = ConnectResponse {
             protocol_version: 0,
             time_out: s.timeout_ms,
-            session_id: session,
+            session_id: session.0,
             passwd: s.passwd.clone(),
             read_only: h.read_only.map(|_| false),
             features: offered(h.features),
@@ -413,7 +413,7 @@ impl Router {
         let resp = ConnectResponse {
             protocol_version: 0,
             time_out: s.timeout_ms,
-            session_id: session,
+            session_id: session.0,
             passwd: s.passwd.clone(),
             read_only: read_only.map(|_| false),
             features: offered(features),

@@ -232,7 +232,7 @@ impl World {
     /// server's expiry.
     pub fn close_session(&mut self, id: SessionId, by_client: bool) -> Result<(), String> {
         let origin = Origin {
-            session: if by_client { id } else { 0 },
+            session: if by_client { id } else { SessionId::NONE },
             ..Origin::default()
         };
         let txn = if by_client && self.rng.chance(50) {
