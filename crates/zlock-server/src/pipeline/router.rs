@@ -273,15 +273,13 @@ impl Router {
     /// Answers what waits at the front of the session's queue up to its next write.
     fn drain(&mut self, state: &mut State, session: SessionId) {
         loop {
+            // An emptied queue stays (with its buffer) until the session ends: a session
+            // that writes does not allocate a queue per write.
             let Some(q) = self.waiting.get_mut(&session) else {
                 return;
             };
             match q.front() {
-                None => {
-                    self.waiting.remove(&session);
-                    return;
-                }
-                Some(Waiting::Write { .. }) => return,
+                None | Some(Waiting::Write { .. }) => return,
                 Some(_) => {}
             }
             if let Some(w) = q.pop_front() {
