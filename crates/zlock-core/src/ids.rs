@@ -1,5 +1,5 @@
-//! Identifiers that must not be mixed up: a session, a member of the ensemble and a
-//! position in the commit log. (A zxid is not a log position: a log may hold entries that are not Txns,
+//! Identifiers that must not be mixed up: a session, a member of the ensemble, a zxid
+//! and a position in the commit log. (A zxid is not a log position: a log may hold entries that are not Txns,
 //! such as a Raft leader's blank entry, which take a position but no zxid.)
 
 /// A member of an ensemble, as ZooKeeper numbers them (`server.N`, the `myid` file);
@@ -47,6 +47,30 @@ impl std::fmt::Display for SessionId {
 }
 
 impl std::fmt::LowerHex for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::LowerHex::fmt(&self.0, f)
+    }
+}
+
+/// A ZooKeeper transaction id: the count of Txns applied, the same on every member.
+/// (Stat fields such as czxid carry its value as the wire's 64-bit integer.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Zxid(pub i64);
+
+impl Zxid {
+    pub fn next(self) -> Zxid {
+        Zxid(self.0 + 1)
+    }
+}
+
+/// As ZooKeeper prints zxids: `0x` and hex.
+impl std::fmt::Display for Zxid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}", self.0)
+    }
+}
+
+impl std::fmt::LowerHex for Zxid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::LowerHex::fmt(&self.0, f)
     }

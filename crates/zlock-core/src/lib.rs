@@ -28,7 +28,7 @@ pub mod txn;
 pub mod watches;
 mod write;
 
-pub use ids::{LogIndex, MemberId};
+pub use ids::{LogIndex, MemberId, Zxid};
 pub use state::{Applied, Config, OutOfOrder, Reply, Session, State};
 pub use tree::SessionId;
 pub use txn::{Origin, Txn, TxnBody};

@@ -78,7 +78,7 @@ impl From<RestoreError> for SnapshotError {
 pub struct Image {
     /// The log position the image was taken at (it names the snapshot file).
     pub applied: crate::ids::LogIndex,
-    pub zxid: i64,
+    pub zxid: crate::ids::Zxid,
     pub sessions: BTreeMap<SessionId, Session>,
     pub tree: DataTree,
     /// A copy of the lock index's followed paths and waiters (one entry per waiter, not
@@ -116,13 +116,13 @@ const CHUNK: usize = 256 * 1024;
 fn write_parts(
     tree: &DataTree,
     sessions: &BTreeMap<SessionId, Session>,
-    zxid: i64,
+    zxid: crate::ids::Zxid,
     locks: &LockImage,
     w: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let mut out: Vec<u8> = Vec::with_capacity(CHUNK + 4096);
     out.write_i32(SNAPSHOT_VERSION);
-    out.write_i64(zxid);
+    out.write_i64(zxid.0);
     out.write_i32(sessions.len() as i32);
     for (id, s) in sessions {
         out.write_i64(id.0);
@@ -194,7 +194,7 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
     }
     let mut st = State::new(config);
     st.tree = DataTree::empty();
-    st.zxid = r.read_i64()?;
+    st.zxid = crate::ids::Zxid(r.read_i64()?);
     let ns = r.read_i32()?;
     for _ in 0..ns.max(0) {
         let id = SessionId(r.read_i64()?);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use zlock_proto::records::{event_type, Id};
 use zlock_proto::{ErrorCode, OpCode, Request};
 
-use crate::ids::{LogIndex, MemberId};
+use crate::ids::{LogIndex, MemberId, Zxid};
 use crate::locks::{Grant, LockIndex};
 use crate::tree::{DataTree, SessionId};
 use crate::txn::{Txn, TxnBody};
@@ -59,7 +59,7 @@ pub struct OutOfOrder {
 #[derive(Debug, Clone, Default)]
 pub struct Applied {
     /// The zxid this Txn was given.
-    pub zxid: i64,
+    pub zxid: Zxid,
     /// The answer for the session that sent the request (if any).
     pub reply: Reply,
     /// Watch notifications, in the order they fire.
@@ -78,7 +78,7 @@ pub struct State {
     pub sessions: BTreeMap<SessionId, Session>,
     /// zxid of the last applied Txn: a counter of applied Txns, so it is the same on
     /// every member whatever else the log holds.
-    pub zxid: i64,
+    pub zxid: Zxid,
     /// The log position of the last applied entry (Txn or not); kept beside the zxid so
     /// a restart knows where to resume the log.
     pub applied: LogIndex,
@@ -95,7 +95,7 @@ impl State {
         State {
             tree: DataTree::new(),
             sessions: BTreeMap::new(),
-            zxid: 0,
+            zxid: Zxid(0),
             applied: LogIndex(0),
             watches: Watches::default(),
             config,
@@ -141,20 +141,21 @@ impl State {
     /// took `zxid`: the member in the top byte, as ZooKeeper puts its server id there,
     /// and the zxid below it. Unique across members (the byte) and across restarts (a
     /// zxid is never given twice), and decided by the log alone.
-    pub fn session_id_for(member: MemberId, zxid: i64) -> SessionId {
-        SessionId((((member.0 & 0xff) << 56) as i64) | (zxid & 0x00ff_ffff_ffff_ffff))
+    pub fn session_id_for(member: MemberId, zxid: Zxid) -> SessionId {
+        SessionId((((member.0 & 0xff) << 56) as i64) | (zxid.0 & 0x00ff_ffff_ffff_ffff))
     }
 
     fn apply_txn(&mut self, txn: &Txn) -> Applied {
-        self.zxid += 1;
-        let zxid = self.zxid;
+        self.zxid = self.zxid.next();
+        // The nodes' Stat fields (czxid, mzxid, pzxid) hold the wire's integer.
+        let zxid = self.zxid.0;
         let mut out = Applied {
-            zxid,
+            zxid: self.zxid,
             ..Applied::default()
         };
         match &txn.body {
             TxnBody::CreateSession { passwd, timeout_ms } => {
-                let id = State::session_id_for(txn.origin.member, zxid);
+                let id = State::session_id_for(txn.origin.member, self.zxid);
                 self.sessions.insert(
                     id,
                     Session {

@@ -13,6 +13,8 @@
 //!   (state machine host: applies committed entries; the router answers this member's
 //!   requests and pushes events and grants), and the ticker (session expiry through the
 //!   core's session tracker). See its module doc for the stage diagram.
+//! - `clock`: the monotonic clock the session tracker reads and the wall clock proposers
+//!   fix into Txns.
 //! - [`commit`]: the commit-stage trait, its contract, and the WAL implementation.
 //! - [`recovery`]: snapshot + log replay at startup.
 //! - `snapshot`: background snapshot writer.
@@ -22,6 +24,7 @@
 //! `<dataDir>/snapshots/snapshot.<index>` and `<dataLogDir or dataDir>/wal/log.<first
 //! index>`; formats are documented in the `zlock-store` crate.
 
+mod clock;
 pub mod commit;
 pub mod config;
 pub mod recovery;
@@ -104,8 +107,10 @@ pub async fn serve(
     let mut core = pipeline::core::Core {
         state: recovered.state,
         router: pipeline::router::Router::new(pipeline::core::STANDALONE, stats.clone()),
-        sessions: zlock_core::sessions::SessionTracker::new(pipeline::core::TICK.as_millis() as u64),
-        clock: pipeline::core::Clock::start(),
+        sessions: zlock_core::sessions::SessionTracker::new(
+            pipeline::ticker::TICK.as_millis() as u64
+        ),
+        clock: clock::Clock::start(),
         config: config.clone(),
         stats: stats.clone(),
         snapshots,
@@ -133,7 +138,7 @@ pub async fn serve(
         .spawn(move || sequencer.run())
         .map_err(ServerError::Thread)?;
 
-    let (tick_stop, ticker) = pipeline::core::start_ticker(core.clone(), commit_tx.clone())
+    let (tick_stop, ticker) = pipeline::ticker::start_ticker(core.clone(), commit_tx.clone())
         .map_err(ServerError::Thread)?;
 
     let shared = Arc::new(net::Shared {

@@ -41,7 +41,7 @@ pub fn recover(cfg: &ServerConfig) -> Result<Recovered, RecoveryError> {
             st.applied = LogIndex(index);
             tracing::info!(
                 index,
-                zxid = st.zxid,
+                zxid = %st.zxid,
                 nodes = st.tree.len(),
                 "loaded snapshot"
             );
@@ -68,7 +68,7 @@ pub fn recover(cfg: &ServerConfig) -> Result<Recovered, RecoveryError> {
         },
     )?;
     tracing::info!(
-        zxid = state.zxid,
+        zxid = %state.zxid,
         replayed,
         nodes = state.tree.len(),
         sessions = state.sessions.len(),

@@ -121,13 +121,13 @@ impl Harness {
     /// Applies a Txn at the next log position and checks that it took exactly the next
     /// zxid.
     pub fn apply(&mut self, txn: &Txn) -> Applied {
-        let before = self.st.zxid;
+        let before = self.st.zxid.0;
         let a = self
             .st
             .apply(self.st.applied.next(), txn)
             .expect("in order");
-        assert_eq!(a.zxid, before + 1, "every Txn takes the next zxid");
-        assert_eq!(self.st.zxid, a.zxid);
+        assert_eq!(a.zxid.0, before + 1, "every Txn takes the next zxid");
+        assert_eq!(self.st.zxid.0, a.zxid.0);
         a
     }
 
@@ -566,7 +566,7 @@ pub fn check_invariants(st: &State) {
         }
         assert!(n.czxid <= n.mzxid || n.czxid == 0, "{p}: czxid <= mzxid");
         assert!(
-            n.mzxid <= st.zxid && n.pzxid <= st.zxid,
+            n.mzxid <= st.zxid.0 && n.pzxid <= st.zxid.0,
             "{p}: no zxid from the future"
         );
         match n.kind {

@@ -44,9 +44,9 @@ fn create2_stat_fields() {
     let r = create2_body(&a.reply);
     assert_eq!(r.path, "/a");
     let st = r.stat;
-    assert_eq!(st.czxid, a.zxid);
-    assert_eq!(st.mzxid, a.zxid);
-    assert_eq!(st.pzxid, a.zxid);
+    assert_eq!(st.czxid, a.zxid.0);
+    assert_eq!(st.mzxid, a.zxid.0);
+    assert_eq!(st.pzxid, a.zxid.0);
     assert_eq!(st.ctime, T0 + 1234);
     assert_eq!(st.mtime, T0 + 1234);
     assert_eq!(st.version, 0);
@@ -62,7 +62,7 @@ fn create2_stat_fields() {
     assert_eq!(st2, st);
     // The parent: pzxid moves, its own czxid/mzxid/version do not.
     let root = h.stat("/");
-    assert_eq!(root.pzxid, a.zxid);
+    assert_eq!(root.pzxid, a.zxid.0);
     assert_eq!(root.num_children, 2);
     assert_eq!(root.cversion, 0, "2 * 1 create - 2 children");
     assert_eq!((root.mzxid, root.version), (0, 0));
@@ -290,7 +290,7 @@ fn failed_writes_still_take_a_zxid() {
     let mut h = Harness::new();
     let s = h.session();
     h.mk(s, "/a");
-    let z = h.st.zxid;
+    let z = h.st.zxid.0;
     let fails = [
         create2("/a", b"", 0),
         create2("/nope/x", b"", 0),
@@ -301,9 +301,9 @@ fn failed_writes_still_take_a_zxid() {
     for (i, req) in fails.into_iter().enumerate() {
         let a = h.write(s, req);
         assert_ne!(a.reply.err, OK);
-        assert_eq!(a.zxid, z + 1 + i as i64);
+        assert_eq!(a.zxid.0, z + 1 + i as i64);
     }
-    assert_eq!(h.st.zxid, z + 5);
+    assert_eq!(h.st.zxid.0, z + 5);
     // The next good write gets the next zxid, and that is what its Stat shows.
     let st = h.mk(s, "/b");
     assert_eq!(st.czxid, z + 6);

@@ -21,7 +21,7 @@ fn delete_updates_the_parent() {
     assert!(a.reply.body.is_empty(), "delete has no response record");
     assert!(!h.has("/p/c"));
     let p = h.stat("/p");
-    assert_eq!(p.pzxid, a.zxid);
+    assert_eq!(p.pzxid, a.zxid.0);
     assert_eq!(p.num_children, 0);
     assert_eq!(p.cversion, 2, "one create + one delete");
     assert_eq!((p.czxid, p.mzxid, p.version), (p0.czxid, p0.mzxid, 0));
@@ -124,7 +124,7 @@ fn set_data_stat() {
     let a = h.set_data(s, "/n", b"second!", 0);
     let st = stat_body(&a.reply);
     assert_eq!(st.version, 1);
-    assert_eq!(st.mzxid, a.zxid);
+    assert_eq!(st.mzxid, a.zxid.0);
     assert_eq!(st.mtime, h.now);
     assert_eq!(st.data_length, 7);
     assert_eq!((st.czxid, st.ctime), (c.czxid, c.ctime));
@@ -246,6 +246,6 @@ fn recreated_node_starts_over() {
     assert_eq!(h.delete(s, "/n", 2).reply.err, OK);
     let st = h.create_ok(s, "/n", b"", 0).1;
     assert_eq!(st.version, 0);
-    assert_eq!(st.czxid, h.st.zxid);
+    assert_eq!(st.czxid, h.st.zxid.0);
     assert_eq!(h.get_data(s, "/n", false).unwrap().0, Vec::<u8>::new());
 }

@@ -30,7 +30,7 @@ fn successful_multi_results_and_one_zxid() {
     match &res[0] {
         MultiResult::Create2(p, st) => {
             assert_eq!(p, "/m");
-            assert_eq!(st.czxid, a.zxid);
+            assert_eq!(st.czxid, a.zxid.0);
             assert_eq!(st.version, 0);
             assert_eq!(st.ctime, T0 + 42);
         }
@@ -40,7 +40,7 @@ fn successful_multi_results_and_one_zxid() {
     match &res[2] {
         MultiResult::SetData(st) => {
             assert_eq!(st.version, 1);
-            assert_eq!(st.mzxid, a.zxid);
+            assert_eq!(st.mzxid, a.zxid.0);
             assert_eq!(st.num_children, 1, "sees the create before it");
         }
         other => panic!("{other:?}"),
@@ -53,7 +53,7 @@ fn successful_multi_results_and_one_zxid() {
         other => panic!("{other:?}"),
     }
     let m = h.stat("/m");
-    assert_eq!((m.czxid, m.mzxid, m.pzxid), (a.zxid, a.zxid, a.zxid));
+    assert_eq!((m.czxid, m.mzxid, m.pzxid), (a.zxid.0, a.zxid.0, a.zxid.0));
     assert_eq!(m.version, 1);
     assert_eq!(h.children(s, "/m", false).unwrap(), vec!["s-0000000001"]);
     assert_eq!(h.get_data(s, "/m", false).unwrap().0, b"dd");
@@ -68,7 +68,7 @@ fn failed_multi_is_atomic_with_per_op_errors() {
     h.set_data_ok(s, "/keep", b"old");
     h.mk(s, "/q");
     let before = h.dump();
-    let z = h.st.zxid;
+    let z = h.st.zxid.0;
     let (a, res) = h.multi(
         s,
         vec![
@@ -80,7 +80,11 @@ fn failed_multi_is_atomic_with_per_op_errors() {
             m_delete("/keep", -1),
         ],
     );
-    assert_eq!(a.zxid, z + 1, "a failed multi still takes exactly one zxid");
+    assert_eq!(
+        a.zxid.0,
+        z + 1,
+        "a failed multi still takes exactly one zxid"
+    );
     assert_eq!(
         multi_errors(&res),
         vec![

@@ -347,7 +347,7 @@ fn set_watches_reports_missed_changes_and_rearms_the_rest() {
     h.mk(s, "/quiet");
     h.mk(s, "/deleted");
     h.mk(s, "/appeared-before");
-    let rel = h.st.zxid;
+    let rel = h.st.zxid.0;
     // Changes the client missed while disconnected.
     h.set_data_ok(s, "/changed", b"x");
     h.mk(s, "/kids/k");
@@ -421,7 +421,7 @@ fn set_watches_with_current_zxid_only_rearms() {
     let w = h.session();
     h.mk(s, "/a");
     h.mk(s, "/a/b");
-    let mut req = sw(h.st.zxid);
+    let mut req = sw(h.st.zxid.0);
     req.data_watches = vec!["/a".into()];
     req.child_watches = vec!["/a".into()];
     req.exist_watches = vec!["/x".into()];

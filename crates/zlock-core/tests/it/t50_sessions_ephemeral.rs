@@ -23,8 +23,8 @@ fn create_session_registers_it() {
     assert!(a.events.is_empty());
     assert_eq!(a.closed_session, None);
     // Member 0 (the single node): the id is the zxid the session took.
-    assert_eq!(a.created_session, Some(SessionId(a.zxid)));
-    let s = &h.st.sessions[&SessionId(a.zxid)];
+    assert_eq!(a.created_session, Some(SessionId(a.zxid.0)));
+    let s = &h.st.sessions[&SessionId(a.zxid.0)];
     assert_eq!((s.timeout_ms, s.passwd.clone()), (12_000, vec![9; 16]));
 }
 
@@ -60,7 +60,7 @@ fn close_session_deletes_ephemerals_and_fires_watches() {
     assert_eq!(sorted(&a), want);
     // The parent: pzxid is the close's zxid; cversion counts the two deletes.
     let d = h.stat("/d");
-    assert_eq!(d.pzxid, a.zxid);
+    assert_eq!(d.pzxid, a.zxid.0);
     assert_eq!(d.num_children, 1);
     assert_eq!(d.cversion, d_before.cversion + 2);
     check_invariants(&h.st);

@@ -50,9 +50,9 @@ fn a_container_goes_once_its_last_child_is_gone() {
     assert_eq!(candidates(&h.st, h.now), vec!["/c"]);
     h.get_data(w, "/c", true).unwrap();
     h.children(w, "/", true).unwrap();
-    let z = h.st.zxid;
+    let z = h.st.zxid.0;
     let a = expire(&mut h, &["/c"]);
-    assert_eq!(a.zxid, z + 1);
+    assert_eq!(a.zxid.0, z + 1);
     assert!(!h.has("/c"));
     assert_eq!(
         evs(&a),
@@ -61,7 +61,7 @@ fn a_container_goes_once_its_last_child_is_gone() {
             ev(w, et::NODE_CHILDREN_CHANGED, "/"),
         ]
     );
-    assert_eq!(h.stat("/").pzxid, a.zxid);
+    assert_eq!(h.stat("/").pzxid, a.zxid.0);
     assert_eq!(h.st.tree.containers().count(), 0);
     check_invariants(&h.st);
 }

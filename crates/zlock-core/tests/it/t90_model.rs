@@ -516,13 +516,13 @@ fn run(ops: Vec<Op>) {
     snapshot::encode(&h.st, &mut bytes);
     let back = snapshot::decode(&bytes, Config::default()).unwrap();
     assert_eq!(dump(&back), h.dump());
-    assert_eq!(back.zxid, h.st.zxid);
+    assert_eq!(back.zxid.0, h.st.zxid.0);
     let mut replay = State::new(Config::default());
     for t in &log {
         replay.apply_next(&Txn::decode(&t.to_bytes()).unwrap());
     }
     assert_eq!(dump(&replay), h.dump());
-    assert_eq!(replay.zxid, h.st.zxid);
+    assert_eq!(replay.zxid.0, h.st.zxid.0);
     assert_eq!(replay.sessions, h.st.sessions);
 }
 

@@ -43,7 +43,7 @@ fn first_contender_holds_and_parents_are_containers() {
     let (r, a) = lock(&mut h, s, "/app/locks/l", lock_mode::EXCLUSIVE);
     assert!(r.granted);
     assert_eq!(r.node, "/app/locks/l/_c_x-lock-0000000000");
-    assert_eq!(r.czxid, a.zxid, "fencing token is the node's czxid");
+    assert_eq!(r.czxid, a.zxid.0, "fencing token is the node's czxid");
     assert!(h.has("/app/locks/l/_c_x-lock-0000000000"));
     let n = h.dump();
     assert_eq!(n["/app"].kind, zlock_core::tree::NodeKind::Container);

@@ -13,10 +13,11 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use zlock_core::sessions::{SessionTracker, Time};
-use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody};
+use zlock_core::sessions::SessionTracker;
+use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody, Zxid};
 use zlock_proto::Request;
+
+use crate::clock::{now_ms, Clock};
 
 use super::router::{Handshaking, Router, Waiting};
 use super::{AdminQuery, Item};
@@ -26,26 +27,6 @@ use crate::config::ServerConfig;
 use crate::net::ConnHandle;
 use crate::snapshot::SnapshotWorker;
 use crate::stats::{Latency, Stats};
-
-/// How often liveness is checked; bounds how late an expiry can be (the tracker's
-/// bucket width).
-pub(crate) const TICK: Duration = Duration::from_millis(100);
-
-/// The member's monotonic clock as the session tracker reads it: ms since start.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Clock(Instant);
-
-impl Clock {
-    pub fn start() -> Clock {
-        Clock(Instant::now())
-    }
-    pub fn at(&self, t: Instant) -> Time {
-        Time(t.saturating_duration_since(self.0).as_millis() as u64)
-    }
-    pub fn now(&self) -> Time {
-        self.at(Instant::now())
-    }
-}
 
 pub(crate) struct Core {
     pub state: State,
@@ -59,14 +40,6 @@ pub(crate) struct Core {
     pub next_container_check: Instant,
     /// Set by [`Core::finish`]: the state is gone.
     pub stopped: bool,
-}
-
-/// The wall clock fixed into Txns by their proposer.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Locks the core. A panic while it was held means a bug in applying a Txn: the state
@@ -94,35 +67,6 @@ pub(crate) fn with_core<R>(
     let r = f(&mut c);
     dirty.append(&mut c.router.dirty);
     r
-}
-
-/// Starts the ticker thread: every [`TICK`], session liveness and container checks
-/// ([`Core::tick`]), whose expiries and removals it proposes through `commit`. It stops when the returned sender is dropped.
-pub(crate) fn start_ticker(
-    core: Arc<Mutex<Core>>,
-    commit: mpsc::Sender<Item>,
-) -> std::io::Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)> {
-    let (stop, ticks) = std::sync::mpsc::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("zlock-tick".into())
-        .spawn(move || {
-            let mut dirty = Vec::new();
-            let mut proposals = Vec::new();
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ticks.recv_timeout(TICK) {
-                with_core(&core, &mut dirty, |c| {
-                    c.tick(Instant::now(), &mut proposals)
-                });
-                crate::net::out::flush(&mut dirty);
-                // Sent with the core's lock released: the sequencer needs the lock to
-                // drain the queue this may wait for.
-                for item in proposals.drain(..) {
-                    if commit.blocking_send(item).is_err() {
-                        return;
-                    }
-                }
-            }
-        })?;
-    Ok((stop, thread))
 }
 
 /// What the sequencer should do after an item.
@@ -368,7 +312,7 @@ impl Core {
         offer: (Option<bool>, Option<i32>),
         done: tokio::sync::oneshot::Sender<Option<super::Handshake>>,
     ) {
-        if last_zxid_seen > self.state.zxid {
+        if Zxid(last_zxid_seen) > self.state.zxid {
             // The client has seen a newer state than ours (we lost data, or it talked
             // to another ensemble): ZooKeeper refuses without an answer so the client
             // tries another server.

@@ -33,6 +33,7 @@ pub(crate) const QUEUE: usize = 2 * sequencer::MAX_BATCH;
 pub(crate) mod core;
 pub(crate) mod router;
 pub(crate) mod sequencer;
+pub(crate) mod ticker;
 
 use std::sync::Arc;
 use std::time::Instant;

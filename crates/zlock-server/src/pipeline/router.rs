@@ -218,7 +218,7 @@ impl Router {
             self.stats
                 .lock_grants
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.send(*s, |out| write_grant(out, a.zxid, g));
+            self.send(*s, |out| write_grant(out, a.zxid.0, g));
         }
         if origin.member != self.me {
             return;
@@ -258,7 +258,7 @@ impl Router {
         else {
             return;
         };
-        let (zxid, err, body) = (a.zxid, a.reply.err, &a.reply.body);
+        let (zxid, err, body) = (a.zxid.0, a.reply.err, &a.reply.body);
         self.send_to_conn(origin.session, conn_id, permit, |out| {
             write_reply(out, xid, zxid, err, body)
         });
@@ -340,7 +340,7 @@ impl Router {
         req: &Request,
         permit: Permit,
     ) {
-        let zxid = state.zxid;
+        let zxid = state.zxid.0;
         let (err, body) = match req {
             Request::Ping => (0, Vec::new()),
             Request::SetWatches(w) => {
