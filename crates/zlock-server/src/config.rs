@@ -369,7 +369,8 @@ impl ServerConfig {
                 "znode.container.checkIntervalMs" => {
                     self.container_check_interval_ms = num(v)?.max(1)
                 }
-                "listenBacklog" => {
+                // ZooKeeper 3.6+'s name, and the shorter one zlock read first.
+                "clientPortListenBacklog" | "listenBacklog" => {
                     self.listen_backlog = u32::try_from(num(v)?).map_err(|_| bad("too large"))?
                 }
                 _ if ensemble_only(k) => {
@@ -622,5 +623,26 @@ mod tests {
         );
         // Known keys still apply around them.
         assert_eq!(c.client_port, 2999);
+    }
+
+    #[test]
+    fn listen_backlog_under_zookeepers_name() {
+        let mut c = ServerConfig::default();
+        let ignored = c
+            .apply_text(
+                Path::new("zoo.cfg"),
+                "clientPortListenBacklog=77
+",
+            )
+            .unwrap();
+        assert!(ignored.is_empty());
+        assert_eq!(c.listen_backlog, 77);
+        c.apply_text(
+            Path::new("zoo.cfg"),
+            "listenBacklog=88
+",
+        )
+        .unwrap();
+        assert_eq!(c.listen_backlog, 88);
     }
 }

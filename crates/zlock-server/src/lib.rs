@@ -66,7 +66,7 @@ pub enum ServerError {
     Config(#[from] config::ConfigError),
 }
 
-/// Binds the client port with `listenBacklog` (ZooKeeper's default of 50 makes a burst
+/// Binds the client port with `clientPortListenBacklog` (ZooKeeper's default of 50 makes a burst
 /// of clients wait for SYN retries).
 pub fn bind(addr: SocketAddr, backlog: u32) -> Result<TcpListener, ServerError> {
     let err = |source| ServerError::Bind { addr, source };
