@@ -283,11 +283,9 @@ impl Core {
         } = item
         {
             self.sessions.touch(session, self.clock.now());
+            let at = (conn_id, xid, received);
             self.router
-                .read(&mut self.state, session, conn_id, xid, &auth, &req, permit);
-            self.router
-                .latency
-                .record(received.elapsed().as_secs_f64() * 1000.0);
+                .read(&mut self.state, session, at, &auth, &req, permit);
         }
     }
 

@@ -300,9 +300,14 @@ impl Router {
                 permit,
                 inflight,
             } => {
-                self.read(state, session, conn_id, xid, &auth, &req, permit);
-                self.latency
-                    .record(received.elapsed().as_secs_f64() * 1000.0);
+                self.read(
+                    state,
+                    session,
+                    (conn_id, xid, received),
+                    &auth,
+                    &req,
+                    permit,
+                );
                 inflight.fetch_sub(1, Ordering::SeqCst);
             }
             Waiting::Reply {
@@ -328,14 +333,12 @@ impl Router {
         }
     }
 
-    /// Serves a read from the applied state and queues its reply.
-    #[allow(clippy::too_many_arguments)]
+    /// Serves a read from the applied state, queues its reply and records its latency.
     pub fn read(
         &mut self,
         state: &mut State,
         session: SessionId,
-        conn_id: u64,
-        xid: i32,
+        (conn_id, xid, received): (u64, i32, Instant),
         auth: &[Id],
         req: &Request,
         permit: Permit,
@@ -356,6 +359,8 @@ impl Router {
         self.send_to_conn(session, conn_id, permit, |out| {
             write_reply(out, xid, zxid, err, &body)
         });
+        self.latency
+            .record(received.elapsed().as_secs_f64() * 1000.0);
     }
 
     /// A CreateSession proposed here was applied: answer its handshake.
