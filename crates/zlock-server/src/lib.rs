@@ -112,7 +112,6 @@ pub async fn serve(
         ),
         clock: clock::Clock::start(),
         config: config.clone(),
-        stats: stats.clone(),
         snapshots,
         since_snapshot: 0,
         next_container_check: Instant::now()

@@ -61,11 +61,6 @@ impl<L: LogStore, A: Apply> WalCommit<L, A> {
         }
     }
 
-    /// The receiving end (for its owner to inspect in tests).
-    pub fn applier(&self) -> &A {
-        &self.apply
-    }
-
     fn write(&mut self, batch: &[Txn]) -> Result<(), CommitError> {
         let mut index = self.last;
         for txn in batch {

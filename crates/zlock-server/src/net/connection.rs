@@ -25,7 +25,7 @@ use super::frames::reply_frame;
 use super::out::{flush, read_some, write_all, ConnOut};
 use super::{ConnHandle, InFlight, Permit, Shared};
 use crate::pipeline::core::with_core;
-use crate::pipeline::{Handshake, Item};
+use crate::pipeline::{Asker, Handshake, Item};
 use crate::stats::ConnInfo;
 
 /// Requests of one connection whose replies are not yet written; past this the
@@ -253,66 +253,55 @@ fn decode(
 ) -> Result<Item, Closed> {
     let mut r = Reader::new(body);
     let hdr = RequestHeader::decode(&mut r).map_err(|_| Closed::Malformed)?;
-    let reply = |err: ErrorCode, zxid: i64| Item::Reply {
-        session,
+    let asker = Asker {
         conn_id,
-        frame: reply_frame(hdr.xid, zxid, err.code(), &[]),
-        close: false,
+        xid: hdr.xid,
+        received: Instant::now(),
+        permit,
         inflight: inflight.clone(),
-        permit: None,
     };
-    let mut item = match Request::decode(hdr.op_type, &mut r).map_err(|_| Closed::Malformed)? {
-        Decoded::UnknownOp(_) => reply(ErrorCode::Unimplemented, -1),
-        Decoded::Request(Request::Auth(a)) => {
-            let user = std::str::from_utf8(&a.auth).ok();
-            match (a.scheme.as_str(), user.and_then(zlock_core::acl::digest_id)) {
-                ("digest", Some(idv)) => {
-                    let mut v = auth.as_ref().clone();
-                    let id = Id::new("digest", &idv);
-                    if !v.contains(&id) {
-                        v.push(id);
+    // ZooKeeper echoes the request's xid in these replies (usually -4 for auth, but the
+    // zookeeper-client crate sends auth with an ordinary xid).
+    let reply = |asker, err: i32, zxid: i64, close| Item::Reply {
+        session,
+        frame: reply_frame(hdr.xid, zxid, err, &[]),
+        asker,
+        close,
+    };
+    Ok(
+        match Request::decode(hdr.op_type, &mut r).map_err(|_| Closed::Malformed)? {
+            Decoded::UnknownOp(_) => reply(asker, ErrorCode::Unimplemented.code(), -1, false),
+            Decoded::Request(Request::Auth(a)) => {
+                let user = std::str::from_utf8(&a.auth).ok();
+                match (a.scheme.as_str(), user.and_then(zlock_core::acl::digest_id)) {
+                    ("digest", Some(idv)) => {
+                        let mut v = auth.as_ref().clone();
+                        let id = Id::new("digest", &idv);
+                        if !v.contains(&id) {
+                            v.push(id);
+                        }
+                        *auth = Arc::new(v);
+                        reply(asker, 0, 0, false)
                     }
-                    *auth = Arc::new(v);
-                    Item::Reply {
-                        session,
-                        conn_id,
-                        // ZooKeeper echoes the request's xid (usually -4, but the
-                        // zookeeper-client crate sends auth with an ordinary xid).
-                        frame: reply_frame(hdr.xid, 0, 0, &[]),
-                        close: false,
-                        inflight: inflight.clone(),
-                        permit: None,
-                    }
+                    // ZooKeeper answers AuthFailed and closes the connection; the core
+                    // closes it once the reply (and everything before it) is out.
+                    _ => reply(asker, ErrorCode::AuthFailed.code(), 0, true),
                 }
-                // ZooKeeper answers AuthFailed and closes the connection; the apply
-                // thread closes it once the reply (and everything before it) is out.
-                _ => Item::Reply {
-                    session,
-                    conn_id,
-                    frame: reply_frame(hdr.xid, 0, ErrorCode::AuthFailed.code(), &[]),
-                    close: true,
-                    inflight: inflight.clone(),
-                    permit: None,
-                },
             }
-        }
-        Decoded::Request(Request::Sasl(_)) => reply(ErrorCode::Unimplemented, -1),
-        Decoded::Request(Request::Reconfig(_)) => reply(ErrorCode::ReconfigDisabled, -1),
-        Decoded::Request(req) => Item::Request {
-            session,
-            conn_id,
-            xid: hdr.xid,
-            auth: auth.clone(),
-            req,
-            received: Instant::now(),
-            inflight: inflight.clone(),
-            permit: None,
+            Decoded::Request(Request::Sasl(_)) => {
+                reply(asker, ErrorCode::Unimplemented.code(), -1, false)
+            }
+            Decoded::Request(Request::Reconfig(_)) => {
+                reply(asker, ErrorCode::ReconfigDisabled.code(), -1, false)
+            }
+            Decoded::Request(req) => Item::Request {
+                session,
+                asker,
+                auth: auth.clone(),
+                req,
+            },
         },
-    };
-    if let Item::Request { permit: p, .. } | Item::Reply { permit: p, .. } = &mut item {
-        *p = permit;
-    }
-    Ok(item)
+    )
 }
 
 /// Answers a read here, under the core's lock, when nothing of this connection is in
@@ -324,14 +313,20 @@ async fn submit(
     inflight: &InFlight,
     unflushed: &mut Vec<ConnHandle>,
 ) -> Result<(), Closed> {
-    let direct = match &item {
-        Item::Request { req, .. } => !zlock_core::State::is_write(req),
-        _ => false,
+    let item = match item {
+        Item::Request {
+            session,
+            asker,
+            auth,
+            req,
+        } if !zlock_core::State::is_write(&req) && inflight.load(Ordering::SeqCst) == 0 => {
+            with_core(&shared.core, unflushed, |c| {
+                c.direct(session, asker, &auth, &req)
+            });
+            return Ok(());
+        }
+        other => other,
     };
-    if direct && inflight.load(Ordering::SeqCst) == 0 {
-        with_core(&shared.core, unflushed, |c| c.direct(item));
-        return Ok(());
-    }
     inflight.fetch_add(1, Ordering::SeqCst);
     match shared.commit.try_send(item) {
         Ok(()) => Ok(()),

@@ -15,18 +15,19 @@ use std::time::{Duration, Instant};
 
 use zlock_core::sessions::SessionTracker;
 use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody, Zxid};
+use zlock_proto::records::Id;
 use zlock_proto::Request;
 
 use crate::clock::{now_ms, Clock};
 
 use super::router::{Handshaking, Router, Waiting};
-use super::{AdminQuery, Item};
+use super::{AdminQuery, Asker, Item};
 use crate::admin;
 use crate::commit::{Apply, Entry};
 use crate::config::ServerConfig;
 use crate::net::ConnHandle;
 use crate::snapshot::SnapshotWorker;
-use crate::stats::{Latency, Stats};
+use crate::stats::Latency;
 
 pub(crate) struct Core {
     pub state: State,
@@ -34,7 +35,6 @@ pub(crate) struct Core {
     pub sessions: SessionTracker,
     pub clock: Clock,
     pub config: Arc<ServerConfig>,
-    pub stats: Arc<Stats>,
     pub snapshots: SnapshotWorker,
     pub since_snapshot: u64,
     pub next_container_check: Instant,
@@ -86,7 +86,7 @@ impl Core {
         }
     }
 
-    fn origin(&self, session: zlock_core::SessionId, xid: i32) -> Origin {
+    fn origin(&self, session: SessionId, xid: i32) -> Origin {
         Origin {
             member: self.router.me,
             session,
@@ -138,13 +138,9 @@ impl Core {
             ),
             Item::Request {
                 session,
-                conn_id,
-                xid,
+                asker,
                 auth,
                 req,
-                received,
-                inflight,
-                permit,
             } => {
                 self.sessions.touch(session, self.clock.now());
                 if State::is_write(&req) {
@@ -155,45 +151,26 @@ impl Core {
                         request => TxnBody::Request { auth, request },
                     };
                     txns.push(Txn {
-                        origin: self.origin(session, xid),
+                        origin: self.origin(session, asker.xid),
                         time_ms: now_ms(),
                         body,
                     });
-                    let w = Waiting::Write {
-                        xid,
-                        conn_id,
-                        received,
-                        permit,
-                        inflight,
-                    };
-                    self.router.expect_write(session, w);
+                    self.router.expect_write(session, asker);
                 } else {
-                    let w = Waiting::Read {
-                        xid,
-                        conn_id,
-                        auth,
-                        req,
-                        received,
-                        permit,
-                        inflight,
-                    };
+                    let w = Waiting::Read { asker, auth, req };
                     self.router.behind_writes(&mut self.state, session, w);
                 }
             }
             Item::Reply {
                 session,
-                conn_id,
+                asker,
                 frame,
                 close,
-                inflight,
-                permit,
             } => {
                 let w = Waiting::Reply {
-                    conn_id,
+                    asker,
                     frame,
                     close,
-                    permit,
-                    inflight,
                 };
                 self.router.behind_writes(&mut self.state, session, w);
             }
@@ -216,12 +193,12 @@ impl Core {
                 }
                 let facts = admin::Facts {
                     state: &self.state,
-                    stats: &self.stats,
+                    stats: &self.router.stats,
                     latency: &self.router.latency,
                 };
                 let _ = done.send(admin::answer(query, &facts));
             }
-            // The sequencer handles the log's own items before they get here.
+            // The sequencer takes the log's own items as it gathers a batch.
             Item::Purge { .. } => {}
             Item::Shutdown => return Flow::Stop,
         }
@@ -267,26 +244,13 @@ impl Core {
 
     /// Answers a read whose session has nothing in the commit stage (nothing once the
     /// server has stopped: the state is gone, and an answer from it would be wrong).
-    pub fn direct(&mut self, item: Item) {
+    pub fn direct(&mut self, session: SessionId, asker: Asker, auth: &[Id], req: &Request) {
         if self.stopped {
             return;
         }
-        if let Item::Request {
-            session,
-            conn_id,
-            xid,
-            auth,
-            req,
-            received,
-            permit,
-            ..
-        } = item
-        {
-            self.sessions.touch(session, self.clock.now());
-            let at = (conn_id, xid, received);
-            self.router
-                .read(&mut self.state, session, at, &auth, &req, permit);
-        }
+        self.sessions.touch(session, self.clock.now());
+        self.router
+            .read_now(&mut self.state, session, asker, auth, req);
     }
 
     /// Stops the snapshot worker and frees the state on a thread of its own: dropping a
@@ -304,7 +268,7 @@ impl Core {
     fn resume(
         &mut self,
         conn: ConnHandle,
-        session_id: zlock_core::SessionId,
+        session_id: SessionId,
         last_zxid_seen: i64,
         passwd: Vec<u8>,
         offer: (Option<bool>, Option<i32>),
@@ -329,7 +293,7 @@ impl Core {
             Some(s) if alive && s.passwd == passwd => {
                 self.sessions.touch(session_id, self.clock.now());
                 let timeout_ms = s.timeout_ms;
-                self.router.resumed(conn, session_id, s, offer);
+                self.router.accept(conn, session_id, s, offer);
                 let _ = done.send(Some(super::Handshake {
                     session_id,
                     timeout_ms,

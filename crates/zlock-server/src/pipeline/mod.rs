@@ -93,23 +93,17 @@ pub(crate) enum Item {
     /// A request from an established session.
     Request {
         session: SessionId,
-        conn_id: u64,
-        xid: i32,
+        asker: Asker,
         auth: Arc<Vec<Id>>,
         req: Request,
-        received: Instant,
-        inflight: InFlight,
-        permit: Permit,
     },
     /// A reply built by the connection itself (auth, unimplemented ops), kept in order.
     Reply {
         session: SessionId,
-        conn_id: u64,
+        asker: Asker,
         frame: Vec<u8>,
         /// Close the connection after this reply (a failed auth).
         close: bool,
-        inflight: InFlight,
-        permit: Permit,
     },
     /// The connection of a session went away (the session lives on until it expires).
     Disconnected { session: SessionId, conn_id: u64 },
@@ -126,4 +120,18 @@ pub(crate) enum Item {
     Purge { through: u64 },
     /// Flush and stop.
     Shutdown,
+}
+
+/// Who asked, on which connection, and what answering frees: it travels with a request
+/// until its reply is queued.
+#[derive(Debug)]
+pub(crate) struct Asker {
+    pub conn_id: u64,
+    pub xid: i32,
+    pub received: Instant,
+    /// The request's slot of its connection's budget, freed once the reply is written.
+    pub permit: Permit,
+    /// Its connection's count of items in the commit stage (counted down once the reply
+    /// of an item that went through it is queued).
+    pub inflight: InFlight,
 }

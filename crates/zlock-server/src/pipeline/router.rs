@@ -14,14 +14,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::oneshot;
 use zlock_core::{Applied, MemberId, Origin, SessionId, State};
 use zlock_proto::records::{ConnectResponse, Id, WatcherEvent, FEATURE_NATIVE_LOCK};
 use zlock_proto::Request;
 
-use super::Handshake;
+use super::{Asker, Handshake};
 use crate::net::frames::{write_connect, write_event, write_grant, write_reply};
 use crate::net::{ConnHandle, InFlight, Permit};
 use crate::stats::{Latency, Stats};
@@ -29,40 +28,28 @@ use crate::stats::{Latency, Stats};
 /// A request of a local session that has not been answered yet.
 pub(crate) enum Waiting {
     /// A write: answered when its Txn is applied.
-    Write {
-        xid: i32,
-        conn_id: u64,
-        received: Instant,
-        permit: Permit,
-        inflight: InFlight,
-    },
+    Write(Asker),
     /// A read that arrived after a write of its session.
     Read {
-        xid: i32,
-        conn_id: u64,
+        asker: Asker,
         auth: Arc<Vec<Id>>,
         req: Request,
-        received: Instant,
-        permit: Permit,
-        inflight: InFlight,
     },
     /// A reply the connection built itself (auth), kept in order.
     Reply {
-        conn_id: u64,
+        asker: Asker,
         frame: Vec<u8>,
         /// Close the connection after it (a failed auth).
         close: bool,
-        permit: Permit,
-        inflight: InFlight,
     },
 }
 
 impl Waiting {
-    fn inflight(&self) -> &InFlight {
+    fn asker(&self) -> &Asker {
         match self {
-            Waiting::Write { inflight, .. }
-            | Waiting::Read { inflight, .. }
-            | Waiting::Reply { inflight, .. } => inflight,
+            Waiting::Write(a)
+            | Waiting::Read { asker: a, .. }
+            | Waiting::Reply { asker: a, .. } => a,
         }
     }
 }
@@ -186,27 +173,24 @@ impl Router {
             self.close(&c);
         }
         for w in self.waiting.remove(&session).into_iter().flatten() {
-            w.inflight().fetch_sub(1, Ordering::SeqCst);
+            w.asker().inflight.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    /// Does `session` have a write waiting for its Txn?
-    pub fn has_waiting(&self, session: SessionId) -> bool {
-        self.waiting.get(&session).is_some_and(|q| !q.is_empty())
-    }
-
     /// A write of `session` was proposed: it is answered when its Txn is applied.
-    pub fn expect_write(&mut self, session: SessionId, w: Waiting) {
-        self.waiting.entry(session).or_default().push_back(w);
+    pub fn expect_write(&mut self, session: SessionId, asker: Asker) {
+        self.waiting
+            .entry(session)
+            .or_default()
+            .push_back(Waiting::Write(asker));
     }
 
     /// A read or a local reply that came through the commit stage (its connection had
     /// something there): answered now if nothing of its session waits, else queued.
     pub fn behind_writes(&mut self, state: &mut State, session: SessionId, w: Waiting) {
-        if self.has_waiting(session) {
-            self.waiting.entry(session).or_default().push_back(w);
-        } else {
-            self.answer(state, session, w);
+        match self.waiting.get_mut(&session) {
+            Some(q) if !q.is_empty() => q.push_back(w),
+            _ => self.answer(state, session, w),
         }
     }
 
@@ -215,9 +199,7 @@ impl Router {
     pub fn applied(&mut self, state: &mut State, origin: Origin, a: &Applied) {
         self.deliver(&a.events);
         for (s, g) in &a.grants {
-            self.stats
-                .lock_grants
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.stats.lock_grants.fetch_add(1, Ordering::Relaxed);
             self.send(*s, |out| write_grant(out, a.zxid.0, g));
         }
         if origin.member != self.me {
@@ -235,7 +217,7 @@ impl Router {
         };
         let at = q
             .iter()
-            .position(|w| matches!(w, Waiting::Write { xid, .. } if *xid == origin.xid));
+            .position(|w| matches!(w, Waiting::Write(a) if a.xid == origin.xid));
         let Some(at) = at else {
             // Its session left and came back, or the request was forgotten with an
             // ended session: nobody waits for this answer here.
@@ -248,25 +230,14 @@ impl Router {
                 "a write was applied before an earlier write of its session"
             );
         }
-        let Some(Waiting::Write {
-            xid,
-            conn_id,
-            received,
-            permit,
-            inflight,
-        }) = q.remove(at)
-        else {
+        let Some(Waiting::Write(asker)) = q.remove(at) else {
             return;
         };
         let (zxid, err, body) = (a.zxid.0, a.reply.err, &a.reply.body);
-        self.send_to_conn(origin.session, conn_id, permit, |out| {
+        self.reply(origin.session, asker, |out, xid| {
             write_reply(out, xid, zxid, err, body)
-        });
-        self.latency
-            .record(received.elapsed().as_secs_f64() * 1000.0);
-        // After the reply is queued: a later read of this connection may now be
-        // answered in place without overtaking it.
-        inflight.fetch_sub(1, Ordering::SeqCst);
+        })
+        .fetch_sub(1, Ordering::SeqCst);
         self.drain(state, origin.session);
     }
 
@@ -288,36 +259,42 @@ impl Router {
         }
     }
 
-    /// Answers a read or a local reply (not a write).
-    pub fn answer(&mut self, state: &mut State, session: SessionId, w: Waiting) {
+    /// Queues the reply to a request (`encode` gets its xid) on the asker's connection
+    /// and records the request's latency. Returns the connection's count of items in
+    /// the commit stage, for the caller to count the request out of when it went
+    /// through it: from then on a later read may be answered in place without
+    /// overtaking this reply.
+    fn reply(
+        &mut self,
+        session: SessionId,
+        asker: Asker,
+        encode: impl FnOnce(&mut Vec<u8>, i32),
+    ) -> InFlight {
+        let xid = asker.xid;
+        self.send_to_conn(session, asker.conn_id, asker.permit, |out| encode(out, xid));
+        self.latency
+            .record(asker.received.elapsed().as_secs_f64() * 1000.0);
+        asker.inflight
+    }
+
+    /// Answers a read or a local reply that went through the commit stage.
+    fn answer(&mut self, state: &mut State, session: SessionId, w: Waiting) {
         match w {
-            Waiting::Read {
-                xid,
-                conn_id,
-                auth,
-                req,
-                received,
-                permit,
-                inflight,
-            } => {
-                self.read(
-                    state,
-                    session,
-                    (conn_id, xid, received),
-                    &auth,
-                    &req,
-                    permit,
-                );
-                inflight.fetch_sub(1, Ordering::SeqCst);
+            Waiting::Read { asker, auth, req } => {
+                let (zxid, err, body) = self.read(state, session, &auth, &req);
+                self.reply(session, asker, |out, xid| {
+                    write_reply(out, xid, zxid, err, &body)
+                })
+                .fetch_sub(1, Ordering::SeqCst);
             }
+            // Not a request the state answers: no latency to record.
             Waiting::Reply {
-                conn_id,
+                asker,
                 frame,
                 close,
-                permit,
-                inflight,
             } => {
-                self.send_to_conn(session, conn_id, permit, |out| {
+                let conn_id = asker.conn_id;
+                self.send_to_conn(session, conn_id, asker.permit, |out| {
                     out.extend_from_slice(&frame)
                 });
                 if close {
@@ -325,42 +302,52 @@ impl Router {
                         self.close(&c);
                     }
                 }
-                inflight.fetch_sub(1, Ordering::SeqCst);
+                asker.inflight.fetch_sub(1, Ordering::SeqCst);
             }
-            Waiting::Write { inflight, .. } => {
-                inflight.fetch_sub(1, Ordering::SeqCst);
+            // Writes wait for their Txn, never here.
+            Waiting::Write(asker) => {
+                asker.inflight.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
 
-    /// Serves a read from the applied state, queues its reply and records its latency.
-    pub fn read(
+    /// A read of a session with nothing in the commit stage, answered in place: its
+    /// connection's count stays as it is (the read never entered the stage).
+    pub fn read_now(
         &mut self,
         state: &mut State,
         session: SessionId,
-        (conn_id, xid, received): (u64, i32, Instant),
+        asker: Asker,
         auth: &[Id],
         req: &Request,
-        permit: Permit,
     ) {
+        let (zxid, err, body) = self.read(state, session, auth, req);
+        self.reply(session, asker, |out, xid| {
+            write_reply(out, xid, zxid, err, &body)
+        });
+    }
+
+    /// Serves a read from the applied state: the reply's zxid, error code and body.
+    fn read(
+        &mut self,
+        state: &mut State,
+        session: SessionId,
+        auth: &[Id],
+        req: &Request,
+    ) -> (i64, i32, Vec<u8>) {
         let zxid = state.zxid.0;
-        let (err, body) = match req {
-            Request::Ping => (0, Vec::new()),
+        match req {
+            Request::Ping => (zxid, 0, Vec::new()),
             Request::SetWatches(w) => {
                 let events = zlock_core::read::set_watches(state, session, auth, w);
                 self.deliver(&events);
-                (0, Vec::new())
+                (zxid, 0, Vec::new())
             }
             other => {
                 let r = state.read(session, auth, other);
-                (r.err, r.body)
+                (zxid, r.err, r.body)
             }
-        };
-        self.send_to_conn(session, conn_id, permit, |out| {
-            write_reply(out, xid, zxid, err, &body)
-        });
-        self.latency
-            .record(received.elapsed().as_secs_f64() * 1000.0);
+        }
     }
 
     /// A CreateSession proposed here was applied: answer its handshake.
@@ -371,22 +358,10 @@ impl Router {
         let Some(s) = state.sessions.get(&session) else {
             return;
         };
-        let resp = ConnectResponse {
-            protocol_version: 0,
-            time_out: s.timeout_ms,
-            session_id: session.0,
-            passwd: s.passwd.clone(),
-            read_only: h.read_only.map(|_| false),
-            features: offered(h.features),
-        };
-        queue(&mut self.dirty, &h.conn, None, |out| {
-            write_connect(out, &resp)
-        });
-        let timeout_ms = s.timeout_ms;
-        self.route(session, h.conn);
+        self.accept(h.conn, session, s, (h.read_only, h.features));
         let _ = h.done.send(Some(Handshake {
             session_id: session,
-            timeout_ms,
+            timeout_ms: s.timeout_ms,
         }));
     }
 
@@ -405,8 +380,9 @@ impl Router {
         self.close(conn);
     }
 
-    /// Accepts a reconnect of `session` on `conn`.
-    pub fn resumed(
+    /// Answers a handshake for `session` (new, or resumed) on `conn` and routes the
+    /// session there.
+    pub fn accept(
         &mut self,
         conn: ConnHandle,
         session: SessionId,

@@ -49,22 +49,21 @@ impl<C: Commit> Sequencer<C> {
             let Some(first) = self.next_item() else {
                 break;
             };
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match self.rx.try_recv() {
-                    Ok(it) => batch.push(it),
-                    Err(_) => break,
+            let mut next = Some(first);
+            while let Some(it) = next.take() {
+                match it {
+                    // The log's own business: nothing to sequence.
+                    Item::Purge { through } => self.purge(through),
+                    it => batch.push(it),
                 }
+                if batch.len() < MAX_BATCH {
+                    next = self.rx.try_recv().ok();
+                }
+            }
+            if batch.is_empty() {
+                continue;
             }
             let mut flow = Flow::Go;
-            for it in batch.iter_mut() {
-                if let Item::Purge { through } = it {
-                    if let Err(e) = self.commit.purge_through(LogIndex(*through)) {
-                        // Failing to delete old segments loses nothing; keep serving.
-                        tracing::warn!(error = %e, "could not remove old log segments");
-                    }
-                }
-            }
             // In chunks, as the core applies: a connection task waiting for the lock
             // waits for a few items, not a whole batch.
             let mut items = batch.drain(..);
@@ -107,6 +106,13 @@ impl<C: Commit> Sequencer<C> {
             }
         }
         self.rx.blocking_recv()
+    }
+
+    fn purge(&mut self, through: u64) {
+        if let Err(e) = self.commit.purge_through(LogIndex(through)) {
+            // Failing to delete old segments loses nothing; keep serving.
+            tracing::warn!(error = %e, "could not remove old log segments");
+        }
     }
 
     fn fail(&self, e: CommitError) {
