@@ -48,50 +48,47 @@ pub fn check(acl: &[Acl], perm: i32, auth: &[Id]) -> Result<(), ErrorCode> {
     Err(ErrorCode::NoAuth)
 }
 
+/// The identities an `auth` ACL entry stands for: the caller's authenticated ones.
+fn callers(auth: &[Id]) -> impl Iterator<Item = &Id> {
+    auth.iter().filter(|x| x.scheme != "ip")
+}
+
+/// Would [`fixup`] accept this list? The same checks, without building the result.
+pub fn check_valid(acl: &[Acl], auth: &[Id]) -> Result<(), ErrorCode> {
+    if acl.is_empty() {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    for a in acl {
+        let ok = match a.id.scheme.as_str() {
+            "world" => a.id.id == "anyone",
+            "auth" => callers(auth).next().is_some(),
+            "digest" => digest_id_valid(&a.id.id),
+            "ip" => parse_cidr(&a.id.id).is_some(),
+            // No `super` provider exists in ZooKeeper, so a `super` ACL is InvalidACL.
+            "sasl" | "x509" => true,
+            _ => false,
+        };
+        if !ok {
+            return Err(ErrorCode::InvalidAcl);
+        }
+    }
+    Ok(())
+}
+
 /// Rewrites a create/setACL ACL list as ZooKeeper's `fixupACL` does: `auth` entries
 /// become one entry per authenticated (non-ip) identity of the caller; an empty list,
 /// an unknown scheme, a malformed id or `auth` without any identity is InvalidACL.
 pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
-    if acl.is_empty() {
-        return Err(ErrorCode::InvalidAcl);
-    }
+    check_valid(acl, auth)?;
     let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
     for a in acl {
-        match a.id.scheme.as_str() {
-            "world" => {
-                if a.id.id != "anyone" {
-                    return Err(ErrorCode::InvalidAcl);
-                }
-                out.push(a.clone());
-            }
-            "auth" => {
-                let mut any = false;
-                for x in auth.iter().filter(|x| x.scheme != "ip") {
-                    any = true;
-                    out.push(Acl {
-                        perms: a.perms,
-                        id: x.clone(),
-                    });
-                }
-                if !any {
-                    return Err(ErrorCode::InvalidAcl);
-                }
-            }
-            "digest" => {
-                if !digest_id_valid(&a.id.id) {
-                    return Err(ErrorCode::InvalidAcl);
-                }
-                out.push(a.clone());
-            }
-            "ip" => {
-                if parse_cidr(&a.id.id).is_none() {
-                    return Err(ErrorCode::InvalidAcl);
-                }
-                out.push(a.clone());
-            }
-            // No `super` provider exists in ZooKeeper, so a `super` ACL is InvalidACL.
-            "sasl" | "x509" => out.push(a.clone()),
-            _ => return Err(ErrorCode::InvalidAcl),
+        if a.id.scheme == "auth" {
+            out.extend(callers(auth).map(|x| Acl {
+                perms: a.perms,
+                id: x.clone(),
+            }));
+        } else {
+            out.push(a.clone());
         }
     }
     // ZooKeeper drops exact duplicates (its ACL list is de-duplicated by the ACL cache).
