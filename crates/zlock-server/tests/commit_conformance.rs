@@ -15,6 +15,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -142,7 +144,7 @@ fn crash_and_restart<F: Fixture>(f: &F) {
     }
     // What a kill -9 leaves: the files as they are now, the process still running.
     let crashed = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), crashed.path());
+    common::copy_dir(dir.path(), crashed.path());
     let applied = seen.lock().unwrap().clone();
     drop(c);
 
@@ -237,19 +239,6 @@ where
         assert_eq!(mine, (1..=EACH).collect::<Vec<_>>(), "proposer {p}'s order");
     }
     assert_eq!(early.load(Ordering::SeqCst), 0);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 // ---- the WAL implementation ------------------------------------------------------------

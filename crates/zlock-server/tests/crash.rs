@@ -615,19 +615,6 @@ async fn torn_last_record_is_cut_and_earlier_writes_survive() {
     server.terminate().unwrap();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
 /// A crash can leave the newest segment cut anywhere inside its last batch, or with
 /// zeros past the data (a size update that got ahead of the data). For seeded cut points
 /// in the last records, recovery must keep exactly the records that end before the cut.
@@ -657,7 +644,7 @@ async fn torn_tail_at_random_cut_points_and_zero_fill() {
     cuts.push(records[records.len() - 2].offset); // exactly on a record boundary
     for (i, cut) in cuts.into_iter().enumerate() {
         let dir = base.path().join(format!("cut{i}"));
-        copy_dir(&original, &dir);
+        common::copy_dir(&original, &dir);
         let f = dir.join("wal").join(&seg_name);
         std::fs::OpenOptions::new()
             .write(true)
@@ -693,7 +680,7 @@ async fn torn_tail_at_random_cut_points_and_zero_fill() {
 
     // Zeros after the last record.
     let dir = base.path().join("zeros");
-    copy_dir(&original, &dir);
+    common::copy_dir(&original, &dir);
     let f = dir.join("wal").join(&seg_name);
     let mut padded = bytes.clone();
     padded.extend_from_slice(&[0u8; 4096]);
