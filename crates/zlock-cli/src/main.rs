@@ -72,9 +72,10 @@ struct ServerArgs {
     /// A zoo.cfg-style file (tickTime, dataDir, dataLogDir, clientPort, clientPortAddress,
     /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
     /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled,
-    /// znode.container.checkIntervalMs, clientPortListenBacklog, zlock.commitSpinMicros).
-    /// Other keys are logged and ignored. An ensemble's server.N lines, and a myid file in the data
-    /// directory, are refused: zlock does not replicate yet.
+    /// znode.container.checkIntervalMs, clientPortListenBacklog, globalOutstandingLimit,
+    /// zlock.commitSpinMicros). Other keys are logged and ignored. An ensemble's server.N
+    /// lines, and a myid file in the data directory, are refused: zlock does not replicate
+    /// yet.
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// Client port (clientPort) [default: 2181]

@@ -205,6 +205,11 @@ pub struct ServerConfig {
     /// Listen backlog. ZooKeeper's 50 makes the 51st of a burst of clients wait a second
     /// for a SYN retry; 1024 lets a burst of 1000 in at once.
     pub listen_backlog: u32,
+    /// `globalOutstandingLimit`: requests that may wait for the sequencer, over all
+    /// connections, before connections stop reading. ZooKeeper's default is 1000; zlock's
+    /// is two of its batches (8192), so that group commit never runs dry for want of
+    /// queued requests.
+    pub global_outstanding_limit: usize,
 }
 
 impl Default for ServerConfig {
@@ -228,6 +233,7 @@ impl Default for ServerConfig {
             extended_types: false,
             container_check_interval_ms: 60_000,
             listen_backlog: 1024,
+            global_outstanding_limit: 8192,
         }
     }
 }
@@ -368,6 +374,11 @@ impl ServerConfig {
                 }
                 "znode.container.checkIntervalMs" => {
                     self.container_check_interval_ms = num(v)?.max(1)
+                }
+                "globalOutstandingLimit" => {
+                    self.global_outstanding_limit = usize::try_from(num(v)?)
+                        .map_err(|_| bad("too large"))?
+                        .max(1)
                 }
                 // ZooKeeper 3.6+'s name, and the shorter one zlock read first.
                 "clientPortListenBacklog" | "listenBacklog" => {
@@ -629,20 +640,24 @@ mod tests {
     fn listen_backlog_under_zookeepers_name() {
         let mut c = ServerConfig::default();
         let ignored = c
-            .apply_text(
-                Path::new("zoo.cfg"),
-                "clientPortListenBacklog=77
-",
-            )
+            .apply_text(Path::new("zoo.cfg"), "clientPortListenBacklog=77\n")
             .unwrap();
         assert!(ignored.is_empty());
         assert_eq!(c.listen_backlog, 77);
-        c.apply_text(
-            Path::new("zoo.cfg"),
-            "listenBacklog=88
-",
-        )
-        .unwrap();
+        c.apply_text(Path::new("zoo.cfg"), "listenBacklog=88\n")
+            .unwrap();
         assert_eq!(c.listen_backlog, 88);
+    }
+
+    #[test]
+    fn global_outstanding_limit_is_read_and_at_least_one() {
+        let mut c = ServerConfig::default();
+        assert_eq!(c.global_outstanding_limit, 8192);
+        c.apply_text(Path::new("zoo.cfg"), "globalOutstandingLimit=1000\n")
+            .unwrap();
+        assert_eq!(c.global_outstanding_limit, 1000);
+        c.apply_text(Path::new("zoo.cfg"), "globalOutstandingLimit=0\n")
+            .unwrap();
+        assert_eq!(c.global_outstanding_limit, 1, "a queue needs room for one");
     }
 }

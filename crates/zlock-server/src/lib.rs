@@ -98,7 +98,7 @@ pub async fn serve(
         .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
     let last = LogIndex(recovered.wal.last_index());
 
-    let (commit_tx, commit_rx) = mpsc::channel(pipeline::QUEUE);
+    let (commit_tx, commit_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let stats = Arc::new(stats::Stats::default());
 

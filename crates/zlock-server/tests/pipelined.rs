@@ -113,15 +113,19 @@ async fn a_watch_firing_for_many_sessions_reaches_every_one() {
     }
 }
 
-/// More requests in flight at once than the sequencer's queue holds (two batches of
-/// 4096): 12 connections each pipeline 900 writes, each followed by a read of what it
-/// wrote, all sent before any reply is read. Senders that find the queue full wait
-/// for room; every reply still comes, in order, with the session's own write visible.
+/// Far more requests in flight than the sequencer's queue holds (`globalOutstandingLimit`
+/// set to 4 here): 12 connections each pipeline 900 writes, each followed by a read of
+/// what it wrote, all sent before any reply is read. The connections find the queue
+/// full and must wait for room, over and over, without deadlock (nothing that drains
+/// the queue waits for them); every reply still comes, in order, with the session's own
+/// write visible.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_in_flight_than_the_queue_holds_all_answered_in_order() {
     const CONNS: usize = 12;
     const EACH: i32 = 900;
-    let server = TestServer::start().await.unwrap();
+    let server = TestServer::start_with(|c| c.global_outstanding_limit = 4)
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for c in 0..CONNS {
         let addr = server.addr;

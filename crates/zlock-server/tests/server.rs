@@ -60,6 +60,7 @@ async fn four_letter_words_and_whitelist() {
     let server = TestServer::start_with(|c| {
         c.four_letter_words = vec!["ruok".into(), "srvr".into(), "mntr".into(), "conf".into()];
         c.commit_spin_us = Some(50);
+        c.global_outstanding_limit = 777;
     })
     .await
     .unwrap();
@@ -100,7 +101,11 @@ async fn four_letter_words_and_whitelist() {
         dump,
         "dump is not executed because it is not in the whitelist.\n"
     );
-    for line in ["preAllocSize=4096\n", "zlock.commitSpinMicros=50\n"] {
+    for line in [
+        "preAllocSize=4096\n",
+        "zlock.commitSpinMicros=50\n",
+        "globalOutstandingLimit=777\n",
+    ] {
         assert!(conf.contains(line), "conf lacks {line}: {conf}");
     }
     c.close().await.unwrap();

@@ -48,6 +48,7 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
                 cfg.commit_spin().as_micros()
             );
             let _ = writeln!(s, "jute.maxbuffer={}", cfg.max_packet);
+            let _ = writeln!(s, "globalOutstandingLimit={}", cfg.global_outstanding_limit);
             let _ = writeln!(s, "extendedTypesEnabled={}", cfg.extended_types);
             let _ = writeln!(s, "serverId=0");
             return s;

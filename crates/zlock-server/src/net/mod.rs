@@ -30,7 +30,7 @@ pub(crate) type InFlight = Arc<std::sync::atomic::AtomicUsize>;
 /// What every connection task shares.
 pub(crate) struct Shared {
     pub config: Arc<ServerConfig>,
-    /// Bounded ([`crate::pipeline::QUEUE`]): a connection that finds it full waits,
+    /// Bounded (`globalOutstandingLimit`): a connection that finds it full waits,
     /// so memory stays bounded however many connections pipeline requests.
     pub commit: mpsc::Sender<Item>,
     /// The core, for reads that need not queue behind the commit stage.

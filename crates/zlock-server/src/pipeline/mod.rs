@@ -27,9 +27,6 @@
 //! - A ticker thread asks the session tracker which sessions are past their timeout and
 //!   proposes their expiries, and container removals, like any other write.
 
-/// Items the sequencer's queue holds before senders wait: two full batches.
-pub(crate) const QUEUE: usize = 2 * sequencer::MAX_BATCH;
-
 pub(crate) mod core;
 pub(crate) mod router;
 pub(crate) mod sequencer;
