@@ -290,39 +290,44 @@ mod tests {
     use zlock_proto::records::{lock_mode, CreateRequest, LockRequest};
     use zlock_proto::{OpCode, Request};
 
+    fn apply_next(st: &mut State, txn: &Txn) -> crate::Applied {
+        st.apply(st.applied.next(), txn).unwrap()
+    }
+
     #[test]
     fn round_trip() {
         let mut st = State::new(Config::default());
-        let sid = st
-            .apply_next(&Txn {
-                origin: Origin::default(),
-                time_ms: 100,
-                body: TxnBody::CreateSession {
-                    passwd: vec![1; 16],
-                    timeout_ms: 4000,
-                },
-            })
-            .created_session
-            .unwrap();
+        let create = Txn {
+            origin: Origin::default(),
+            time_ms: 100,
+            body: TxnBody::CreateSession {
+                passwd: vec![1; 16],
+                timeout_ms: 4000,
+            },
+        };
+        let sid = apply_next(&mut st, &create).created_session.unwrap();
         let origin = Origin {
             session: sid,
             ..Origin::default()
         };
         for (p, flags) in [("/a", 0), ("/a/b", 0), ("/a/e", 1), ("/c", 4)] {
-            let a = st.apply_next(&Txn::request(
-                origin,
-                100,
-                vec![].into(),
-                Request::Create(
-                    OpCode::Create,
-                    CreateRequest {
-                        path: p.into(),
-                        data: Some(b"xy".to_vec()),
-                        acl: Acl::open_unsafe(),
-                        flags,
-                    },
+            let a = apply_next(
+                &mut st,
+                &Txn::request(
+                    origin,
+                    100,
+                    vec![].into(),
+                    Request::Create(
+                        OpCode::Create,
+                        CreateRequest {
+                            path: p.into(),
+                            data: Some(b"xy".to_vec()),
+                            acl: Acl::open_unsafe(),
+                            flags,
+                        },
+                    ),
                 ),
-            ));
+            );
             assert_eq!(a.reply.err, 0, "{p}");
         }
         let mut b = Vec::new();
@@ -342,14 +347,17 @@ mod tests {
     fn with_waiter() -> State {
         let mut st = State::new(Config::default());
         for _ in [1, 2] {
-            st.apply_next(&Txn {
-                origin: Origin::default(),
-                time_ms: 100,
-                body: TxnBody::CreateSession {
-                    passwd: vec![1; 16],
-                    timeout_ms: 4000,
+            apply_next(
+                &mut st,
+                &Txn {
+                    origin: Origin::default(),
+                    time_ms: 100,
+                    body: TxnBody::CreateSession {
+                        passwd: vec![1; 16],
+                        timeout_ms: 4000,
+                    },
                 },
-            });
+            );
         }
         // Member 0's sessions take their zxid as id: 1 and 2.
         for s in [1, 2] {
@@ -357,21 +365,24 @@ mod tests {
                 session: SessionId(s),
                 ..Origin::default()
             };
-            let a = st.apply_next(&Txn::request(
-                origin,
-                100,
-                vec![].into(),
-                Request::Lock(LockRequest {
-                    path: "/l".into(),
-                    prefix: "x-".into(),
-                    data: None,
-                    acl: Acl::open_unsafe(),
-                    mode: lock_mode::EXCLUSIVE,
-                    leases: 1,
-                    flags: 0,
-                    release: String::new(),
-                }),
-            ));
+            let a = apply_next(
+                &mut st,
+                &Txn::request(
+                    origin,
+                    100,
+                    vec![].into(),
+                    Request::Lock(LockRequest {
+                        path: "/l".into(),
+                        prefix: "x-".into(),
+                        data: None,
+                        acl: Acl::open_unsafe(),
+                        mode: lock_mode::EXCLUSIVE,
+                        leases: 1,
+                        flags: 0,
+                        release: String::new(),
+                    }),
+                ),
+            );
             assert_eq!(a.reply.err, 0);
         }
         assert_eq!(st.locks.pending().len(), 1);

@@ -120,12 +120,6 @@ impl State {
         self.advance(index)
     }
 
-    /// Applies `txn` at the next log position (a log of nothing but Txns, as the WAL).
-    pub fn apply_next(&mut self, txn: &Txn) -> Applied {
-        self.applied = self.applied.next();
-        self.apply_txn(txn)
-    }
-
     fn advance(&mut self, index: LogIndex) -> Result<(), OutOfOrder> {
         if index != self.applied.next() {
             return Err(OutOfOrder {

@@ -57,7 +57,7 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
             let _ = writeln!(s, "Sent: {}", st.stats.packets_sent.load(Ordering::Relaxed));
             let _ = writeln!(s, "Connections: {}", st.stats.conn_count());
             let _ = writeln!(s, "Outstanding: 0");
-            let _ = writeln!(s, "Zxid: 0x{:x}", st.state.zxid);
+            let _ = writeln!(s, "Zxid: {}", st.state.zxid);
             let _ = writeln!(s, "Mode: standalone");
             let _ = writeln!(s, "Node count: {}", st.state.tree.len());
         }
@@ -101,7 +101,7 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
                     st.state.tree.approximate_data_size().to_string(),
                 ),
                 ("zk_global_sessions", st.state.sessions.len().to_string()),
-                ("zk_last_zxid", format!("0x{:x}", st.state.zxid)),
+                ("zk_last_zxid", st.state.zxid.to_string()),
                 // zlock's own keys (mntr consumers ignore unknown keys).
                 (
                     "zlock_native_lock_waiters",
@@ -152,7 +152,7 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
                 if ws.is_empty() {
                     continue;
                 }
-                let _ = writeln!(s, "0x{sid:x}");
+                let _ = writeln!(s, "{sid}");
                 for (_, p) in ws {
                     let _ = writeln!(s, "\t{p}");
                 }
@@ -162,7 +162,7 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
             for (p, sessions) in st.state.watches.by_path() {
                 let _ = writeln!(s, "{p}");
                 for sid in sessions {
-                    let _ = writeln!(s, "\t0x{sid:x}");
+                    let _ = writeln!(s, "\t{sid}");
                 }
             }
         }
@@ -170,14 +170,14 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
             let _ = writeln!(s, "SessionTracker dump:");
             let _ = writeln!(s, "Global Sessions({}):", st.state.sessions.len());
             for (sid, sess) in &st.state.sessions {
-                let _ = writeln!(s, "0x{sid:x}\t{}ms", sess.timeout_ms);
+                let _ = writeln!(s, "{sid}\t{}ms", sess.timeout_ms);
             }
             let _ = writeln!(s, "ephemeral nodes dump:");
             let mut eph: Vec<_> = st.state.tree.ephemeral_sessions().collect();
             eph.sort_by_key(|(sid, _)| **sid);
             let _ = writeln!(s, "Sessions with Ephemerals ({}):", eph.len());
             for (sid, paths) in eph {
-                let _ = writeln!(s, "0x{sid:x}:");
+                let _ = writeln!(s, "{sid}:");
                 for p in paths {
                     let _ = writeln!(s, "\t{p}");
                 }

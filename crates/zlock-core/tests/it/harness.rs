@@ -53,6 +53,12 @@ pub struct Harness {
     last_session: SessionId,
 }
 
+/// Applies `txn` at the next log position of `st` (a log of nothing but Txns, as the
+/// WAL writes).
+pub fn apply_next(st: &mut State, txn: &Txn) -> Applied {
+    st.apply(st.applied.next(), txn).expect("in order")
+}
+
 impl Default for Harness {
     fn default() -> Self {
         Harness::new()

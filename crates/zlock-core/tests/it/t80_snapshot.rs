@@ -193,7 +193,7 @@ fn replaying_encoded_txns_rebuilds_the_state() {
         let bytes = t.to_bytes();
         let back = Txn::decode(&bytes).unwrap();
         assert_eq!(&back, t);
-        replay.apply_next(&back);
+        apply_next(&mut replay, &back);
     }
     assert_eq!(replay.zxid.0, h.st.zxid.0);
     assert_eq!(replay.sessions, h.st.sessions);

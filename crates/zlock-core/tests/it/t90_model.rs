@@ -519,7 +519,7 @@ fn run(ops: Vec<Op>) {
     assert_eq!(back.zxid.0, h.st.zxid.0);
     let mut replay = State::new(Config::default());
     for t in &log {
-        replay.apply_next(&Txn::decode(&t.to_bytes()).unwrap());
+        apply_next(&mut replay, &Txn::decode(&t.to_bytes()).unwrap());
     }
     assert_eq!(dump(&replay), h.dump());
     assert_eq!(replay.zxid.0, h.st.zxid.0);

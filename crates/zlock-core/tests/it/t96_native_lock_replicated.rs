@@ -169,7 +169,7 @@ fn snapshot_anywhere_then_suffix_equals_the_whole_log() {
     let mut outcomes = Vec::new();
     let mut after = Vec::new();
     for t in &log {
-        let a = whole.apply_next(t);
+        let a = apply_next(&mut whole, t);
         outcomes.push((a.reply, a.grants));
         after.push(fingerprint(&whole));
     }
@@ -177,7 +177,7 @@ fn snapshot_anywhere_then_suffix_equals_the_whole_log() {
     for cut in 0..=log.len() {
         let mut st = State::new(Config::default());
         for t in &log[..cut] {
-            st.apply_next(t);
+            apply_next(&mut st, t);
         }
         let waiting = !st.locks.pending().is_empty();
         let mut bytes = Vec::new();
@@ -186,7 +186,7 @@ fn snapshot_anywhere_then_suffix_equals_the_whole_log() {
         assert_eq!(fingerprint(&back), fingerprint(&st), "decode at {cut}");
         let mut later_grants = false;
         for (i, t) in log.iter().enumerate().skip(cut) {
-            let a = back.apply_next(t);
+            let a = apply_next(&mut back, t);
             later_grants |= !a.grants.is_empty();
             assert_eq!(
                 (a.reply, a.grants),

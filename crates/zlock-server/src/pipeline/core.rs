@@ -281,7 +281,7 @@ impl Core {
             tracing::warn!(
                 session = %session_id,
                 client_zxid = format_args!("0x{last_zxid_seen:x}"),
-                our_zxid = format_args!("0x{:x}", self.state.zxid),
+                our_zxid = %self.state.zxid,
                 "refusing a client that has seen a newer zxid than ours"
             );
             self.router.close(&conn);
