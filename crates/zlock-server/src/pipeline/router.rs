@@ -233,12 +233,19 @@ impl Router {
         let Some(Waiting::Write(asker)) = q.remove(at) else {
             return;
         };
+        // Usually nothing waits behind a write: then no second look-up.
+        let behind = matches!(
+            q.front(),
+            Some(Waiting::Read { .. } | Waiting::Reply { .. })
+        );
         let (zxid, err, body) = (a.zxid.0, a.reply.err, &a.reply.body);
         self.reply(origin.session, asker, |out, xid| {
             write_reply(out, xid, zxid, err, body)
         })
         .fetch_sub(1, Ordering::SeqCst);
-        self.drain(state, origin.session);
+        if behind {
+            self.drain(state, origin.session);
+        }
     }
 
     /// Answers what waits at the front of the session's queue up to its next write.
