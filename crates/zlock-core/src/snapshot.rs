@@ -294,9 +294,8 @@ mod tests {
         st.apply(st.applied.next(), txn).unwrap()
     }
 
-    #[test]
-    fn round_trip() {
-        let mut st = State::new(Config::default());
+    /// A new session (member 0: its id is the zxid it took).
+    fn open_session(st: &mut State) -> SessionId {
         let create = Txn {
             origin: Origin::default(),
             time_ms: 100,
@@ -305,30 +304,31 @@ mod tests {
                 timeout_ms: 4000,
             },
         };
-        let sid = apply_next(&mut st, &create).created_session.unwrap();
+        apply_next(st, &create).created_session.unwrap()
+    }
+
+    /// `request` of `session`, which must succeed.
+    fn write(st: &mut State, session: SessionId, request: Request) {
         let origin = Origin {
-            session: sid,
+            session,
             ..Origin::default()
         };
+        let a = apply_next(st, &Txn::request(origin, 100, vec![].into(), request));
+        assert_eq!(a.reply.err, 0);
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut st = State::new(Config::default());
+        let sid = open_session(&mut st);
         for (p, flags) in [("/a", 0), ("/a/b", 0), ("/a/e", 1), ("/c", 4)] {
-            let a = apply_next(
-                &mut st,
-                &Txn::request(
-                    origin,
-                    100,
-                    vec![].into(),
-                    Request::Create(
-                        OpCode::Create,
-                        CreateRequest {
-                            path: p.into(),
-                            data: Some(b"xy".to_vec()),
-                            acl: Acl::open_unsafe(),
-                            flags,
-                        },
-                    ),
-                ),
-            );
-            assert_eq!(a.reply.err, 0, "{p}");
+            let create = CreateRequest {
+                path: p.into(),
+                data: Some(b"xy".to_vec()),
+                acl: Acl::open_unsafe(),
+                flags,
+            };
+            write(&mut st, sid, Request::Create(OpCode::Create, create));
         }
         let mut b = Vec::new();
         encode(&st, &mut b);
@@ -346,44 +346,19 @@ mod tests {
     /// Sessions 1 and 2; 1 holds `/l`, 2 waits for it.
     fn with_waiter() -> State {
         let mut st = State::new(Config::default());
-        for _ in [1, 2] {
-            apply_next(
-                &mut st,
-                &Txn {
-                    origin: Origin::default(),
-                    time_ms: 100,
-                    body: TxnBody::CreateSession {
-                        passwd: vec![1; 16],
-                        timeout_ms: 4000,
-                    },
-                },
-            );
-        }
-        // Member 0's sessions take their zxid as id: 1 and 2.
-        for s in [1, 2] {
-            let origin = Origin {
-                session: SessionId(s),
-                ..Origin::default()
+        let sessions = [open_session(&mut st), open_session(&mut st)];
+        for s in sessions {
+            let lock = LockRequest {
+                path: "/l".into(),
+                prefix: "x-".into(),
+                data: None,
+                acl: Acl::open_unsafe(),
+                mode: lock_mode::EXCLUSIVE,
+                leases: 1,
+                flags: 0,
+                release: String::new(),
             };
-            let a = apply_next(
-                &mut st,
-                &Txn::request(
-                    origin,
-                    100,
-                    vec![].into(),
-                    Request::Lock(LockRequest {
-                        path: "/l".into(),
-                        prefix: "x-".into(),
-                        data: None,
-                        acl: Acl::open_unsafe(),
-                        mode: lock_mode::EXCLUSIVE,
-                        leases: 1,
-                        flags: 0,
-                        release: String::new(),
-                    }),
-                ),
-            );
-            assert_eq!(a.reply.err, 0);
+            write(&mut st, s, Request::Lock(lock));
         }
         assert_eq!(st.locks.pending().len(), 1);
         st
