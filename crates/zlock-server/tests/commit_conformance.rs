@@ -1,8 +1,9 @@
 //! The commit-stage conformance suite: what any implementation of
 //! `zlock_server::commit::Commit` must do (the contract in that module's doc), in the
 //! style of openraft's `testing/log` suite. Each check is a function generic over a
-//! [`Fixture`]; the WAL implementation runs them all here, and the Raft log store will
-//! run the same functions with a fixture of its own.
+//! [`Fixture`]; the WAL implementation and the Raft implementation (a one-member
+//! ensemble on its own loopback port, the log in the WAL's format) run them all here.
+//! `tests/raft_ensemble.rs` checks what only an ensemble of several members can show.
 //!
 //! 1. order: entries applied at consecutive positions, in proposal order, exactly once;
 //! 2. nothing visible before durable: at every apply, the entry is already durable;
@@ -18,11 +19,14 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use zlock_core::{LogIndex, MemberId, Origin, SessionId, Txn, TxnBody};
-use zlock_server::commit::{Apply, Commit, CommitError, Entry, LogStore, WalCommit};
+use zlock_server::commit::raft::{RaftCommit, RaftOptions};
+use zlock_server::commit::{
+    Apply, Commit, CommitError, Entry, LogStore, SnapshotJob, Snapshots, WalCommit,
+};
 use zlock_store::wal::{Wal, WalOptions};
 
 /// What an applier saw: (position, Txn) in the order `apply` was called.
@@ -36,6 +40,8 @@ type Probe = Arc<dyn Fn() -> LogIndex + Send + Sync>;
 #[derive(Default)]
 struct Recorder {
     seen: Seen,
+    /// Every applied position, Txn or not.
+    positions: Arc<Mutex<Vec<u64>>>,
     /// Set once the implementation is open (it is built with this recorder).
     probe: Arc<OnceLock<Probe>>,
     /// Entries applied before the probe covered them (must stay 0).
@@ -46,6 +52,7 @@ struct Recorder {
 struct Opened<C> {
     commit: C,
     seen: Seen,
+    positions: Arc<Mutex<Vec<u64>>>,
     early: Arc<AtomicUsize>,
     replayed: Vec<(LogIndex, Txn)>,
 }
@@ -53,11 +60,13 @@ struct Opened<C> {
 fn open<F: Fixture>(f: &F, dir: &Path) -> Opened<F::C> {
     let rec = Recorder::default();
     let (seen, early, slot) = (rec.seen.clone(), rec.early.clone(), rec.probe.clone());
+    let positions = rec.positions.clone();
     let (commit, probe, replayed) = f.open(dir, rec);
     let _ = slot.set(probe);
     Opened {
         commit,
         seen,
+        positions,
         early,
         replayed,
     }
@@ -66,6 +75,7 @@ fn open<F: Fixture>(f: &F, dir: &Path) -> Opened<F::C> {
 impl Apply for Recorder {
     fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
         for (index, e) in entries {
+            self.positions.lock().unwrap().push(index.0);
             if let Some(p) = self.probe.get() {
                 if p() < index {
                     self.early.fetch_add(1, Ordering::SeqCst);
@@ -79,15 +89,45 @@ impl Apply for Recorder {
     }
 }
 
+impl Snapshots for Recorder {
+    fn image(&mut self) -> SnapshotJob {
+        let seen = self.seen.lock().unwrap().clone();
+        Box::new(move |w| {
+            for (i, t) in seen {
+                let mut b = Vec::new();
+                t.encode(&mut b);
+                w.write_all(&i.0.to_le_bytes())?;
+                w.write_all(&(b.len() as u32).to_le_bytes())?;
+                w.write_all(&b)?;
+            }
+            Ok(())
+        })
+    }
+    fn install(&mut self, _index: LogIndex, mut payload: &[u8]) -> Result<(), String> {
+        let mut seen = Vec::new();
+        while payload.len() >= 12 {
+            let i = u64::from_le_bytes(payload[..8].try_into().unwrap());
+            let n = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
+            let t = Txn::decode(&payload[12..12 + n]).map_err(|e| e.to_string())?;
+            seen.push((LogIndex(i), t));
+            payload = &payload[12 + n..];
+        }
+        *self.seen.lock().unwrap() = seen;
+        Ok(())
+    }
+}
+
 /// What the suite needs from an implementation.
 trait Fixture {
     type C: Commit;
     /// Opens the log in `dir` (new, or as a restart after a crash), applying into
     /// `apply`. Returns the commit stage, a probe of how far it is durable, and the
-    /// entries the restart replayed.
+    /// Txns the restart replayed (taken out of `apply`'s record if they went through
+    /// it), once it has replayed all it will before new proposals.
     fn open(&self, dir: &Path, apply: Recorder) -> (Self::C, Probe, Vec<(LogIndex, Txn)>);
-    /// As [`Fixture::open`], with storage that fails at its `n`th sync (1-based).
-    fn open_failing(&self, dir: &Path, apply: Recorder, n: usize) -> Self::C;
+    /// As [`Fixture::open`], with storage whose next sync fails once the returned flag
+    /// is set.
+    fn open_failing(&self, dir: &Path, apply: Recorder) -> (Self::C, Arc<AtomicBool>);
 }
 
 fn txn(proposer: i64, seq: i32) -> Txn {
@@ -110,11 +150,23 @@ fn opened<F: Fixture>(f: &F, dir: &Path) -> (F::C, Seen, Arc<AtomicUsize>) {
     (o.commit, o.seen, o.early)
 }
 
+/// Positions applied are consecutive from 1, each once (Txns or not).
+fn assert_consecutive(positions: &Mutex<Vec<u64>>) {
+    let p = positions.lock().unwrap().clone();
+    assert_eq!(
+        p,
+        (1..=p.len() as u64).collect::<Vec<_>>(),
+        "consecutive positions from 1"
+    );
+}
+
 // ---- the checks --------------------------------------------------------------------
 
 fn order<F: Fixture>(f: &F) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut c, seen, early) = opened(f, dir.path());
+    let o = open(f, dir.path());
+    assert!(o.replayed.is_empty(), "a new log replays nothing");
+    let (mut c, seen, early) = (o.commit, o.seen, o.early);
     let mut want = Vec::new();
     let mut seq = 0;
     for size in [1, 7, 0, 64, 3] {
@@ -129,8 +181,12 @@ fn order<F: Fixture>(f: &F) {
         assert!(batch.is_empty(), "propose empties the batch");
     }
     let got = seen.lock().unwrap().clone();
+    assert_consecutive(&o.positions);
     let positions: Vec<u64> = got.iter().map(|(i, _)| i.0).collect();
-    assert_eq!(positions, (1..=want.len() as u64).collect::<Vec<_>>());
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "Txn positions rise"
+    );
     let txns: Vec<Txn> = got.into_iter().map(|(_, t)| t).collect();
     assert_eq!(txns, want, "applied in proposal order, each once");
     assert_eq!(early.load(Ordering::SeqCst), 0, "applied before durable");
@@ -151,6 +207,7 @@ fn crash_and_restart<F: Fixture>(f: &F) {
     let Opened {
         commit: mut c2,
         seen: seen2,
+        positions,
         early,
         replayed,
     } = open(f, crashed.path());
@@ -160,11 +217,20 @@ fn crash_and_restart<F: Fixture>(f: &F) {
     );
     c2.propose(&mut vec![txn(3, 1), txn(3, 2)]).unwrap();
     let after = seen2.lock().unwrap().clone();
-    let next = applied.len() as u64 + 1;
+    let last = applied.last().map_or(0, |(i, _)| i.0);
     assert_eq!(
-        after,
-        vec![(LogIndex(next), txn(3, 1)), (LogIndex(next + 1), txn(3, 2))],
-        "proposals after a restart continue the log"
+        after.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>(),
+        vec![txn(3, 1), txn(3, 2)],
+        "proposals after a restart are applied"
+    );
+    assert!(
+        after[0].0 .0 > last && after[1].0 .0 == after[0].0 .0 + 1,
+        "and continue the log: {after:?} after {last}"
+    );
+    let p = positions.lock().unwrap().clone();
+    assert!(
+        p.windows(2).all(|w| w[1] == w[0] + 1),
+        "consecutive positions after a restart: {p:?}"
     );
     assert_eq!(early.load(Ordering::SeqCst), 0);
     drop(c2);
@@ -176,8 +242,9 @@ fn failure_stops<F: Fixture>(f: &F) {
     let dir = tempfile::tempdir().unwrap();
     let rec = Recorder::default();
     let seen = rec.seen.clone();
-    let mut c = f.open_failing(dir.path(), rec, 2);
+    let (mut c, fail_next) = f.open_failing(dir.path(), rec);
     c.propose(&mut vec![txn(1, 1), txn(1, 2)]).unwrap();
+    fail_next.store(true, Ordering::SeqCst);
     assert!(
         c.propose(&mut vec![txn(1, 3)]).is_err(),
         "the failing sync fails the proposal"
@@ -203,7 +270,8 @@ where
     const PROPOSERS: i64 = 4;
     const EACH: i32 = 150;
     let dir = tempfile::tempdir().unwrap();
-    let (c, seen, early) = opened(f, dir.path());
+    let o = open(f, dir.path());
+    let (c, seen, early, positions) = (o.commit, o.seen, o.early, o.positions);
     let c = Arc::new(Mutex::new(c));
     std::thread::scope(|s| {
         for p in 1..=PROPOSERS {
@@ -227,9 +295,7 @@ where
     });
     let got = seen.lock().unwrap().clone();
     assert_eq!(got.len(), (PROPOSERS * i64::from(EACH)) as usize);
-    for (i, (index, _)) in got.iter().enumerate() {
-        assert_eq!(index.0, i as u64 + 1, "consecutive positions");
-    }
+    assert_consecutive(&positions);
     for p in 1..=PROPOSERS {
         let mine: Vec<i32> = got
             .iter()
@@ -244,13 +310,12 @@ where
 // ---- the WAL implementation ------------------------------------------------------------
 
 /// The WAL with its durable position observable: updated only after a sync returned
-/// Ok, and able to fail its `n`th sync.
+/// Ok, and able to fail its syncs from a moment on.
 struct Observed {
     wal: Wal,
     synced: Arc<AtomicU64>,
     appended: u64,
-    syncs: usize,
-    fail_at: Option<usize>,
+    fail_next: Arc<AtomicBool>,
 }
 
 impl LogStore for Observed {
@@ -259,8 +324,7 @@ impl LogStore for Observed {
         LogStore::append(&mut self.wal, index, payload)
     }
     fn sync(&mut self) -> Result<(), CommitError> {
-        self.syncs += 1;
-        if self.fail_at == Some(self.syncs) {
+        if self.fail_next.load(Ordering::SeqCst) {
             return Err(zlock_store::StoreError::rejected("injected sync failure").into());
         }
         LogStore::sync(&mut self.wal)?;
@@ -270,6 +334,33 @@ impl LogStore for Observed {
     fn purge_through(&mut self, index: u64) -> Result<(), CommitError> {
         LogStore::purge_through(&mut self.wal, index)
     }
+    fn truncate_from(&mut self, index: u64) -> Result<(), CommitError> {
+        self.appended = self.appended.min(index.saturating_sub(1));
+        LogStore::truncate_from(&mut self.wal, index)
+    }
+}
+
+/// Opens the WAL in `dir` wrapped so its durable position is observable; returns it,
+/// its probe, its fail switch and its records.
+fn observed(dir: &Path) -> (Observed, Probe, Arc<AtomicBool>, Vec<(u64, Vec<u8>)>) {
+    let mut records = Vec::new();
+    let wal = Wal::open(dir, WalOptions::default(), 0, |i, payload| {
+        records.push((i, payload.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    let last = wal.last_index();
+    let synced = Arc::new(AtomicU64::new(last));
+    let probe_synced = synced.clone();
+    let probe: Probe = Arc::new(move || LogIndex(probe_synced.load(Ordering::SeqCst)));
+    let fail_next = Arc::new(AtomicBool::new(false));
+    let store = Observed {
+        wal,
+        synced,
+        appended: last,
+        fail_next: fail_next.clone(),
+    };
+    (store, probe, fail_next, records)
 }
 
 struct WalFixture;
@@ -278,29 +369,22 @@ impl WalFixture {
     fn open_observed(
         dir: &Path,
         apply: Recorder,
-        fail_at: Option<usize>,
-    ) -> (WalCommit<Observed, Recorder>, Probe, Vec<(LogIndex, Txn)>) {
-        let mut replayed = Vec::new();
-        let wal = Wal::open(dir, WalOptions::default(), 0, |i, payload| {
-            let t = Txn::decode(payload).map_err(zlock_store::StoreError::rejected)?;
-            replayed.push((LogIndex(i), t));
-            Ok(())
-        })
-        .unwrap();
-        let last = wal.last_index();
-        let synced = Arc::new(AtomicU64::new(last));
-        let probe_synced = synced.clone();
-        let probe: Probe = Arc::new(move || LogIndex(probe_synced.load(Ordering::SeqCst)));
-        let store = Observed {
-            wal,
-            synced,
-            appended: last,
-            syncs: 0,
-            fail_at,
-        };
+    ) -> (
+        WalCommit<Observed, Recorder>,
+        Probe,
+        Arc<AtomicBool>,
+        Vec<(LogIndex, Txn)>,
+    ) {
+        let (store, probe, fail, records) = observed(dir);
+        let replayed: Vec<(LogIndex, Txn)> = records
+            .iter()
+            .map(|(i, p)| (LogIndex(*i), Txn::decode(p).unwrap()))
+            .collect();
+        let last = store.appended;
         (
             WalCommit::new(store, LogIndex(last), apply),
             probe,
+            fail,
             replayed,
         )
     }
@@ -309,10 +393,12 @@ impl WalFixture {
 impl Fixture for WalFixture {
     type C = WalCommit<Observed, Recorder>;
     fn open(&self, dir: &Path, apply: Recorder) -> (Self::C, Probe, Vec<(LogIndex, Txn)>) {
-        WalFixture::open_observed(dir, apply, None)
+        let (c, probe, _, replayed) = WalFixture::open_observed(dir, apply);
+        (c, probe, replayed)
     }
-    fn open_failing(&self, dir: &Path, apply: Recorder, n: usize) -> Self::C {
-        WalFixture::open_observed(dir, apply, Some(n)).0
+    fn open_failing(&self, dir: &Path, apply: Recorder) -> (Self::C, Arc<AtomicBool>) {
+        let (c, _, fail, _) = WalFixture::open_observed(dir, apply);
+        (c, fail)
     }
 }
 
@@ -334,4 +420,96 @@ fn wal_failure_stops() {
 #[test]
 fn wal_concurrent_proposers() {
     concurrent_proposers(&WalFixture);
+}
+
+// ---- the Raft implementation -----------------------------------------------------------
+
+/// The runtime openraft runs on in these tests (proposals block on it from test
+/// threads, as the sequencer thread does in the server).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// A one-member ensemble: durable means on this member's disk.
+struct RaftFixture;
+
+impl RaftFixture {
+    fn open_raft(dir: &Path, apply: Recorder) -> (RaftCommit, Probe, Arc<AtomicBool>, Vec<(LogIndex, Txn)>) {
+        let seen = apply.seen.clone();
+        let (store, probe, fail, records) = observed(&dir.join("log"));
+        let last_record = records.last().map_or(0, |(i, _)| *i);
+        let rt = runtime();
+        let commit = rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let opts = RaftOptions {
+                me: 1,
+                members: [(1, addr)].into_iter().collect(),
+                ensemble: "conformance".into(),
+                heartbeat_ms: 50,
+                election_min_ms: 150,
+                election_max_ms: 300,
+                snapshot_every: None,
+                snapshot_dir: dir.join("snapshots"),
+                meta_dir: dir.to_path_buf(),
+            };
+            let c = RaftCommit::start(opts, apply, store, records, listener)
+                .await
+                .unwrap();
+            // Elected, and everything in the log applied: a new leader's blank entry
+            // follows the last record, at Raft index = the record's WAL index (Raft
+            // entry i is WAL record i + 1).
+            c.raft()
+                .wait(Some(std::time::Duration::from_secs(20)))
+                .applied_index_at_least(Some(last_record.max(1)), "replayed")
+                .await
+                .unwrap();
+            c
+        });
+        let replayed = std::mem::take(&mut *seen.lock().unwrap());
+        (commit, probe, fail, replayed)
+    }
+}
+
+impl Fixture for RaftFixture {
+    type C = RaftCommit;
+    fn open(&self, dir: &Path, apply: Recorder) -> (Self::C, Probe, Vec<(LogIndex, Txn)>) {
+        let (c, probe, _, replayed) = RaftFixture::open_raft(dir, apply);
+        (c, probe, replayed)
+    }
+    fn open_failing(&self, dir: &Path, apply: Recorder) -> (Self::C, Arc<AtomicBool>) {
+        let (c, _, fail, _) = RaftFixture::open_raft(dir, apply);
+        (c, fail)
+    }
+}
+
+#[test]
+fn raft_order() {
+    order(&RaftFixture);
+}
+
+#[test]
+fn raft_crash_and_restart() {
+    crash_and_restart(&RaftFixture);
+}
+
+#[test]
+fn raft_failure_stops() {
+    failure_stops(&RaftFixture);
+}
+
+#[test]
+fn raft_concurrent_proposers() {
+    concurrent_proposers(&RaftFixture);
 }

@@ -29,6 +29,7 @@
 //! The conformance suite in `tests/commit_conformance.rs` checks these for every
 //! implementation.
 
+pub mod raft;
 mod wal;
 
 pub use wal::{LogStore, WalCommit};
@@ -42,6 +43,13 @@ pub enum CommitError {
     Store(#[from] zlock_store::StoreError),
     #[error("the commit log failed earlier and is stopped")]
     Stopped,
+    #[error("the ensemble failed: {0}")]
+    Raft(String),
+    /// The proposal may or may not have been committed (the leader changed or could
+    /// not be reached). The commit stage is not stopped; the requests waiting for
+    /// these Txns must be treated as lost (their clients see a connection loss).
+    #[error("no answer from the ensemble's leader: {0}")]
+    Unavailable(String),
 }
 
 /// One committed log entry.
@@ -57,6 +65,21 @@ pub trait Apply: Send + 'static {
     /// `entries` are committed and durable, in log order (see the module contract).
     fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>);
 }
+
+/// What a replicated commit stage needs of its applier beyond [`Apply`]: the applied
+/// state as a snapshot (to bring a lagging member up to date), and a snapshot put in its
+/// place.
+pub trait Snapshots: Apply {
+    /// Takes an image of the state after the last applied entry (cheap: it must not
+    /// hold up `apply`) and returns the job that encodes it, to be run off any lock.
+    fn image(&mut self) -> SnapshotJob;
+    /// Replaces the state by a snapshot payload that includes every entry through
+    /// `index`.
+    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String>;
+}
+
+/// Encodes a snapshot image into a writer.
+pub type SnapshotJob = Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>;
 
 /// The commit stage: makes proposals durable and ordered, then hands them to its
 /// [`Apply`].

@@ -23,6 +23,9 @@ pub trait LogStore: Send + 'static {
     fn sync(&mut self) -> Result<(), CommitError>;
     /// Drops records up to `index` that a snapshot has made unnecessary.
     fn purge_through(&mut self, index: u64) -> Result<(), CommitError>;
+    /// Drops every record at `index` or later, durably (a Raft follower's suffix that
+    /// conflicts with its new leader's log).
+    fn truncate_from(&mut self, index: u64) -> Result<(), CommitError>;
 }
 
 impl LogStore for zlock_store::wal::Wal {
@@ -34,6 +37,14 @@ impl LogStore for zlock_store::wal::Wal {
     }
     fn purge_through(&mut self, index: u64) -> Result<(), CommitError> {
         Ok(zlock_store::wal::Wal::purge_through(self, index)?)
+    }
+    fn truncate_from(&mut self, index: u64) -> Result<(), CommitError> {
+        if index > self.last_index() {
+            return Ok(());
+        }
+        Err(CommitError::Raft(format!(
+            "cannot truncate the log from {index} yet"
+        )))
     }
 }
 

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-pub use read::{load_latest, open_latest, SnapshotReader};
+pub use read::{check_file, load_latest, open_latest, SnapshotReader};
 
 use crate::error::{Result, StoreError};
 use crate::fsutil::{ensure_dir, fsync_dir, indexed_name, list_indexed, remove_file};

@@ -54,6 +54,25 @@ pub fn load_latest(dir: &Path) -> Result<Option<(u64, Vec<u8>)>> {
     Ok(None)
 }
 
+/// Checks a whole snapshot file held in memory (for example one received from another
+/// member, stored at `path`) and returns its index and payload.
+///
+/// # Errors
+///
+/// [`StoreError::Corrupt`] for any damage, [`StoreError::UnsupportedVersion`] for a newer
+/// format.
+pub fn check_file<'a>(path: &Path, data: &'a [u8]) -> Result<(u64, &'a [u8])> {
+    if data.len() < HEADER_LEN {
+        return Err(StoreError::corrupt(path, 0, "snapshot header cut short"));
+    }
+    let index = u64_at(&data[12..20]);
+    let len = check_header(path, index, data, data.len() as u64)?;
+    let payload = &data[HEADER_LEN..HEADER_LEN + len as usize];
+    let trailer = u32_at(&data[HEADER_LEN + len as usize..]);
+    check_payload_crc(path, len, crc32c::crc32c(payload), trailer)?;
+    Ok((index, payload))
+}
+
 /// Like [`load_latest`], but returns a reader positioned at the payload instead of the
 /// payload itself, for states too large to hold twice. The chosen file is checked in full
 /// (one streaming CRC pass) before it is returned, so a damaged snapshot is still skipped;

@@ -1,0 +1,336 @@
+//! The Raft log store: entries on disk in the WAL's segment format (a CRC per record;
+//! the payload is the entry with its term), group commit on a writer thread, the vote
+//! and the purge point in small checked files beside the segments.
+//!
+//! openraft calls [`RaftLogStorage::append`] from its core task and expects two things
+//! of it: the entries are readable when it returns, and the callback runs once they are
+//! on disk. So `append` puts the entries in the in-memory tail (which the replication
+//! streams read) and hands the encoded records to the writer thread; the writer appends
+//! whatever has queued, fsyncs once and then runs every waiting callback: one fsync for
+//! all the appends that arrived while the previous one ran. Truncations and purges go
+//! through the same queue, so every change reaches the disk in the order openraft asked
+//! for it, and the writer syncs the appends before them first.
+//!
+//! Raft indexes start at 0 (openraft's initial membership entry) and the WAL's at 1
+//! (a zero index marks its clean end), so the record of Raft entry `i` has WAL index
+//! `i + 1` ([`disk_index`]).
+//!
+//! The in-memory tail holds every entry after the last purge. openraft purges behind
+//! each snapshot (keeping `max_in_snapshot_log_to_keep` entries), so it stays bounded
+//! by the snapshot interval.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{RaftLogId, StorageIOError};
+use tokio::sync::oneshot;
+
+use super::meta::MetaFile;
+use super::types::{Entry, LogId, StorageError, Vote, Zraft};
+use crate::commit::LogStore;
+
+/// The entries after the last purge, shared by the store and its readers.
+#[derive(Default)]
+struct Tail {
+    entries: BTreeMap<u64, Entry>,
+    last_purged: Option<LogId>,
+}
+
+/// Work for the writer thread, in the order openraft submitted it.
+enum Op {
+    Append {
+        records: Vec<(u64, Vec<u8>)>,
+        done: LogFlushed<Zraft>,
+    },
+    /// Drop every record at `from` or later.
+    Truncate {
+        from: u64,
+        done: oneshot::Sender<std::io::Result<()>>,
+    },
+    /// Drop records through `through` (after the purge point is saved).
+    Purge { through: u64 },
+}
+
+/// openraft's log store for one member.
+pub struct RaftLog {
+    tail: Arc<Mutex<Tail>>,
+    ops: std_mpsc::Sender<Op>,
+    /// Set when the writer failed: nothing is accepted after it.
+    failed: Arc<AtomicBool>,
+    vote: MetaFile,
+    purged: MetaFile,
+    committed: MetaFile,
+}
+
+/// A cheap reader for replication streams.
+pub struct TailReader {
+    tail: Arc<Mutex<Tail>>,
+}
+
+/// The WAL index of Raft entry `raft`.
+fn disk_index(raft: u64) -> u64 {
+    raft + 1
+}
+
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+fn lock(tail: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
+    tail.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RaftLog {
+    /// A log store over `disk`, which recovery opened and read: `records` are its
+    /// (index, payload) records in order. `meta_dir` holds the vote and purge files.
+    pub fn open<D: LogStore>(
+        disk: D,
+        records: Vec<(u64, Vec<u8>)>,
+        meta_dir: &Path,
+    ) -> std::io::Result<RaftLog> {
+        let vote = MetaFile::new(meta_dir.join("vote"));
+        let purged = MetaFile::new(meta_dir.join("purged"));
+        let committed = MetaFile::new(meta_dir.join("committed"));
+        let mut tail = Tail {
+            last_purged: decode_opt(&purged.load()?)?,
+            ..Tail::default()
+        };
+        for (record, payload) in records {
+            let index = record - 1;
+            if tail.last_purged.is_some_and(|p| index <= p.index) {
+                continue;
+            }
+            let e: Entry = postcard::from_bytes(&payload).map_err(io_err)?;
+            if e.log_id.index != index {
+                return Err(io_err(format!(
+                    "raft log record {index} holds entry {}",
+                    e.log_id.index
+                )));
+            }
+            tail.entries.insert(index, e);
+        }
+        let tail = Arc::new(Mutex::new(tail));
+        let failed = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std_mpsc::channel();
+        let f = failed.clone();
+        std::thread::Builder::new()
+            .name("zlock-raft-log".into())
+            .spawn(move || writer(disk, rx, f))?;
+        Ok(RaftLog {
+            tail,
+            ops: tx,
+            failed,
+            vote,
+            purged,
+            committed,
+        })
+    }
+
+    fn send(&self, op: Op) -> Result<(), StorageError> {
+        if self.failed.load(Ordering::SeqCst) || self.ops.send(op).is_err() {
+            return Err(StorageIOError::write_logs(&io_err("the raft log failed earlier")).into());
+        }
+        Ok(())
+    }
+}
+
+fn decode_opt<T: serde::de::DeserializeOwned>(bytes: &Option<Vec<u8>>) -> std::io::Result<Option<T>> {
+    match bytes {
+        None => Ok(None),
+        Some(b) => postcard::from_bytes(b).map(Some).map_err(io_err),
+    }
+}
+
+fn writer<D: LogStore>(mut disk: D, rx: std_mpsc::Receiver<Op>, failed: Arc<AtomicBool>) {
+    let mut waiting: Vec<LogFlushed<Zraft>> = Vec::new();
+    let mut broken: Option<String> = None;
+    // Syncs what was appended and answers its callbacks.
+    let settle = |disk: &mut D, waiting: &mut Vec<LogFlushed<Zraft>>, broken: &mut Option<String>| {
+        if waiting.is_empty() {
+            return;
+        }
+        if broken.is_none() {
+            if let Err(e) = disk.sync() {
+                tracing::error!(error = %e, "raft log sync failed");
+                *broken = Some(e.to_string());
+            }
+        }
+        for cb in waiting.drain(..) {
+            match broken {
+                None => cb.log_io_completed(Ok(())),
+                Some(e) => cb.log_io_completed(Err(io_err(e.clone()))),
+            }
+        }
+    };
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(op) = next.take() {
+            match op {
+                Op::Append { records, done } => {
+                    if broken.is_none() {
+                        for (index, payload) in &records {
+                            if let Err(e) = disk.append(*index, payload) {
+                                tracing::error!(error = %e, "raft log append failed");
+                                broken = Some(e.to_string());
+                                break;
+                            }
+                        }
+                    }
+                    waiting.push(done);
+                }
+                Op::Truncate { from, done } => {
+                    settle(&mut disk, &mut waiting, &mut broken);
+                    let r = match &broken {
+                        Some(e) => Err(io_err(e.clone())),
+                        None => disk.truncate_from(from).map_err(io_err),
+                    };
+                    if let Err(e) = &r {
+                        broken.get_or_insert_with(|| e.to_string());
+                    }
+                    let _ = done.send(r);
+                }
+                Op::Purge { through } => {
+                    settle(&mut disk, &mut waiting, &mut broken);
+                    if broken.is_none() {
+                        if let Err(e) = disk.purge_through(through) {
+                            // Old segments left behind lose nothing.
+                            tracing::warn!(error = %e, "could not remove old raft log segments");
+                        }
+                    }
+                }
+            }
+            if broken.is_some() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            next = rx.try_recv().ok();
+        }
+        settle(&mut disk, &mut waiting, &mut broken);
+        if broken.is_some() {
+            failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl RaftLogReader<Zraft> for TailReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        Ok(lock(&self.tail).entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogReader<Zraft> for RaftLog {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        Ok(lock(&self.tail).entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<Zraft> for RaftLog {
+    type LogReader = TailReader;
+
+    async fn get_log_state(&mut self) -> Result<LogState<Zraft>, StorageError> {
+        let t = lock(&self.tail);
+        let last = t.entries.values().next_back().map(|e| *e.get_log_id());
+        Ok(LogState {
+            last_purged_log_id: t.last_purged,
+            last_log_id: last.or(t.last_purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        TailReader {
+            tail: self.tail.clone(),
+        }
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let bytes = postcard::to_allocvec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
+        self.vote
+            .store(&bytes)
+            .map_err(|e| StorageIOError::write_vote(&e).into())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        let bytes = self.vote.load().map_err(|e| StorageIOError::read_vote(&e))?;
+        decode_opt(&bytes).map_err(|e| StorageIOError::read_vote(&e).into())
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        // Not synced with the entries: a committed position that lags after a crash is
+        // found again from the log; one ahead of the log cannot happen (the entries are
+        // durable before they count as committed).
+        let bytes = postcard::to_allocvec(&committed).map_err(|e| StorageIOError::write(&e))?;
+        self.committed
+            .store(&bytes)
+            .map_err(|e| StorageIOError::write(&e).into())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        let bytes = self.committed.load().map_err(|e| StorageIOError::read(&e))?;
+        let c: Option<Option<LogId>> = decode_opt(&bytes).map_err(|e| StorageIOError::read(&e))?;
+        Ok(c.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<Zraft>) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut records = Vec::new();
+        {
+            let mut t = lock(&self.tail);
+            for e in entries {
+                let bytes = postcard::to_allocvec(&e)
+                    .map_err(|err| StorageIOError::write_log_entry(e.log_id, &err))?;
+                records.push((disk_index(e.log_id.index), bytes));
+                t.entries.insert(e.log_id.index, e);
+            }
+        }
+        self.send(Op::Append {
+            records,
+            done: callback,
+        })
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        lock(&self.tail).entries.split_off(&log_id.index);
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Truncate {
+            from: disk_index(log_id.index),
+            done: tx,
+        })?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StorageIOError::write_logs(&e).into()),
+            Err(e) => Err(StorageIOError::write_logs(&e).into()),
+        }
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        // The purge point is saved first: a crash after it leaves records that are
+        // skipped at open, never a log that seems to start later than it does.
+        let bytes = postcard::to_allocvec(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
+        self.purged
+            .store(&bytes)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        {
+            let mut t = lock(&self.tail);
+            let keep = t.entries.split_off(&(log_id.index + 1));
+            t.entries = keep;
+            t.last_purged = Some(log_id);
+        }
+        self.send(Op::Purge {
+            through: disk_index(log_id.index),
+        })
+    }
+}

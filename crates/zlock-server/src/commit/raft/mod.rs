@@ -1,0 +1,275 @@
+//! The ensemble's commit stage: the Raft log on openraft, the second implementation of
+//! [`Commit`](super::Commit).
+//!
+//! Every member runs one [`openraft::Raft`]: its log store ([`log`]) keeps entries in
+//! the WAL's segment format with group commit on a writer thread; its state machine
+//! ([`sm`]) hands committed entries to the member's host in order and turns the host's
+//! snapshots into Raft snapshots; [`peer`] carries openraft's RPCs and forwarded
+//! proposals over TCP.
+//!
+//! [`RaftCommit::propose`] writes through the leader: on the leader it hands each Txn
+//! to openraft, on another member it forwards the batch to the leader. Either way it
+//! returns once the batch is committed (durable on a majority) and applied on this
+//! member, which is what the WAL's `propose` promises too (applied before it returns),
+//! so the sequencer above it works the same on both.
+//!
+//! Raft index 0 is openraft's initial membership entry; the host never sees it, so a
+//! host's first position is 1 as with the WAL.
+
+pub mod log;
+mod meta;
+pub mod peer;
+pub mod sm;
+pub mod types;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::BasicNode;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use zlock_core::{LogIndex, Txn};
+
+use self::peer::{ForwardError, Identity, Peer, Reply, Request};
+use self::types::{Proposal, Raft};
+use super::{Commit, CommitError, LogStore, Snapshots};
+
+/// How a member takes part in an ensemble.
+#[derive(Debug, Clone)]
+pub struct RaftOptions {
+    /// This member's id (`server.N`, `myid`).
+    pub me: u64,
+    /// Every voting member's id and quorum (peer) address, this one included.
+    pub members: BTreeMap<u64, String>,
+    /// A name the members share; a peer naming another one is refused.
+    pub ensemble: String,
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+    /// A snapshot after this many entries; `None`: only when asked.
+    pub snapshot_every: Option<u64>,
+    /// Where snapshots are written and received.
+    pub snapshot_dir: PathBuf,
+    /// Where the vote and the purge point are kept.
+    pub meta_dir: PathBuf,
+}
+
+impl RaftOptions {
+    fn config(&self) -> Result<openraft::Config, CommitError> {
+        let c = openraft::Config {
+            cluster_name: self.ensemble.clone(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_min_ms,
+            election_timeout_max: self.election_max_ms,
+            // Per chunk (3 MiB), so it does not grow with the snapshot.
+            install_snapshot_timeout: 2_000,
+            snapshot_policy: match self.snapshot_every {
+                Some(n) => openraft::SnapshotPolicy::LogsSinceLast(n),
+                None => openraft::SnapshotPolicy::Never,
+            },
+            max_in_snapshot_log_to_keep: 1_000,
+            ..openraft::Config::default()
+        };
+        c.validate().map_err(|e| CommitError::Raft(e.to_string()))
+    }
+
+    /// How long a proposal waits for a leader, and for its answer.
+    fn patience(&self) -> Duration {
+        Duration::from_millis(self.election_max_ms * 4 + 2_000)
+    }
+}
+
+/// One member's Raft: the commit stage handed to the sequencer, plus what the server
+/// needs to watch and stop it.
+pub struct RaftCommit {
+    raft: Raft,
+    rt: tokio::runtime::Handle,
+    me: u64,
+    id: Arc<Identity>,
+    addrs: BTreeMap<u64, String>,
+    /// Connections to the leader(s) for forwarding, by member.
+    forward: HashMap<u64, Peer>,
+    applied: watch::Receiver<u64>,
+    patience: Duration,
+    failed: bool,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl RaftCommit {
+    /// Starts this member: opens the log over `disk` (whose `records` recovery read),
+    /// restores `host` from the newest snapshot, serves peers on `listener` and, on a
+    /// fresh member, initializes the ensemble's membership. Must be called within a
+    /// tokio runtime (which then runs openraft).
+    pub async fn start<H: Snapshots + Sync, D: LogStore>(
+        opts: RaftOptions,
+        host: H,
+        disk: D,
+        records: Vec<(u64, Vec<u8>)>,
+        listener: TcpListener,
+    ) -> Result<RaftCommit, CommitError> {
+        let config = Arc::new(opts.config()?);
+        let io = |e: std::io::Error| CommitError::Raft(e.to_string());
+        let log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
+        let (sm, applied) = sm::StateMachine::open(host, opts.snapshot_dir.clone()).map_err(io)?;
+        let id = Arc::new(Identity {
+            ensemble: opts.ensemble.clone(),
+            me: opts.me,
+            members: opts.members.keys().copied().collect::<BTreeSet<_>>(),
+        });
+        let network = peer::Network { id: id.clone() };
+        let raft = Raft::new(opts.me, config, network, log, sm)
+            .await
+            .map_err(|e| CommitError::Raft(e.to_string()))?;
+        let server = tokio::spawn(peer::serve(listener, raft.clone(), id.clone()));
+        let fresh = !raft
+            .is_initialized()
+            .await
+            .map_err(|e| CommitError::Raft(e.to_string()))?;
+        if fresh {
+            let nodes: BTreeMap<u64, BasicNode> = opts
+                .members
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode::new(addr)))
+                .collect();
+            // Every fresh member proposes the same initial membership: openraft accepts
+            // that, and no member has to be started first.
+            if let Err(e) = raft.initialize(nodes).await {
+                tracing::debug!(error = %e, "ensemble already initialized");
+            }
+        }
+        Ok(RaftCommit {
+            raft,
+            rt: tokio::runtime::Handle::current(),
+            me: opts.me,
+            id,
+            addrs: opts.members.clone(),
+            forward: HashMap::new(),
+            applied,
+            patience: opts.patience(),
+            failed: false,
+            server,
+        })
+    }
+
+    /// The member's Raft, for metrics and admin.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// Stops openraft and the peer server.
+    pub async fn shutdown(&self) {
+        self.server.abort();
+        let _ = self.raft.shutdown().await;
+    }
+
+    async fn leader(&self) -> Result<u64, CommitError> {
+        let mut m = self.raft.metrics();
+        let found = tokio::time::timeout(self.patience, async {
+            loop {
+                {
+                    let now = m.borrow_and_update();
+                    if let Err(e) = &now.running_state {
+                        return Err(CommitError::Raft(e.to_string()));
+                    }
+                    if let Some(l) = now.current_leader {
+                        return Ok(l);
+                    }
+                }
+                if m.changed().await.is_err() {
+                    return Err(CommitError::Raft("raft stopped".into()));
+                }
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
+    }
+
+    fn stopped(&self) -> Option<String> {
+        match &self.raft.metrics().borrow().running_state {
+            Err(e) => Some(e.to_string()),
+            Ok(()) => None,
+        }
+    }
+
+    async fn write(&mut self, batch: Vec<Proposal>) -> Result<(), CommitError> {
+        let leader = self.leader().await?;
+        let last = if leader == self.me {
+            peer::write_as_leader(&self.raft, self.me, batch).await
+        } else {
+            let Some(addr) = self.addrs.get(&leader).cloned() else {
+                return Err(CommitError::Unavailable(format!("unknown leader {leader}")));
+            };
+            let id = self.id.clone();
+            let p = self
+                .forward
+                .entry(leader)
+                .or_insert_with(|| Peer::new(id, leader, addr));
+            match p.call(&Request::Forward(batch), self.patience).await {
+                Ok(Reply::Forward(r)) => r,
+                Ok(_) => Err(ForwardError::Failed("unexpected reply".into())),
+                Err(e) => Err(ForwardError::Failed(e.to_string())),
+            }
+        };
+        let last = match last {
+            Ok(l) => l,
+            Err(ForwardError::Fatal(e)) if leader == self.me => return Err(CommitError::Raft(e)),
+            Err(e) => {
+                return Err(match self.stopped() {
+                    Some(s) => CommitError::Raft(s),
+                    None => CommitError::Unavailable(e.to_string()),
+                })
+            }
+        };
+        // Committed; wait until it is applied here too (at once on the leader).
+        let mut applied = self.applied.clone();
+        let waited = tokio::time::timeout(self.patience, async {
+            applied.wait_for(|a| *a >= last).await.map(|_| ())
+        })
+        .await;
+        match waited {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(CommitError::Raft("raft stopped".into())),
+            Err(_) => Err(CommitError::Unavailable(format!(
+                "entry {last} committed but not applied here in time"
+            ))),
+        }
+    }
+}
+
+impl Commit for RaftCommit {
+    fn propose(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
+        if self.failed {
+            return Err(CommitError::Stopped);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let props: Vec<Proposal> = batch.drain(..).map(Proposal).collect();
+        let rt = self.rt.clone();
+        let r = rt.block_on(self.write(props));
+        if let Err(CommitError::Raft(_)) = &r {
+            self.failed = true;
+        }
+        r
+    }
+
+    fn purge_through(&mut self, _index: LogIndex) -> Result<(), CommitError> {
+        // openraft purges its log behind its own snapshots.
+        if self.failed {
+            return Err(CommitError::Stopped);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RaftCommit {
+    fn drop(&mut self) {
+        self.server.abort();
+        let raft = self.raft.clone();
+        self.rt.spawn(async move {
+            let _ = raft.shutdown().await;
+        });
+    }
+}

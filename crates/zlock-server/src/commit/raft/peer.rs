@@ -1,0 +1,329 @@
+//! The peer protocol: openraft's RPCs and forwarded proposals between members, over
+//! TCP on each member's quorum port.
+//!
+//! A connection starts with a [`Hello`] naming the ensemble, the sender and the member
+//! it means to reach; the receiver refuses (with a reason, then closes) a stranger, a
+//! member of another ensemble, or a hello meant for another id. After that each frame
+//! is one request and its reply, in order. A frame is `u32 length (big-endian) |
+//! postcard`; one longer than [`MAX_FRAME`] or one that does not decode closes the
+//! connection with a log line. Nothing a peer sends can reach the tree except through
+//! openraft (which checks terms and log positions) or as a forwarded proposal, which is
+//! validated at apply like any other Txn.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::types::{Proposal, Raft, Zraft};
+
+/// The largest frame either side accepts (a snapshot chunk is 3 MiB by default).
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// The first frame on a connection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    pub ensemble: String,
+    pub from: u64,
+    pub to: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    Append(AppendEntriesRequest<Zraft>),
+    Vote(VoteRequest<u64>),
+    Snapshot(InstallSnapshotRequest<Zraft>),
+    /// Proposals from a member that is not the leader, in order.
+    Forward(Vec<Proposal>),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Hello(Result<(), String>),
+    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    /// The last forwarded proposal's log index once all are committed and applied on the
+    /// leader, or why not (possibly committed: the caller treats it as lost).
+    Forward(Result<u64, ForwardError>),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+pub enum ForwardError {
+    #[error("member {0} is not the leader")]
+    NotLeader(u64),
+    #[error("{0}")]
+    Failed(String),
+    /// The leader's Raft stopped (its log failed).
+    #[error("raft stopped: {0}")]
+    Fatal(String),
+}
+
+/// Who this member is and who may talk to it.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub ensemble: String,
+    pub me: u64,
+    pub members: BTreeSet<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame of {0} bytes is larger than the {MAX_FRAME} allowed")]
+    TooLarge(usize),
+    #[error("frame does not decode: {0}")]
+    Decode(#[from] postcard::Error),
+    #[error("refused by the peer: {0}")]
+    Refused(String),
+    #[error("unexpected reply")]
+    Unexpected,
+}
+
+pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
+    let body = postcard::to_allocvec(msg)?;
+    if body.len() > MAX_FRAME {
+        return Err(FrameError::TooLarge(body.len()));
+    }
+    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&body);
+    s.write_all(&buf).await?;
+    Ok(())
+}
+
+pub async fn read_frame<T: serde::de::DeserializeOwned>(s: &mut TcpStream) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    let n = u32::from_be_bytes(len) as usize;
+    if n > MAX_FRAME {
+        return Err(FrameError::TooLarge(n));
+    }
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body).await?;
+    Ok(postcard::from_bytes(&body)?)
+}
+
+// ---- the receiving side ------------------------------------------------------------------
+
+/// Serves peers on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, raft: Raft, id: Arc<Identity>) {
+    loop {
+        let Ok((stream, addr)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let raft = raft.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_peer(stream, raft, &id).await {
+                match e {
+                    FrameError::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                    e => tracing::warn!(peer = %addr, error = %e, "closing peer connection"),
+                }
+            }
+        });
+    }
+}
+
+async fn serve_peer(mut s: TcpStream, raft: Raft, id: &Identity) -> Result<(), FrameError> {
+    let hello: Hello = read_frame(&mut s).await?;
+    let refusal = if hello.ensemble != id.ensemble {
+        Some(format!(
+            "member of ensemble {:?}, this is {:?}",
+            hello.ensemble, id.ensemble
+        ))
+    } else if hello.to != id.me {
+        Some(format!("this is member {}, not {}", id.me, hello.to))
+    } else if !id.members.contains(&hello.from) || hello.from == id.me {
+        Some(format!("{} is not a member of this ensemble", hello.from))
+    } else {
+        None
+    };
+    if let Some(why) = refusal {
+        let _ = write_frame(&mut s, &Reply::Hello(Err(why.clone()))).await;
+        return Err(FrameError::Refused(why));
+    }
+    write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
+    loop {
+        let req: Request = read_frame(&mut s).await?;
+        let reply = match req {
+            Request::Append(r) => Reply::Append(raft.append_entries(r).await),
+            Request::Vote(r) => Reply::Vote(raft.vote(r).await),
+            Request::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
+            Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
+        };
+        write_frame(&mut s, &reply).await?;
+    }
+}
+
+/// Writes `batch` through this member's Raft, which must be the leader; returns the last
+/// entry's index once all are committed and applied here.
+pub async fn write_as_leader(raft: &Raft, me: u64, batch: Vec<Proposal>) -> Result<u64, ForwardError> {
+    let mut waits = Vec::with_capacity(batch.len());
+    for p in batch {
+        let rx = raft
+            .client_write_ff(p)
+            .await
+            .map_err(|e| ForwardError::Fatal(e.to_string()))?;
+        waits.push(rx);
+    }
+    let mut last = 0;
+    for rx in waits {
+        match rx.await {
+            Ok(Ok(resp)) => last = resp.log_id.index,
+            Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(_))) => {
+                return Err(ForwardError::NotLeader(me))
+            }
+            Ok(Err(e)) => return Err(ForwardError::Failed(e.to_string())),
+            Err(e) => return Err(ForwardError::Failed(e.to_string())),
+        }
+    }
+    Ok(last)
+}
+
+// ---- the sending side ------------------------------------------------------------------
+
+/// Opens connections to other members.
+#[derive(Clone)]
+pub struct Network {
+    pub id: Arc<Identity>,
+}
+
+/// One connection to one member, opened on first use and again after a failure.
+pub struct Peer {
+    id: Arc<Identity>,
+    target: u64,
+    addr: String,
+    conn: Option<TcpStream>,
+}
+
+impl Peer {
+    pub fn new(id: Arc<Identity>, target: u64, addr: String) -> Peer {
+        Peer {
+            id,
+            target,
+            addr,
+            conn: None,
+        }
+    }
+
+    async fn connect(&mut self) -> Result<&mut TcpStream, FrameError> {
+        if self.conn.is_none() {
+            let addr: SocketAddr = tokio::net::lookup_host(&self.addr)
+                .await?
+                .next()
+                .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", self.addr)))?;
+            let mut s = TcpStream::connect(addr).await?;
+            let _ = s.set_nodelay(true);
+            write_frame(
+                &mut s,
+                &Hello {
+                    ensemble: self.id.ensemble.clone(),
+                    from: self.id.me,
+                    to: self.target,
+                },
+            )
+            .await?;
+            match read_frame::<Reply>(&mut s).await? {
+                Reply::Hello(Ok(())) => {}
+                Reply::Hello(Err(why)) => return Err(FrameError::Refused(why)),
+                _ => return Err(FrameError::Unexpected),
+            }
+            self.conn = Some(s);
+        }
+        self.conn.as_mut().ok_or(FrameError::Unexpected)
+    }
+
+    /// Sends `req` and waits for its reply, within `ttl`. Any failure drops the
+    /// connection (the next call opens a new one).
+    pub async fn call(&mut self, req: &Request, ttl: Duration) -> Result<Reply, FrameError> {
+        let r = tokio::time::timeout(ttl, async {
+            let s = self.connect().await?;
+            write_frame(s, req).await?;
+            read_frame::<Reply>(s).await
+        })
+        .await;
+        match r {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => {
+                self.conn = None;
+                Err(e)
+            }
+            Err(_) => {
+                self.conn = None;
+                Err(FrameError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no reply from member {} within {ttl:?}", self.target),
+                )))
+            }
+        }
+    }
+}
+
+impl RaftNetworkFactory<Zraft> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        Peer::new(self.id.clone(), target, node.addr.clone())
+    }
+}
+
+type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
+
+fn rpc_err<E: std::error::Error>(e: FrameError) -> RPCError<u64, BasicNode, E> {
+    match e {
+        FrameError::Io(io) => RPCError::Unreachable(Unreachable::new(&io)),
+        other => RPCError::Network(NetworkError::new(&other)),
+    }
+}
+
+impl RaftNetwork<Zraft> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<Zraft>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
+        match self.call(&Request::Append(rpc), option.hard_ttl()).await {
+            Ok(Reply::Append(Ok(r))) => Ok(r),
+            Ok(Reply::Append(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(_) => Err(rpc_err(FrameError::Unexpected)),
+            Err(e) => Err(rpc_err(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<Zraft>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
+        match self.call(&Request::Snapshot(rpc), option.hard_ttl()).await {
+            Ok(Reply::Snapshot(Ok(r))) => Ok(r),
+            Ok(Reply::Snapshot(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(_) => Err(rpc_err(FrameError::Unexpected)),
+            Err(e) => Err(rpc_err(e)),
+        }
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<u64>, option: RPCOption) -> Result<VoteResponse<u64>, RpcErr> {
+        match self.call(&Request::Vote(rpc), option.hard_ttl()).await {
+            Ok(Reply::Vote(Ok(r))) => Ok(r),
+            Ok(Reply::Vote(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(_) => Err(rpc_err(FrameError::Unexpected)),
+            Err(e) => Err(rpc_err(e)),
+        }
+    }
+}

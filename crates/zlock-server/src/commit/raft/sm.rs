@@ -1,0 +1,268 @@
+//! openraft's state machine: committed entries go to the member's [`Snapshots`] host
+//! (the server's core, or the conformance suite's recorder) in order; snapshots are the
+//! host's snapshot, in zlock's checked snapshot files.
+//!
+//! A snapshot file's payload is `u32 meta length | meta (postcard) | host payload`: the
+//! Raft facts of the snapshot (last log id, membership) travel with the state, so a
+//! file received from the leader is complete, and its checksums cover both.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
+use zlock_core::LogIndex;
+
+use super::types::{Entry, LogId, Membership, SnapshotMeta, StorageError, Zraft};
+use crate::commit::{Entry as CommitEntry, Snapshots};
+
+/// Snapshot files kept.
+const KEEP: usize = 2;
+
+/// The host and the Raft facts of what it has applied, under one lock so a snapshot's
+/// image and its meta always agree.
+pub(crate) struct Hosted<H> {
+    pub host: H,
+    applied: Option<LogId>,
+    membership: Membership,
+}
+
+pub struct StateMachine<H: Snapshots> {
+    inner: Arc<Mutex<Hosted<H>>>,
+    dir: PathBuf,
+    /// The last applied index, for proposers waiting to see their entries applied here.
+    applied_tx: Arc<watch::Sender<u64>>,
+    /// Counts received snapshot files (their temp names).
+    receiving: u64,
+}
+
+fn lock<H>(m: &Mutex<Hosted<H>>) -> std::sync::MutexGuard<'_, Hosted<H>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Splits a snapshot payload into its Raft meta and the host's payload.
+fn split(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> {
+    if payload.len() < 4 {
+        return Err(io_err("snapshot payload cut short"));
+    }
+    let n = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]) as usize;
+    let rest = &payload[4..];
+    if rest.len() < n {
+        return Err(io_err("snapshot meta cut short"));
+    }
+    let meta = postcard::from_bytes(&rest[..n]).map_err(io_err)?;
+    Ok((meta, &rest[n..]))
+}
+
+impl<H: Snapshots> StateMachine<H> {
+    /// A state machine over `host`, restored from the newest snapshot in `dir` (if any).
+    pub fn open(mut host: H, dir: PathBuf) -> std::io::Result<(Self, watch::Receiver<u64>)> {
+        let mut applied = None;
+        let mut membership = Membership::default();
+        if let Some((index, bytes)) = zlock_store::snapshot::load_latest(&dir).map_err(io_err)? {
+            let (meta, payload) = split(&bytes)?;
+            host.install(LogIndex(index), payload).map_err(io_err)?;
+            applied = meta.last_log_id;
+            membership = meta.last_membership;
+            tracing::info!(index, "raft state restored from snapshot");
+        }
+        let (tx, rx) = watch::channel(applied.map_or(0, |l| l.index));
+        Ok((
+            StateMachine {
+                inner: Arc::new(Mutex::new(Hosted {
+                    host,
+                    applied,
+                    membership,
+                })),
+                dir,
+                applied_tx: Arc::new(tx),
+                receiving: 0,
+            },
+            rx,
+        ))
+    }
+}
+
+/// Builds a snapshot: the image is taken under the lock, encoded outside it.
+pub struct Builder<H: Snapshots> {
+    inner: Arc<Mutex<Hosted<H>>>,
+    dir: PathBuf,
+}
+
+impl<H: Snapshots> RaftSnapshotBuilder<Zraft> for Builder<H> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<Zraft>, StorageError> {
+        let (job, meta) = {
+            let mut h = lock(&self.inner);
+            let job = h.host.image();
+            let last = h.applied;
+            let meta = SnapshotMeta {
+                last_log_id: last,
+                last_membership: h.membership.clone(),
+                snapshot_id: format!(
+                    "{}-{}",
+                    last.map_or(0, |l| l.leader_id.term),
+                    last.map_or(0, |l| l.index)
+                ),
+            };
+            (job, meta)
+        };
+        let index = meta.last_log_id.map_or(0, |l| l.index);
+        let dir = self.dir.clone();
+        let m = postcard::to_allocvec(&meta).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let path = tokio::task::spawn_blocking(move || {
+            zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
+                w.write_all(&(m.len() as u32).to_le_bytes())?;
+                w.write_all(&m)?;
+                job(w)
+            })
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(None, &e))?
+        .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        tracing::info!(index, path = %path.display(), "raft snapshot written");
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(file),
+        })
+    }
+}
+
+impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
+    type SnapshotBuilder = Builder<H>;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, Membership), StorageError> {
+        let h = lock(&self.inner);
+        Ok((h.applied, h.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<()>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let n = entries.len();
+        let Some(last) = entries.last().map(|e| e.log_id) else {
+            return Ok(Vec::new());
+        };
+        {
+            let mut guard = lock(&self.inner);
+            let h = &mut *guard;
+            for e in &entries {
+                if let EntryPayload::Membership(m) = &e.payload {
+                    h.membership = Membership::new(Some(e.log_id), m.clone());
+                }
+            }
+            // Index 0 is openraft's initial membership: nothing for the host.
+            let mut it = entries.iter().filter(|e| e.log_id.index > 0).map(|e| {
+                let entry = match &e.payload {
+                    EntryPayload::Normal(p) => CommitEntry::Txn(&p.0),
+                    _ => CommitEntry::Blank,
+                };
+                (LogIndex(e.log_id.index), entry)
+            });
+            h.host.apply(&mut it);
+            h.applied = Some(last);
+        }
+        self.applied_tx.send_replace(last.index);
+        Ok(vec![(); n])
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        Builder {
+            inner: self.inner.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
+        self.receiving += 1;
+        let path = self.dir.join(format!("receiving.{}", self.receiving));
+        tokio::fs::create_dir_all(&self.dir)
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let f = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        // Unlinked now: the open handle is all that is needed, and a crash leaves nothing.
+        let _ = tokio::fs::remove_file(&path).await;
+        Ok(Box::new(f))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        mut snapshot: Box<tokio::fs::File>,
+    ) -> Result<(), StorageError> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let sig = Some(meta.signature());
+        let err = |e: &dyn std::fmt::Display| -> StorageError {
+            StorageIOError::read_snapshot(sig.clone(), &io_err(e)).into()
+        };
+        snapshot.flush().await.map_err(|e| err(&e))?;
+        snapshot
+            .seek(std::io::SeekFrom::Start(0))
+            .await
+            .map_err(|e| err(&e))?;
+        let mut data = Vec::new();
+        snapshot.read_to_end(&mut data).await.map_err(|e| err(&e))?;
+        let dir = self.dir.clone();
+        let (index, payload) =
+            zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(|e| err(&e))?;
+        let (inner_meta, host_payload) = split(payload).map_err(|e| err(&e))?;
+        if inner_meta.last_log_id != meta.last_log_id || Some(index) != meta.last_log_id.map(|l| l.index) {
+            return Err(err(&"the received snapshot is not the one announced"));
+        }
+        // Durable first: once the state is replaced, a restart must find this snapshot.
+        let keep = payload.to_vec();
+        tokio::task::spawn_blocking(move || zlock_store::snapshot::write(&dir, index, &keep, KEEP))
+            .await
+            .map_err(|e| err(&e))?
+            .map_err(|e| err(&e))?;
+        {
+            let mut h = lock(&self.inner);
+            h.host
+                .install(LogIndex(index), host_payload)
+                .map_err(|e| err(&e))?;
+            h.applied = meta.last_log_id;
+            h.membership = meta.last_membership.clone();
+        }
+        self.applied_tx.send_replace(index);
+        tracing::info!(index, "installed a snapshot from the leader");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<Zraft>>, StorageError> {
+        let list = zlock_store::snapshot::list(&self.dir).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let Some((_, path)) = list.last() else {
+            return Ok(None);
+        };
+        let data = tokio::fs::read(path)
+            .await
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let (_, payload) =
+            zlock_store::snapshot::check_file(path, &data).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let (meta, _) = split(payload).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(file),
+        }))
+    }
+}
