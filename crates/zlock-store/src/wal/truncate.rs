@@ -12,7 +12,7 @@
 //!    `index` starts (`ftruncate`), and fsync it.
 //!
 //! Every state a crash can leave is then a valid log that recovery reads without a
-//! warning: the records 1..=m of the log before the truncation, for some `m >= index - 1`.
+//! warning: the log as it was before the truncation, up to some record `m >= index - 1`.
 //! Only the newest file is ever removed, and the directory is fsynced before the next one
 //! goes, so the files left are always a prefix of the segments and never have a hole.
 //! Each of them ends exactly at its last record (every segment but the active one was
