@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-/// Anything the WAL or the snapshot store can fail with.
+/// Anything the WAL, the snapshot store or a meta file can fail with.
 ///
 /// Storage errors are fatal to the server: none of them is ever turned into a ZooKeeper
 /// error code for a client (see STYLE.md habit 5).
@@ -50,9 +50,20 @@ pub enum StoreError {
     #[error("WAL append out of order: expected index {expected}, got {got}")]
     OutOfOrder { expected: u64, got: u64 },
 
-    /// A WAL record payload longer than the record's `u32` length field can describe.
-    #[error("WAL payload of {len} bytes exceeds the maximum of {max} bytes")]
+    /// A WAL record or meta file payload longer than its `u32` length field can describe.
+    #[error("payload of {len} bytes exceeds the maximum of {max} bytes")]
     PayloadTooLarge { len: usize, max: usize },
+
+    /// `Wal::truncate_from(index)` would remove records at or below `floor`: the
+    /// `after_index` the log was opened with, raised by every `Wal::purge_through`. A
+    /// snapshot covers those records, so they are committed and must never be cut (and
+    /// index 0 is never used, so truncating from 0 is refused as well). The log is
+    /// unchanged.
+    #[error(
+        "WAL truncation from index {index} refused: every index up to {floor} is covered by \
+         a snapshot (or is 0, which is never used) and may not be cut"
+    )]
+    TruncateCovered { index: u64, floor: u64 },
 
     /// An earlier write or fsync of the WAL failed. After a failed fsync the kernel may
     /// have dropped the dirty pages and cleared the error, so nothing the process believes

@@ -49,7 +49,10 @@
 //! # Layout
 //!
 //! - [`wal`]: segmented write-ahead log: [`Wal`], [`WalOptions`]; byte layout in its
-//!   module doc.
+//!   module doc. Besides appending, syncing and purging it can cut its end off
+//!   ([`Wal::truncate_from`]), as a Raft log store must.
+//! - [`meta`]: small state files replaced atomically, such as Raft's vote:
+//!   [`MetaFile`]; byte layout in its module doc.
 //! - [`snapshot`]: atomic whole-state snapshots: [`snapshot::write`],
 //!   [`snapshot::write_with`], [`snapshot::load_latest`], [`snapshot::open_latest`];
 //!   byte layout in its module doc.
@@ -67,10 +70,13 @@
 //! <dataDir>/snapshots/snapshot.00000000000000123456 snapshots, named by the last index
 //! <dataDir>/snapshots/snapshot.00000000000000200000 they include
 //! <dataDir>/snapshots/snapshot.00000000000000250000.tmp   a snapshot being written
+//! <dataLogDir>/raft/vote                             replicated mode (proposed): MetaFiles
+//! <dataLogDir>/raft/committed                        for the vote and committed index
 //! ```
 //!
-//! Both functions take the directory itself (`.../wal`, `.../snapshots`); the subdirectory
-//! names are the server's convention, listed here so there is one place to look them up.
+//! Every function takes the directory itself (`.../wal`, `.../snapshots`, `.../raft`); the
+//! subdirectory names are the server's convention, listed here so there is one place to
+//! look them up.
 //! Index 0 is never used: a log starts at 1, and "no snapshot" means index 0.
 //!
 //! # Retention
@@ -82,9 +88,11 @@
 pub mod error;
 mod fsutil;
 mod le;
+pub mod meta;
 pub mod snapshot;
 pub mod wal;
 
 pub use error::{Result, StoreError};
+pub use meta::{MetaFile, MetaVersion};
 pub use snapshot::{SnapshotReader, SnapshotVersion};
 pub use wal::{Wal, WalOptions, WalVersion};

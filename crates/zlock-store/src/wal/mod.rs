@@ -52,7 +52,7 @@
 //!   last, except across a gap that a snapshot covers (below).
 //! - Only the last segment is ever written to (it is the *active* segment). Every other
 //!   segment was completely written, cut to the end of its last record and fsynced before
-//!   the next one was created.
+//!   the next one was created. Truncation (below) cuts a segment only once it is the last.
 //! - A record is durable, and may be acknowledged, once the [`Wal::sync`] that wrote it
 //!   has returned `Ok`.
 //!
@@ -115,10 +115,27 @@
 //! records in it are truly gone. The rules for torn tails versus corruption are in the
 //! `recovery` module and summarised on [`Wal::open`].
 //!
+//! # Truncation
+//!
+//! [`Wal::truncate_from`] removes every record from an index on, as a Raft follower must
+//! when a new leader's log conflicts with its uncommitted entries. It deletes the later
+//! segments newest first, fsyncing the directory after each deletion, and then cuts the
+//! segment that holds the index at the offset of that record (`ftruncate`, then `fsync`).
+//! Every state a crash can leave on the way is therefore a prefix of the old log, without
+//! a hole, that recovery accepts as it is; after the call returns, nothing of the cut
+//! records can come back. The cut segment ends at its last record, like a segment
+//! recovery cut a torn tail from: if it is the active one, the next sync grows it with
+//! zeros again. The on-disk format does not change: a truncated log reads exactly like a
+//! log that was never longer. Records that a snapshot covers (at or below the
+//! `after_index` of [`Wal::open`] or an index given to [`Wal::purge_through`]) are
+//! committed and are never cut: [`StoreError::TruncateCovered`]. The steps, and why each
+//! state between them is valid, are in the `truncate` module.
+//!
 //! # Failure
 //!
-//! After a failed write or fsync the `Wal` is poisoned: every later `append` and `sync`
-//! returns [`StoreError::Poisoned`]. Retrying an fsync after an error can report success
+//! After a failed write or fsync (or a failed deletion, cut or fsync in a truncation) the
+//! `Wal` is poisoned: every later `append`, `sync` and `truncate_from` returns
+//! [`StoreError::Poisoned`]. Retrying an fsync after an error can report success
 //! for data the kernel already dropped, so the server must restart and let recovery read
 //! what really is on disk.
 
@@ -130,6 +147,9 @@ mod recovery;
 mod recovery_tests;
 #[cfg(test)]
 mod tests;
+mod truncate;
+#[cfg(test)]
+mod truncate_tests;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -261,6 +281,9 @@ pub struct Wal {
     last_index: u64,
     /// Highest index known to be durable.
     synced_index: u64,
+    /// Highest index a snapshot is known to cover: `after_index` at open, raised by
+    /// [`Wal::purge_through`]. [`Wal::truncate_from`] never cuts at or below it.
+    floor: u64,
     /// Set by the first failed write or fsync; see "Failure" in the module doc.
     poisoned: Option<String>,
 }
@@ -337,6 +360,7 @@ impl Wal {
             pending_first: 0,
             last_index,
             synced_index: last_index,
+            floor: after_index,
             poisoned: None,
         })
     }
@@ -472,13 +496,15 @@ impl Wal {
     /// still holds a record above `index`, so the remaining log stays contiguous.
     ///
     /// Call it with the index of the oldest snapshot you keep: recovery from that snapshot
-    /// needs every record after it.
+    /// needs every record after it. From then on [`Wal::truncate_from`] refuses to cut at
+    /// or below `index`, which that snapshot covers.
     ///
     /// # Errors
     ///
     /// [`StoreError::Io`] if a file cannot be deleted or the directory not fsynced; the
     /// segments deleted before the failure stay deleted.
     pub fn purge_through(&mut self, index: u64) -> Result<()> {
+        self.floor = self.floor.max(index);
         let removable = self.segments.len().saturating_sub(1);
         let mut removed = 0;
         let mut result = Ok(());

@@ -32,7 +32,7 @@ fn one_segment() -> WalOptions {
 
 /// Walks the records of a segment file by their lengths, up to the end of the file or
 /// to a header whose index is 0: (offset of each record, end of the records).
-fn walk(path: &Path) -> (Vec<u64>, u64) {
+pub(super) fn walk(path: &Path) -> (Vec<u64>, u64) {
     let data = fs::read(path).unwrap();
     let mut offsets = Vec::new();
     let mut off = HEADER_LEN;
