@@ -340,9 +340,24 @@ impl LogStore for Observed {
     }
 }
 
-/// Opens the WAL in `dir` wrapped so its durable position is observable; returns it,
-/// its probe, its fail switch and its records.
-fn observed(dir: &Path) -> (Observed, Probe, Arc<AtomicBool>, Vec<(u64, Vec<u8>)>) {
+/// A WAL opened for a fixture: wrapped, its probe, its fail switch, its records.
+struct OpenedWal {
+    store: Observed,
+    probe: Probe,
+    fail: Arc<AtomicBool>,
+    records: zlock_server::commit::raft::log::Records,
+}
+
+/// An implementation opened by a fixture, with its probe, fail switch and replay.
+struct Opening<C> {
+    commit: C,
+    probe: Probe,
+    fail: Arc<AtomicBool>,
+    replayed: Vec<(LogIndex, Txn)>,
+}
+
+/// Opens the WAL in `dir` wrapped so its durable position is observable.
+fn observed(dir: &Path) -> OpenedWal {
     let mut records = Vec::new();
     let wal = Wal::open(dir, WalOptions::default(), 0, |i, payload| {
         records.push((i, payload.to_vec()));
@@ -360,45 +375,47 @@ fn observed(dir: &Path) -> (Observed, Probe, Arc<AtomicBool>, Vec<(u64, Vec<u8>)
         appended: last,
         fail_next: fail_next.clone(),
     };
-    (store, probe, fail_next, records)
+    OpenedWal {
+        store,
+        probe,
+        fail: fail_next,
+        records,
+    }
 }
 
 struct WalFixture;
 
 impl WalFixture {
-    fn open_observed(
-        dir: &Path,
-        apply: Recorder,
-    ) -> (
-        WalCommit<Observed, Recorder>,
-        Probe,
-        Arc<AtomicBool>,
-        Vec<(LogIndex, Txn)>,
-    ) {
-        let (store, probe, fail, records) = observed(dir);
+    fn open_observed(dir: &Path, apply: Recorder) -> Opening<WalCommit<Observed, Recorder>> {
+        let OpenedWal {
+            store,
+            probe,
+            fail,
+            records,
+        } = observed(dir);
         let replayed: Vec<(LogIndex, Txn)> = records
             .iter()
             .map(|(i, p)| (LogIndex(*i), Txn::decode(p).unwrap()))
             .collect();
         let last = store.appended;
-        (
-            WalCommit::new(store, LogIndex(last), apply),
+        Opening {
+            commit: WalCommit::new(store, LogIndex(last), apply),
             probe,
             fail,
             replayed,
-        )
+        }
     }
 }
 
 impl Fixture for WalFixture {
     type C = WalCommit<Observed, Recorder>;
     fn open(&self, dir: &Path, apply: Recorder) -> (Self::C, Probe, Vec<(LogIndex, Txn)>) {
-        let (c, probe, _, replayed) = WalFixture::open_observed(dir, apply);
-        (c, probe, replayed)
+        let o = WalFixture::open_observed(dir, apply);
+        (o.commit, o.probe, o.replayed)
     }
     fn open_failing(&self, dir: &Path, apply: Recorder) -> (Self::C, Arc<AtomicBool>) {
-        let (c, _, fail, _) = WalFixture::open_observed(dir, apply);
-        (c, fail)
+        let o = WalFixture::open_observed(dir, apply);
+        (o.commit, o.fail)
     }
 }
 
@@ -445,9 +462,14 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 struct RaftFixture;
 
 impl RaftFixture {
-    fn open_raft(dir: &Path, apply: Recorder) -> (RaftCommit, Probe, Arc<AtomicBool>, Vec<(LogIndex, Txn)>) {
+    fn open_raft(dir: &Path, apply: Recorder) -> Opening<RaftCommit> {
         let seen = apply.seen.clone();
-        let (store, probe, fail, records) = observed(&dir.join("log"));
+        let OpenedWal {
+            store,
+            probe,
+            fail,
+            records,
+        } = observed(&dir.join("log"));
         let last_record = records.last().map_or(0, |(i, _)| *i);
         let rt = runtime();
         let commit = rt.block_on(async {
@@ -461,36 +483,43 @@ impl RaftFixture {
                 election_min_ms: 150,
                 election_max_ms: 300,
                 snapshot_every: None,
+                keep_behind_snapshot: 1_000,
                 snapshot_dir: dir.join("snapshots"),
                 meta_dir: dir.to_path_buf(),
             };
             let c = RaftCommit::start(opts, apply, store, records, listener)
                 .await
                 .unwrap();
-            // Elected, and everything in the log applied: a new leader's blank entry
-            // follows the last record, at Raft index = the record's WAL index (Raft
-            // entry i is WAL record i + 1).
+            // Leader, and everything in the log applied (Raft entry i is WAL record
+            // i + 1; a fresh member's first entry to apply is the leader's blank at 1).
             c.raft()
                 .wait(Some(std::time::Duration::from_secs(20)))
-                .applied_index_at_least(Some(last_record.max(1)), "replayed")
+                .applied_index_at_least(Some(last_record.saturating_sub(1).max(1)), "replayed")
                 .await
                 .unwrap();
             c
         });
         let replayed = std::mem::take(&mut *seen.lock().unwrap());
-        (commit, probe, fail, replayed)
+        // The WAL's durable record is one past the Raft entry it holds.
+        let probe: Probe = Arc::new(move || LogIndex(probe().0.saturating_sub(1)));
+        Opening {
+            commit,
+            probe,
+            fail,
+            replayed,
+        }
     }
 }
 
 impl Fixture for RaftFixture {
     type C = RaftCommit;
     fn open(&self, dir: &Path, apply: Recorder) -> (Self::C, Probe, Vec<(LogIndex, Txn)>) {
-        let (c, probe, _, replayed) = RaftFixture::open_raft(dir, apply);
-        (c, probe, replayed)
+        let o = RaftFixture::open_raft(dir, apply);
+        (o.commit, o.probe, o.replayed)
     }
     fn open_failing(&self, dir: &Path, apply: Recorder) -> (Self::C, Arc<AtomicBool>) {
-        let (c, _, fail, _) = RaftFixture::open_raft(dir, apply);
-        (c, fail)
+        let o = RaftFixture::open_raft(dir, apply);
+        (o.commit, o.fail)
     }
 }
 

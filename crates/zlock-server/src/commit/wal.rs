@@ -21,7 +21,8 @@ use super::{Apply, Commit, CommitError, Entry};
 pub trait LogStore: Send + 'static {
     fn append(&mut self, index: u64, payload: &[u8]) -> Result<(), CommitError>;
     fn sync(&mut self) -> Result<(), CommitError>;
-    /// Drops records up to `index` that a snapshot has made unnecessary.
+    /// Drops records up to `index` that a snapshot has made unnecessary. An `index` at
+    /// or past the last record empties the log, which then continues at `index + 1`.
     fn purge_through(&mut self, index: u64) -> Result<(), CommitError>;
     /// Drops every record at `index` or later, durably (a Raft follower's suffix that
     /// conflicts with its new leader's log).
@@ -36,15 +37,14 @@ impl LogStore for zlock_store::wal::Wal {
         Ok(zlock_store::wal::Wal::sync(self)?)
     }
     fn purge_through(&mut self, index: u64) -> Result<(), CommitError> {
+        if index >= self.last_index() && index > 0 {
+            // A snapshot newer than the whole log (installed from a Raft leader).
+            return Ok(self.restart_after(index)?);
+        }
         Ok(zlock_store::wal::Wal::purge_through(self, index)?)
     }
     fn truncate_from(&mut self, index: u64) -> Result<(), CommitError> {
-        if index > self.last_index() {
-            return Ok(());
-        }
-        Err(CommitError::Raft(format!(
-            "cannot truncate the log from {index} yet"
-        )))
+        Ok(zlock_store::wal::Wal::truncate_from(self, index)?)
     }
 }
 

@@ -525,6 +525,42 @@ impl Wal {
         result
     }
 
+    /// Drops every record and continues the log after `index`: for a snapshot newer
+    /// than everything logged (a Raft follower that installed its leader's snapshot).
+    /// The next append is `index + 1`. Segments are deleted newest first with a
+    /// directory fsync after each, so a crash leaves a shorter valid log; reopen with
+    /// `after_index` = `index` (which the caller must have made durable first, for
+    /// example in a [`crate::MetaFile`]), and an empty or shorter log opens as ending
+    /// at `index`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::TruncateCovered`] when `index` is below the last record (use
+    /// [`Wal::purge_through`]); [`StoreError::Io`] if a file cannot be deleted (the log
+    /// is poisoned then).
+    pub fn restart_after(&mut self, index: u64) -> Result<()> {
+        self.check_poisoned()?;
+        if index < self.last_index {
+            return Err(StoreError::TruncateCovered {
+                index,
+                floor: self.last_index,
+            });
+        }
+        self.active = None;
+        while let Some(seg) = self.segments.pop() {
+            let done = remove_file(&seg.path).and_then(|()| fsync_dir(&self.dir));
+            if let Err(e) = done {
+                self.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        self.buf.truncate(HEADER_LEN);
+        self.last_index = index;
+        self.synced_index = index;
+        self.floor = index;
+        Ok(())
+    }
+
     /// Paths of the segment files, oldest first (the last is the active one).
     pub fn segment_paths(&self) -> impl Iterator<Item = &Path> {
         self.segments.iter().map(|s| s.path.as_path())

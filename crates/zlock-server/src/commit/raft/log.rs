@@ -31,9 +31,9 @@ use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{RaftLogId, StorageIOError};
 use tokio::sync::oneshot;
 
-use super::meta::MetaFile;
 use super::types::{Entry, LogId, StorageError, Vote, Zraft};
 use crate::commit::LogStore;
+use zlock_store::MetaFile;
 
 /// The entries after the last purge, shared by the store and its readers.
 #[derive(Default)]
@@ -65,7 +65,6 @@ pub struct RaftLog {
     failed: Arc<AtomicBool>,
     vote: MetaFile,
     purged: MetaFile,
-    committed: MetaFile,
 }
 
 /// A cheap reader for replication streams.
@@ -86,19 +85,41 @@ fn lock(tail: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
     tail.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A log's records as recovery read them: (WAL index, payload), in order.
+pub type Records = Vec<(u64, Vec<u8>)>;
+
+/// Opens the WAL in `wal_dir` for a Raft log whose small files are in `meta_dir`:
+/// from the purge point on (a log emptied by a snapshot install opens as ending there).
+/// Returns it with its records, for [`RaftLog::open`].
+pub fn open_wal(
+    wal_dir: &Path,
+    meta_dir: &Path,
+    opts: zlock_store::WalOptions,
+) -> std::io::Result<(zlock_store::Wal, Records)> {
+    let purged = MetaFile::open(meta_dir, "purged").map_err(io_err)?;
+    let purged: Option<LogId> = decode_opt(&purged.load().map_err(io_err)?)?;
+    let after = purged.map_or(0, |p| disk_index(p.index));
+    let mut records = Vec::new();
+    let wal = zlock_store::Wal::open(wal_dir, opts, after, |i, p| {
+        records.push((i, p.to_vec()));
+        Ok(())
+    })
+    .map_err(io_err)?;
+    Ok((wal, records))
+}
+
 impl RaftLog {
     /// A log store over `disk`, which recovery opened and read: `records` are its
     /// (index, payload) records in order. `meta_dir` holds the vote and purge files.
     pub fn open<D: LogStore>(
         disk: D,
-        records: Vec<(u64, Vec<u8>)>,
+        records: Records,
         meta_dir: &Path,
     ) -> std::io::Result<RaftLog> {
-        let vote = MetaFile::new(meta_dir.join("vote"));
-        let purged = MetaFile::new(meta_dir.join("purged"));
-        let committed = MetaFile::new(meta_dir.join("committed"));
+        let vote = MetaFile::open(meta_dir, "vote").map_err(io_err)?;
+        let purged = MetaFile::open(meta_dir, "purged").map_err(io_err)?;
         let mut tail = Tail {
-            last_purged: decode_opt(&purged.load()?)?,
+            last_purged: decode_opt(&purged.load().map_err(io_err)?)?,
             ..Tail::default()
         };
         for (record, payload) in records {
@@ -128,7 +149,6 @@ impl RaftLog {
             failed,
             vote,
             purged,
-            committed,
         })
     }
 
@@ -140,7 +160,9 @@ impl RaftLog {
     }
 }
 
-fn decode_opt<T: serde::de::DeserializeOwned>(bytes: &Option<Vec<u8>>) -> std::io::Result<Option<T>> {
+fn decode_opt<T: serde::de::DeserializeOwned>(
+    bytes: &Option<Vec<u8>>,
+) -> std::io::Result<Option<T>> {
     match bytes {
         None => Ok(None),
         Some(b) => postcard::from_bytes(b).map(Some).map_err(io_err),
@@ -151,23 +173,24 @@ fn writer<D: LogStore>(mut disk: D, rx: std_mpsc::Receiver<Op>, failed: Arc<Atom
     let mut waiting: Vec<LogFlushed<Zraft>> = Vec::new();
     let mut broken: Option<String> = None;
     // Syncs what was appended and answers its callbacks.
-    let settle = |disk: &mut D, waiting: &mut Vec<LogFlushed<Zraft>>, broken: &mut Option<String>| {
-        if waiting.is_empty() {
-            return;
-        }
-        if broken.is_none() {
-            if let Err(e) = disk.sync() {
-                tracing::error!(error = %e, "raft log sync failed");
-                *broken = Some(e.to_string());
+    let settle =
+        |disk: &mut D, waiting: &mut Vec<LogFlushed<Zraft>>, broken: &mut Option<String>| {
+            if waiting.is_empty() {
+                return;
             }
-        }
-        for cb in waiting.drain(..) {
-            match broken {
-                None => cb.log_io_completed(Ok(())),
-                Some(e) => cb.log_io_completed(Err(io_err(e.clone()))),
+            if broken.is_none() {
+                if let Err(e) = disk.sync() {
+                    tracing::error!(error = %e, "raft log sync failed");
+                    *broken = Some(e.to_string());
+                }
             }
-        }
-    };
+            for cb in waiting.drain(..) {
+                match broken {
+                    None => cb.log_io_completed(Ok(())),
+                    Some(e) => cb.log_io_completed(Err(io_err(e.clone()))),
+                }
+            }
+        };
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(op) = next.take() {
@@ -222,7 +245,11 @@ impl RaftLogReader<Zraft> for TailReader {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        Ok(lock(&self.tail).entries.range(range).map(|(_, e)| e.clone()).collect())
+        Ok(lock(&self.tail)
+            .entries
+            .range(range)
+            .map(|(_, e)| e.clone())
+            .collect())
     }
 }
 
@@ -231,7 +258,11 @@ impl RaftLogReader<Zraft> for RaftLog {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        Ok(lock(&self.tail).entries.range(range).map(|(_, e)| e.clone()).collect())
+        Ok(lock(&self.tail)
+            .entries
+            .range(range)
+            .map(|(_, e)| e.clone())
+            .collect())
     }
 }
 
@@ -261,27 +292,23 @@ impl RaftLogStorage<Zraft> for RaftLog {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        let bytes = self.vote.load().map_err(|e| StorageIOError::read_vote(&e))?;
+        let bytes = self
+            .vote
+            .load()
+            .map_err(|e| StorageIOError::read_vote(&e))?;
         decode_opt(&bytes).map_err(|e| StorageIOError::read_vote(&e).into())
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        // Not synced with the entries: a committed position that lags after a crash is
-        // found again from the log; one ahead of the log cannot happen (the entries are
-        // durable before they count as committed).
-        let bytes = postcard::to_allocvec(&committed).map_err(|e| StorageIOError::write(&e))?;
-        self.committed
-            .store(&bytes)
-            .map_err(|e| StorageIOError::write(&e).into())
-    }
+    // The committed position is not saved: storing it would cost an fsync per commit.
+    // After a restart openraft finds it again as leader (from the log) or from the
+    // leader's next message, and applies from there; the server serves no client
+    // before its state has caught up.
 
-    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        let bytes = self.committed.load().map_err(|e| StorageIOError::read(&e))?;
-        let c: Option<Option<LogId>> = decode_opt(&bytes).map_err(|e| StorageIOError::read(&e))?;
-        Ok(c.flatten())
-    }
-
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<Zraft>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<Zraft>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,

@@ -16,8 +16,10 @@
 //! Raft index 0 is openraft's initial membership entry; the host never sees it, so a
 //! host's first position is 1 as with the WAL.
 
+// openraft's error types are large by design (its examples allow the same).
+#![allow(clippy::result_large_err)]
+
 pub mod log;
-mod meta;
 pub mod peer;
 pub mod sm;
 pub mod types;
@@ -50,6 +52,8 @@ pub struct RaftOptions {
     pub election_max_ms: u64,
     /// A snapshot after this many entries; `None`: only when asked.
     pub snapshot_every: Option<u64>,
+    /// Entries kept behind a snapshot (a member lagging further gets the snapshot).
+    pub keep_behind_snapshot: u64,
     /// Where snapshots are written and received.
     pub snapshot_dir: PathBuf,
     /// Where the vote and the purge point are kept.
@@ -69,7 +73,7 @@ impl RaftOptions {
                 Some(n) => openraft::SnapshotPolicy::LogsSinceLast(n),
                 None => openraft::SnapshotPolicy::Never,
             },
-            max_in_snapshot_log_to_keep: 1_000,
+            max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
             ..openraft::Config::default()
         };
         c.validate().map_err(|e| CommitError::Raft(e.to_string()))
@@ -94,7 +98,8 @@ pub struct RaftCommit {
     applied: watch::Receiver<u64>,
     patience: Duration,
     failed: bool,
-    server: tokio::task::JoinHandle<()>,
+    /// Stops the peer server and its connections.
+    stop: watch::Sender<bool>,
 }
 
 impl RaftCommit {
@@ -106,7 +111,7 @@ impl RaftCommit {
         opts: RaftOptions,
         host: H,
         disk: D,
-        records: Vec<(u64, Vec<u8>)>,
+        records: log::Records,
         listener: TcpListener,
     ) -> Result<RaftCommit, CommitError> {
         let config = Arc::new(opts.config()?);
@@ -122,7 +127,8 @@ impl RaftCommit {
         let raft = Raft::new(opts.me, config, network, log, sm)
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
-        let server = tokio::spawn(peer::serve(listener, raft.clone(), id.clone()));
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(peer::serve(listener, raft.clone(), id.clone(), stopped));
         let fresh = !raft
             .is_initialized()
             .await
@@ -149,7 +155,7 @@ impl RaftCommit {
             applied,
             patience: opts.patience(),
             failed: false,
-            server,
+            stop,
         })
     }
 
@@ -160,7 +166,7 @@ impl RaftCommit {
 
     /// Stops openraft and the peer server.
     pub async fn shutdown(&self) {
-        self.server.abort();
+        self.stop.send_replace(true);
         let _ = self.raft.shutdown().await;
     }
 
@@ -193,23 +199,45 @@ impl RaftCommit {
         }
     }
 
+    /// Forwards `batch` to member `leader`.
+    async fn forward_to(&mut self, leader: u64, batch: &[Proposal]) -> Result<u64, ForwardError> {
+        let Some(addr) = self.addrs.get(&leader).cloned() else {
+            return Err(ForwardError::Failed(format!("unknown leader {leader}")));
+        };
+        let id = self.id.clone();
+        let p = self
+            .forward
+            .entry(leader)
+            .or_insert_with(|| Peer::new(id, leader, addr));
+        match p
+            .call(&Request::Forward(batch.to_vec()), self.patience)
+            .await
+        {
+            Ok(Reply::Forward(r)) => r,
+            Ok(_) => Err(ForwardError::Failed("unexpected reply".into())),
+            Err(peer::FrameError::NotSent(e)) => Err(ForwardError::NotSent(e.to_string())),
+            Err(e) => Err(ForwardError::Failed(e.to_string())),
+        }
+    }
+
     async fn write(&mut self, batch: Vec<Proposal>) -> Result<(), CommitError> {
-        let leader = self.leader().await?;
-        let last = if leader == self.me {
-            peer::write_as_leader(&self.raft, self.me, batch).await
-        } else {
-            let Some(addr) = self.addrs.get(&leader).cloned() else {
-                return Err(CommitError::Unavailable(format!("unknown leader {leader}")));
+        let deadline = tokio::time::Instant::now() + self.patience;
+        let mut leader = self.leader().await?;
+        let last = loop {
+            let sent = if leader == self.me {
+                peer::write_as_leader(&self.raft, self.me, batch.clone()).await
+            } else {
+                self.forward_to(leader, &batch).await
             };
-            let id = self.id.clone();
-            let p = self
-                .forward
-                .entry(leader)
-                .or_insert_with(|| Peer::new(id, leader, addr));
-            match p.call(&Request::Forward(batch), self.patience).await {
-                Ok(Reply::Forward(r)) => r,
-                Ok(_) => Err(ForwardError::Failed("unexpected reply".into())),
-                Err(e) => Err(ForwardError::Failed(e.to_string())),
+            match sent {
+                // Nothing was taken: wait for the next leader and send it there.
+                Err(ForwardError::NotLeader(_)) | Err(ForwardError::NotSent(_))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    leader = self.leader().await?;
+                }
+                r => break r,
             }
         };
         let last = match last {
@@ -266,7 +294,7 @@ impl Commit for RaftCommit {
 
 impl Drop for RaftCommit {
     fn drop(&mut self) {
-        self.server.abort();
+        self.stop.send_replace(true);
         let raft = self.raft.clone();
         self.rt.spawn(async move {
             let _ = raft.shutdown().await;

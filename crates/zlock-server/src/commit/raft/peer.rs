@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -65,6 +67,9 @@ pub enum ForwardError {
     NotLeader(u64),
     #[error("{0}")]
     Failed(String),
+    /// Never reached the member: safe to send elsewhere.
+    #[error("not sent: {0}")]
+    NotSent(String),
     /// The leader's Raft stopped (its log failed).
     #[error("raft stopped: {0}")]
     Fatal(String),
@@ -90,6 +95,10 @@ pub enum FrameError {
     Refused(String),
     #[error("unexpected reply")]
     Unexpected,
+    /// The request was never sent (no connection, or the hello was refused): safe to
+    /// send elsewhere.
+    #[error("not sent: {0}")]
+    NotSent(Box<FrameError>),
 }
 
 pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
@@ -104,7 +113,9 @@ pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(),
     Ok(())
 }
 
-pub async fn read_frame<T: serde::de::DeserializeOwned>(s: &mut TcpStream) -> Result<T, FrameError> {
+pub async fn read_frame<T: serde::de::DeserializeOwned>(
+    s: &mut TcpStream,
+) -> Result<T, FrameError> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len).await?;
     let n = u32::from_be_bytes(len) as usize;
@@ -118,18 +129,33 @@ pub async fn read_frame<T: serde::de::DeserializeOwned>(s: &mut TcpStream) -> Re
 
 // ---- the receiving side ------------------------------------------------------------------
 
-/// Serves peers on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, raft: Raft, id: Arc<Identity>) {
+/// Serves peers on `listener` until `stop` turns true (then every peer connection is
+/// closed too).
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    id: Arc<Identity>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
-        let Ok((stream, addr)) = listener.accept().await else {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let Ok((stream, addr)) = accepted else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let _ = stream.set_nodelay(true);
         let raft = raft.clone();
         let id = id.clone();
+        let mut stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_peer(stream, raft, &id).await {
+            let served = tokio::select! {
+                r = serve_peer(stream, raft, &id) => r,
+                _ = stop.wait_for(|s| *s) => Ok(()),
+            };
+            if let Err(e) = served {
                 match e {
                     FrameError::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {}
                     e => tracing::warn!(peer = %addr, error = %e, "closing peer connection"),
@@ -171,8 +197,13 @@ async fn serve_peer(mut s: TcpStream, raft: Raft, id: &Identity) -> Result<(), F
 }
 
 /// Writes `batch` through this member's Raft, which must be the leader; returns the last
-/// entry's index once all are committed and applied here.
-pub async fn write_as_leader(raft: &Raft, me: u64, batch: Vec<Proposal>) -> Result<u64, ForwardError> {
+/// entry's index once all are committed and applied here. [`ForwardError::NotLeader`]
+/// only when no entry of the batch was taken (so it is safe to send it elsewhere).
+pub async fn write_as_leader(
+    raft: &Raft,
+    me: u64,
+    batch: Vec<Proposal>,
+) -> Result<u64, ForwardError> {
     let mut waits = Vec::with_capacity(batch.len());
     for p in batch {
         let rx = raft
@@ -181,18 +212,24 @@ pub async fn write_as_leader(raft: &Raft, me: u64, batch: Vec<Proposal>) -> Resu
             .map_err(|e| ForwardError::Fatal(e.to_string()))?;
         waits.push(rx);
     }
-    let mut last = 0;
+    let (mut last, mut refused, mut failed) = (0, 0, None);
+    let n = waits.len();
     for rx in waits {
         match rx.await {
             Ok(Ok(resp)) => last = resp.log_id.index,
-            Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(_))) => {
-                return Err(ForwardError::NotLeader(me))
-            }
-            Ok(Err(e)) => return Err(ForwardError::Failed(e.to_string())),
-            Err(e) => return Err(ForwardError::Failed(e.to_string())),
+            Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(_))) => refused += 1,
+            Ok(Err(e)) => failed = Some(e.to_string()),
+            Err(e) => failed = Some(e.to_string()),
         }
     }
-    Ok(last)
+    match failed {
+        Some(e) => Err(ForwardError::Failed(e)),
+        None if refused == n => Err(ForwardError::NotLeader(me)),
+        None if refused > 0 => Err(ForwardError::Failed(format!(
+            "member {me} lost the lead during a batch"
+        ))),
+        None => Ok(last),
+    }
 }
 
 // ---- the sending side ------------------------------------------------------------------
@@ -252,7 +289,10 @@ impl Peer {
     /// connection (the next call opens a new one).
     pub async fn call(&mut self, req: &Request, ttl: Duration) -> Result<Reply, FrameError> {
         let r = tokio::time::timeout(ttl, async {
-            let s = self.connect().await?;
+            let s = self
+                .connect()
+                .await
+                .map_err(|e| FrameError::NotSent(Box::new(e)))?;
             write_frame(s, req).await?;
             read_frame::<Reply>(s).await
         })
@@ -287,6 +327,7 @@ type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftErro
 fn rpc_err<E: std::error::Error>(e: FrameError) -> RPCError<u64, BasicNode, E> {
     match e {
         FrameError::Io(io) => RPCError::Unreachable(Unreachable::new(&io)),
+        FrameError::NotSent(e) => RPCError::Unreachable(Unreachable::new(&e)),
         other => RPCError::Network(NetworkError::new(&other)),
     }
 }
@@ -299,7 +340,9 @@ impl RaftNetwork<Zraft> for Peer {
     ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
         match self.call(&Request::Append(rpc), option.hard_ttl()).await {
             Ok(Reply::Append(Ok(r))) => Ok(r),
-            Ok(Reply::Append(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(Reply::Append(Err(e))) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             Ok(_) => Err(rpc_err(FrameError::Unexpected)),
             Err(e) => Err(rpc_err(e)),
         }
@@ -312,13 +355,19 @@ impl RaftNetwork<Zraft> for Peer {
     ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
         match self.call(&Request::Snapshot(rpc), option.hard_ttl()).await {
             Ok(Reply::Snapshot(Ok(r))) => Ok(r),
-            Ok(Reply::Snapshot(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(Reply::Snapshot(Err(e))) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             Ok(_) => Err(rpc_err(FrameError::Unexpected)),
             Err(e) => Err(rpc_err(e)),
         }
     }
 
-    async fn vote(&mut self, rpc: VoteRequest<u64>, option: RPCOption) -> Result<VoteResponse<u64>, RpcErr> {
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RpcErr> {
         match self.call(&Request::Vote(rpc), option.hard_ttl()).await {
             Ok(Reply::Vote(Ok(r))) => Ok(r),
             Ok(Reply::Vote(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),

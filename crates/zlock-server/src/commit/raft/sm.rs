@@ -114,7 +114,8 @@ impl<H: Snapshots> RaftSnapshotBuilder<Zraft> for Builder<H> {
         };
         let index = meta.last_log_id.map_or(0, |l| l.index);
         let dir = self.dir.clone();
-        let m = postcard::to_allocvec(&meta).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let m =
+            postcard::to_allocvec(&meta).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         let path = tokio::task::spawn_blocking(move || {
             zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
                 w.write_all(&(m.len() as u32).to_le_bytes())?;
@@ -224,7 +225,9 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
         let (index, payload) =
             zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(|e| err(&e))?;
         let (inner_meta, host_payload) = split(payload).map_err(|e| err(&e))?;
-        if inner_meta.last_log_id != meta.last_log_id || Some(index) != meta.last_log_id.map(|l| l.index) {
+        if inner_meta.last_log_id != meta.last_log_id
+            || Some(index) != meta.last_log_id.map(|l| l.index)
+        {
             return Err(err(&"the received snapshot is not the one announced"));
         }
         // Durable first: once the state is replaced, a restart must find this snapshot.
@@ -247,15 +250,16 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<Zraft>>, StorageError> {
-        let list = zlock_store::snapshot::list(&self.dir).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let list = zlock_store::snapshot::list(&self.dir)
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         let Some((_, path)) = list.last() else {
             return Ok(None);
         };
         let data = tokio::fs::read(path)
             .await
             .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        let (_, payload) =
-            zlock_store::snapshot::check_file(path, &data).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let (_, payload) = zlock_store::snapshot::check_file(path, &data)
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         let (meta, _) = split(payload).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         let file = tokio::fs::File::open(path)
             .await

@@ -1,0 +1,320 @@
+//! The Raft commit stage with three members in one process, on loopback ports: what
+//! the one-member conformance run cannot show. Proposals through the leader and
+//! through followers (forwarded) make one history on every member; the leader stopped,
+//! the two others elect a new one and go on, losing no acknowledged Txn; a member whose
+//! data is wiped rejoins from the leader's snapshot and ends with the same history.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use zlock_core::{LogIndex, MemberId, Origin, SessionId, Txn, TxnBody};
+use zlock_server::commit::raft::{RaftCommit, RaftOptions};
+use zlock_server::commit::{Apply, Commit, CommitError, Entry, SnapshotJob, Snapshots};
+use zlock_store::wal::WalOptions;
+
+/// The Txns one member applied, in order (restored from snapshots too).
+type History = Arc<Mutex<Vec<(LogIndex, Txn)>>>;
+
+#[derive(Default, Clone)]
+struct Member {
+    history: History,
+    /// Snapshots installed.
+    installs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Apply for Member {
+    fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
+        let mut h = self.history.lock().unwrap();
+        for (i, e) in entries {
+            if let Some((last, _)) = h.last() {
+                assert!(i > *last, "position {} after {}", i.0, last.0);
+            }
+            if let Entry::Txn(t) = e {
+                h.push((i, t.clone()));
+            }
+        }
+    }
+}
+
+impl Snapshots for Member {
+    fn image(&mut self) -> SnapshotJob {
+        let h = self.history.lock().unwrap().clone();
+        Box::new(move |w| {
+            for (i, t) in h {
+                let mut b = Vec::new();
+                t.encode(&mut b);
+                w.write_all(&i.0.to_le_bytes())?;
+                w.write_all(&(b.len() as u32).to_le_bytes())?;
+                w.write_all(&b)?;
+            }
+            Ok(())
+        })
+    }
+    fn install(&mut self, _index: LogIndex, mut p: &[u8]) -> Result<(), String> {
+        let mut h = Vec::new();
+        while p.len() >= 12 {
+            let i = u64::from_le_bytes(p[..8].try_into().unwrap());
+            let n = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
+            h.push((
+                LogIndex(i),
+                Txn::decode(&p[12..12 + n]).map_err(|e| e.to_string())?,
+            ));
+            p = &p[12 + n..];
+        }
+        *self.history.lock().unwrap() = h;
+        self.installs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+fn txn(member: u64, seq: i32) -> Txn {
+    Txn {
+        origin: Origin {
+            member: MemberId(member),
+            session: SessionId(member as i64),
+            xid: seq,
+        },
+        time_ms: 1_700_000_000_000,
+        body: TxnBody::DeleteExpired {
+            paths: vec![format!("/m{member}/{seq}")],
+        },
+    }
+}
+
+fn start(
+    me: u64,
+    dir: &Path,
+    addrs: &BTreeMap<u64, String>,
+    listener: std::net::TcpListener,
+    member: Member,
+) -> RaftCommit {
+    let (wal, records) =
+        zlock_server::commit::raft::log::open_wal(&dir.join("log"), dir, WalOptions::default())
+            .unwrap();
+    let opts = RaftOptions {
+        me,
+        members: addrs.clone(),
+        ensemble: "test".into(),
+        heartbeat_ms: 50,
+        election_min_ms: 150,
+        election_max_ms: 300,
+        snapshot_every: Some(40),
+        keep_behind_snapshot: 5,
+        snapshot_dir: dir.join("snapshots"),
+        meta_dir: dir.to_path_buf(),
+    };
+    runtime().block_on(async {
+        listener.set_nonblocking(true).unwrap();
+        let l = tokio::net::TcpListener::from_std(listener).unwrap();
+        RaftCommit::start(opts, member, wal, records, l)
+            .await
+            .unwrap()
+    })
+}
+
+/// Waits (bounded) until every history in `members` has `n` Txns.
+fn settle(members: &[&Member], n: usize) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lens: Vec<usize> = members
+            .iter()
+            .map(|m| m.history.lock().unwrap().len())
+            .collect();
+        if lens.iter().all(|l| *l >= n) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "histories stuck at {lens:?}, want {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn leader_of(c: &RaftCommit) -> Option<u64> {
+    c.raft().metrics().borrow().current_leader
+}
+
+/// Every acknowledged Txn applied, nothing applied that was not proposed, nothing twice.
+fn check_history(applied: &[Txn], acked: &[Txn], maybe: &[Txn]) {
+    for t in acked {
+        assert!(applied.contains(t), "acknowledged {t:?} lost");
+    }
+    for t in applied {
+        assert!(
+            acked.contains(t) || maybe.contains(t),
+            "{t:?} never proposed"
+        );
+    }
+    let mut names: Vec<String> = applied.iter().map(|t| format!("{:?}", t.body)).collect();
+    names.sort();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(names.len(), n, "a Txn applied twice");
+}
+
+#[test]
+fn three_members_one_history_through_failover_and_a_wiped_member() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let listeners: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addrs: BTreeMap<u64, String> = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
+        .collect();
+    let members: Vec<Member> = (0..3).map(|_| Member::default()).collect();
+    let mut commits: Vec<Option<RaftCommit>> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Some(start(
+                i as u64 + 1,
+                dirs[i].path(),
+                &addrs,
+                l,
+                members[i].clone(),
+            ))
+        })
+        .collect();
+
+    // Every member proposes; followers forward to the leader.
+    let mut acked: Vec<Txn> = Vec::new();
+    for round in 0..30 {
+        for (i, c) in commits.iter_mut().enumerate() {
+            let m = i as u64 + 1;
+            let mut batch = vec![txn(m, round * 2 + 1), txn(m, round * 2 + 2)];
+            let sent = batch.clone();
+            c.as_mut().unwrap().propose(&mut batch).unwrap();
+            acked.extend(sent);
+        }
+    }
+    settle(&members.iter().collect::<Vec<_>>(), acked.len());
+    let h0 = members[0].history.lock().unwrap().clone();
+    for m in &members[1..] {
+        assert_eq!(
+            *m.history.lock().unwrap(),
+            h0,
+            "one history on every member"
+        );
+    }
+    for (i, m) in (1..=3u64).enumerate() {
+        let mine: Vec<i32> = h0
+            .iter()
+            .filter(|(_, t)| t.origin.member == MemberId(m))
+            .map(|(_, t)| t.origin.xid)
+            .collect();
+        assert_eq!(
+            mine,
+            (1..=60).collect::<Vec<_>>(),
+            "member {m}'s order ({i})"
+        );
+    }
+
+    // The leader stops; the others elect a new one and keep taking proposals.
+    let leader = leader_of(commits[0].as_ref().unwrap()).expect("a leader");
+    let li = (leader - 1) as usize;
+    let old = commits[li].take().unwrap();
+    runtime().block_on(old.shutdown());
+    drop(old);
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != li).collect();
+    // A proposal that meets the failover fails as Unavailable (it may or may not have
+    // been committed, as a ZooKeeper client's request in flight when its server
+    // dies); the proposer goes on with the next one, as a reconnecting client would.
+    let mut maybe: Vec<Txn> = Vec::new();
+    let mut unavailable = 0;
+    for round in 0..30 {
+        for &i in &survivors {
+            let m = i as u64 + 1;
+            let mut batch = vec![txn(m, 100 + round)];
+            let sent = batch.clone();
+            match commits[i].as_mut().unwrap().propose(&mut batch) {
+                Ok(()) => acked.extend(sent),
+                Err(CommitError::Unavailable(_)) => {
+                    unavailable += 1;
+                    maybe.extend(sent)
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    assert!(
+        unavailable < 60,
+        "no proposal went through after the failover"
+    );
+    let surv: Vec<&Member> = survivors.iter().map(|i| &members[*i]).collect();
+    settle(&surv, acked.len());
+    let h = members[survivors[0]].history.lock().unwrap().clone();
+    assert_eq!(*members[survivors[1]].history.lock().unwrap(), h);
+    let applied: Vec<Txn> = h.iter().map(|(_, t)| t.clone()).collect();
+    check_history(&applied, &acked, &maybe);
+
+    // The old leader comes back with its data wiped: it catches up from the leader's
+    // snapshot (the log behind it is purged) and the entries after it.
+    let wiped = tempfile::tempdir().unwrap();
+    let back = Member::default();
+    let listener = std::net::TcpListener::bind(addrs[&leader].as_str()).unwrap();
+    let mut c = start(leader, wiped.path(), &addrs, listener, back.clone());
+    let mut batch = vec![txn(leader, 1000)];
+    acked.extend(batch.clone());
+    c.propose(&mut batch).unwrap();
+    let mut all = surv.clone();
+    all.push(&back);
+    let total = members[survivors[0]].history.lock().unwrap().len();
+    settle(&all, total);
+    let h = members[survivors[0]].history.lock().unwrap().clone();
+    assert_eq!(
+        *back.history.lock().unwrap(),
+        h,
+        "the wiped member has the same history"
+    );
+    assert!(
+        back.installs.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the wiped member caught up from a snapshot"
+    );
+    let applied: Vec<Txn> = h.iter().map(|(_, t)| t.clone()).collect();
+    check_history(&applied, &acked, &maybe);
+    // And it restarts from what the install left on its disk (the snapshot, the purge
+    // point, the log after it).
+    runtime().block_on(c.shutdown());
+    drop(c);
+    let again = Member::default();
+    let listener = std::net::TcpListener::bind(addrs[&leader].as_str()).unwrap();
+    let mut c = start(leader, wiped.path(), &addrs, listener, again.clone());
+    let mut batch = vec![txn(leader, 1001)];
+    acked.extend(batch.clone());
+    c.propose(&mut batch).unwrap();
+    let total = members[survivors[0]].history.lock().unwrap().len();
+    settle(&[&again], total);
+    let h = members[survivors[0]].history.lock().unwrap().clone();
+    assert_eq!(
+        *again.history.lock().unwrap(),
+        h,
+        "the same history after a restart"
+    );
+    commits[li] = Some(c);
+    for c in commits.into_iter().flatten() {
+        runtime().block_on(c.shutdown());
+    }
+}
