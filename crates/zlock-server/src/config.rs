@@ -210,6 +210,43 @@ pub struct ServerConfig {
     /// is two of its batches (8192), so that group commit never runs dry for want of
     /// queued requests.
     pub global_outstanding_limit: usize,
+    /// `server.N` lines and `myid`: this server is member `me` of an ensemble. `None`:
+    /// the standalone server.
+    pub ensemble: Option<EnsembleConfig>,
+}
+
+/// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
+/// line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpec {
+    pub id: u64,
+    pub host: String,
+    /// Raft's traffic (votes, log replication, forwarded writes) goes here.
+    pub quorum_port: u16,
+    /// Read and kept for `conf`; Raft elects over the quorum port.
+    pub election_port: u16,
+    pub observer: bool,
+    /// `;[clientHost:]clientPort`, if given.
+    pub client: Option<(Option<String>, u16)>,
+}
+
+impl MemberSpec {
+    /// `host:quorumPort`.
+    pub fn quorum_addr(&self) -> String {
+        format!("{}:{}", self.host, self.quorum_port)
+    }
+}
+
+/// This server's place in an ensemble, and the Raft timing derived from `tickTime`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsembleConfig {
+    /// `myid`.
+    pub me: u64,
+    /// Every member, this one included, by id.
+    pub members: std::collections::BTreeMap<u64, MemberSpec>,
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -234,6 +271,7 @@ impl Default for ServerConfig {
             container_check_interval_ms: 60_000,
             listen_backlog: 1024,
             global_outstanding_limit: 8192,
+            ensemble: None,
         }
     }
 }
