@@ -18,6 +18,8 @@ pub(crate) struct Facts<'a> {
     pub state: &'a State,
     pub stats: &'a Stats,
     pub latency: &'a Latency,
+    /// `standalone`, `leader` or `follower` (ZooKeeper's `Mode:` and `zk_server_state`).
+    pub mode: &'a str,
 }
 
 /// The version string: ZooKeeper's format, so tools that parse it (kazoo's
@@ -58,13 +60,13 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
             let _ = writeln!(s, "Connections: {}", st.stats.conn_count());
             let _ = writeln!(s, "Outstanding: 0");
             let _ = writeln!(s, "Zxid: {}", st.state.zxid);
-            let _ = writeln!(s, "Mode: standalone");
+            let _ = writeln!(s, "Mode: {}", st.mode);
             let _ = writeln!(s, "Node count: {}", st.state.tree.len());
         }
         AdminQuery::Mntr => {
             let kv: Vec<(&str, String)> = vec![
                 ("zk_version", VERSION.to_string()),
-                ("zk_server_state", "standalone".into()),
+                ("zk_server_state", st.mode.into()),
                 ("zk_avg_latency", format!("{:.4}", st.latency.avg())),
                 (
                     "zk_max_latency",

@@ -30,6 +30,7 @@ pub mod config;
 pub mod recovery;
 
 mod admin;
+mod ensemble;
 mod net;
 mod pipeline;
 mod snapshot;
@@ -64,6 +65,10 @@ pub enum ServerError {
     Thread(std::io::Error),
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    #[error("{0}")]
+    DataDir(String),
+    #[error("the ensemble could not start: {0}")]
+    Ensemble(String),
 }
 
 /// Binds the client port with `clientPortListenBacklog` (ZooKeeper's default of 50 makes a burst
@@ -83,7 +88,8 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> Result<TcpListener, ServerError> 
 
 /// Runs the server on `listener` until `shutdown` completes (or the log fails).
 /// Recovers the data directory first. On return the log is flushed, every thread has
-/// stopped and the port is closed.
+/// stopped and the port is closed. With [`ServerConfig::ensemble`] set, this server is
+/// a member of a replicated ensemble (see [`commit::raft`]).
 pub async fn serve(
     config: ServerConfig,
     listener: TcpListener,
@@ -92,21 +98,38 @@ pub async fn serve(
     config.validate()?;
     config.check_standalone()?;
     let config = Arc::new(config);
-    let cfg = config.clone();
-    let recovered = tokio::task::spawn_blocking(move || recovery::recover(&cfg))
-        .await
-        .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
-    let last = LogIndex(recovered.wal.last_index());
+    check_data_dir(&config)?;
 
     let (commit_tx, commit_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let stats = Arc::new(stats::Stats::default());
-
     let snapshots = snapshot::SnapshotWorker::start(config.snapshot_dir(), commit_tx.clone())
         .map_err(ServerError::Thread)?;
+
+    let (state, recovered) = match &config.ensemble {
+        None => {
+            let cfg = config.clone();
+            let r = tokio::task::spawn_blocking(move || recovery::recover(&cfg))
+                .await
+                .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
+            let last = LogIndex(r.wal.last_index());
+            (r.state, Some((r.wal, last)))
+        }
+        // A member's state comes from its Raft snapshot and log (below).
+        Some(_) => (
+            zlock_core::State::new(zlock_core::Config {
+                extended_types: config.extended_types,
+            }),
+            None,
+        ),
+    };
+    let me = config
+        .ensemble
+        .as_ref()
+        .map_or(pipeline::core::STANDALONE, |e| zlock_core::MemberId(e.me));
     let mut core = pipeline::core::Core {
-        state: recovered.state,
-        router: pipeline::router::Router::new(pipeline::core::STANDALONE, stats.clone()),
+        state,
+        router: pipeline::router::Router::new(me, stats.clone()),
         sessions: zlock_core::sessions::SessionTracker::new(
             pipeline::ticker::TICK.as_millis() as u64
         ),
@@ -117,6 +140,14 @@ pub async fn serve(
         next_container_check: Instant::now()
             + Duration::from_millis(config.container_check_interval_ms),
         stopped: false,
+        leads: config.ensemble.is_none(),
+        mode: if config.ensemble.is_none() {
+            "standalone"
+        } else {
+            "follower"
+        },
+        touched: config.ensemble.as_ref().map(|_| Default::default()),
+        snapshot_self: config.ensemble.is_none(),
     };
     core.start_clocks();
     let core = Arc::new(std::sync::Mutex::new(core));
@@ -125,17 +156,24 @@ pub async fn serve(
         core: core.clone(),
         dirty: Vec::new(),
     };
-    let sequencer = pipeline::sequencer::Sequencer {
-        commit: commit::WalCommit::new(recovered.wal, last, apply),
-        rx: commit_rx,
-        core: core.clone(),
-        spin: config.commit_spin(),
-        fatal: fatal_tx,
+    let spin = config.commit_spin();
+    let mut member_tasks = Vec::new();
+    let mut barrier = None;
+    let commit_thread = match recovered {
+        Some((wal, last)) => spawn_sequencer(
+            commit::WalCommit::new(wal, last, apply),
+            commit_rx,
+            core.clone(),
+            spin,
+            fatal_tx,
+        )?,
+        None => {
+            let (raft, tasks) = ensemble::start(&config, apply, core.clone()).await?;
+            member_tasks = tasks;
+            barrier = Some(Arc::new(raft.barrier()));
+            spawn_sequencer(raft, commit_rx, core.clone(), spin, fatal_tx)?
+        }
     };
-    let commit_thread = std::thread::Builder::new()
-        .name("zlock-commit".into())
-        .spawn(move || sequencer.run())
-        .map_err(ServerError::Thread)?;
 
     let (tick_stop, ticker) = pipeline::ticker::start_ticker(core.clone(), commit_tx.clone())
         .map_err(ServerError::Thread)?;
@@ -146,6 +184,7 @@ pub async fn serve(
         core,
         stats,
         next_conn_id: AtomicU64::new(1),
+        barrier,
     });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "zlock serving");
@@ -163,6 +202,9 @@ pub async fn serve(
     let _ = commit_tx.send(pipeline::Item::Shutdown).await;
     drop(commit_tx);
     drop(tick_stop);
+    for t in &member_tasks {
+        t.abort();
+    }
     let _ = tokio::task::spawn_blocking(move || {
         let _ = commit_thread.join();
         let _ = ticker.join();
@@ -172,4 +214,44 @@ pub async fn serve(
         Some(e) => Err(ServerError::Log(e)),
         None => Ok(()),
     }
+}
+
+/// Refuses a data directory written by the other kind of server: a standalone
+/// server's log is not a Raft log, and a member's Raft log is not a standalone log.
+fn check_data_dir(config: &ServerConfig) -> Result<(), ServerError> {
+    let has_files =
+        |dir: &std::path::Path| std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
+    match &config.ensemble {
+        Some(_) if has_files(&config.wal_dir()) => Err(ServerError::DataDir(format!(
+            "{} holds a standalone server's log; an ensemble member starts on an empty \
+             dataDir (its state comes from the ensemble)",
+            config.wal_dir().display()
+        ))),
+        None if has_files(&ensemble::raft_dir(config)) => Err(ServerError::DataDir(format!(
+            "{} holds an ensemble member's Raft log; start it with its server.N lines and \
+             myid, or use another dataDir for a standalone server",
+            ensemble::raft_dir(config).display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn spawn_sequencer<C: commit::Commit>(
+    commit: C,
+    rx: mpsc::Receiver<pipeline::Item>,
+    core: Arc<std::sync::Mutex<pipeline::core::Core>>,
+    spin: Duration,
+    fatal: watch::Sender<Option<String>>,
+) -> Result<std::thread::JoinHandle<()>, ServerError> {
+    let sequencer = pipeline::sequencer::Sequencer {
+        commit,
+        rx,
+        core,
+        spin,
+        fatal,
+    };
+    std::thread::Builder::new()
+        .name("zlock-commit".into())
+        .spawn(move || sequencer.run())
+        .map_err(ServerError::Thread)
 }

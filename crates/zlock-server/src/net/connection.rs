@@ -227,6 +227,25 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
             done,
         }
     } else {
+        // A member may not have applied a session's creation yet (the client's
+        // lastZxidSeen stays 0 until its first reply): before calling it unknown, catch
+        // up with the leader. A member that cannot closes without an answer, and the
+        // client tries the next server.
+        if let Some(b) = &shared.barrier {
+            let sid = SessionId(c.session_id);
+            let known = {
+                let mut dirty = Vec::new();
+                with_core(&shared.core, &mut dirty, |core| {
+                    core.state.sessions.contains_key(&sid)
+                })
+            };
+            if !known {
+                if let Err(e) = b.wait().await {
+                    tracing::info!(error = %e, "cannot check a session with the leader");
+                    return None;
+                }
+            }
+        }
         Item::Resume {
             conn,
             session_id: SessionId(c.session_id),
@@ -313,6 +332,22 @@ async fn submit(
     inflight: &InFlight,
     unflushed: &mut Vec<ConnHandle>,
 ) -> Result<(), Closed> {
+    if let (
+        Some(b),
+        Item::Request {
+            req: Request::Sync(_),
+            ..
+        },
+    ) = (&shared.barrier, &item)
+    {
+        // In an ensemble, sync answers once this member has everything the leader had
+        // committed (then it queues behind this session's writes as any read does).
+        flush(unflushed);
+        if let Err(e) = b.wait().await {
+            tracing::info!(error = %e, "sync could not reach the leader; closing");
+            return Err(Closed::Shutdown);
+        }
+    }
     let item = match item {
         Item::Request {
             session,

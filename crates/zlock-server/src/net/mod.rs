@@ -37,4 +37,6 @@ pub(crate) struct Shared {
     pub core: Arc<std::sync::Mutex<Core>>,
     pub stats: Arc<Stats>,
     pub next_conn_id: AtomicU64,
+    /// In an ensemble: waits until this member has caught up with the leader.
+    pub barrier: Option<Arc<crate::commit::raft::Barrier>>,
 }

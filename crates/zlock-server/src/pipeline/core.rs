@@ -40,6 +40,16 @@ pub(crate) struct Core {
     pub next_container_check: Instant,
     /// Set by [`Core::finish`]: the state is gone.
     pub stopped: bool,
+    /// This member may expire sessions: the single node, or an ensemble's leader.
+    pub leads: bool,
+    /// In an ensemble: `leader` or `follower`; `standalone` otherwise.
+    pub mode: &'static str,
+    /// In an ensemble, the sessions active here since the last report to the leader
+    /// (whose tracker is the one that expires); `None` on the single node.
+    pub touched: Option<std::collections::HashSet<SessionId>>,
+    /// Whether the core takes snapshots itself (the single node; in an ensemble the
+    /// Raft log asks for them).
+    pub snapshot_self: bool,
 }
 
 /// Locks the core. A panic while it was held means a bug in applying a Txn: the state
@@ -84,6 +94,41 @@ impl Core {
         for (id, s) in &self.state.sessions {
             self.sessions.add(*id, s.timeout_ms.max(0) as u64, now);
         }
+    }
+
+    /// Activity of `session` on this member.
+    fn touch(&mut self, session: SessionId) {
+        self.sessions.touch(session, self.clock.now());
+        if let Some(t) = &mut self.touched {
+            t.insert(session);
+        }
+    }
+
+    /// Sessions reported active by another member (to the leader).
+    pub fn touched_elsewhere(&mut self, sessions: &[SessionId]) {
+        let now = self.clock.now();
+        for s in sessions {
+            self.sessions.touch(*s, now);
+        }
+    }
+
+    /// This member became the leader (`true`) or stopped being it. A new leader gives
+    /// every session a full timeout from now, as a new ZooKeeper leader does: its
+    /// clients may be reconnecting from the old leader.
+    pub fn set_leader(&mut self, leads: bool) {
+        if leads && !self.leads {
+            self.sessions.restart_all(self.clock.now());
+        }
+        self.leads = leads;
+        self.mode = if leads { "leader" } else { "follower" };
+    }
+
+    /// The sessions active here since the last call.
+    pub fn take_touched(&mut self) -> Vec<SessionId> {
+        self.touched
+            .as_mut()
+            .map(|t| t.drain().collect())
+            .unwrap_or_default()
     }
 
     fn origin(&self, session: SessionId, xid: i32) -> Origin {
@@ -142,7 +187,7 @@ impl Core {
                 auth,
                 req,
             } => {
-                self.sessions.touch(session, self.clock.now());
+                self.touch(session);
                 if State::is_write(&req) {
                     let body = match req {
                         Request::CloseSession => TxnBody::CloseSession {
@@ -195,6 +240,7 @@ impl Core {
                     state: &self.state,
                     stats: &self.router.stats,
                     latency: &self.router.latency,
+                    mode: self.mode,
                 };
                 let _ = done.send(admin::answer(query, &facts));
             }
@@ -235,7 +281,7 @@ impl Core {
                 self.router.end_session(s);
             }
             self.since_snapshot += 1;
-            if self.since_snapshot >= self.config.snap_count {
+            if self.snapshot_self && self.since_snapshot >= self.config.snap_count {
                 self.since_snapshot = 0;
                 self.snapshots.submit(&self.state);
             }
@@ -248,9 +294,39 @@ impl Core {
         if self.stopped {
             return;
         }
-        self.sessions.touch(session, self.clock.now());
+        self.touch(session);
         self.router
             .read_now(&mut self.state, session, asker, auth, req);
+    }
+
+    /// Replaces the state by a snapshot payload (from the ensemble's leader) taken at
+    /// `index`. Watches are member-local and stay; sessions are tracked again from the
+    /// snapshot's, each with a full timeout.
+    pub fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+        let config = zlock_core::Config {
+            extended_types: self.config.extended_types,
+        };
+        let mut st = zlock_core::snapshot::decode(payload, config).map_err(|e| e.to_string())?;
+        st.applied = index;
+        st.watches = std::mem::take(&mut self.state.watches);
+        let old = std::mem::replace(&mut self.state, st);
+        for id in old.sessions.keys() {
+            if !self.state.sessions.contains_key(id) {
+                self.sessions.remove(*id);
+                self.router.end_session(*id);
+            }
+        }
+        let now = self.clock.now();
+        for (id, s) in &self.state.sessions {
+            if !self.sessions.contains(*id) {
+                self.sessions.add(*id, s.timeout_ms.max(0) as u64, now);
+            }
+        }
+        let _ = std::thread::Builder::new()
+            .name("zlock-free".into())
+            .spawn(move || drop(old));
+        tracing::info!(index = index.0, zxid = %self.state.zxid, nodes = self.state.tree.len(), "state replaced by the leader's snapshot");
+        Ok(())
     }
 
     /// Stops the snapshot worker and frees the state on a thread of its own: dropping a
@@ -292,6 +368,9 @@ impl Core {
         match self.state.sessions.get(&session_id) {
             Some(s) if alive && s.passwd == passwd => {
                 self.sessions.touch(session_id, self.clock.now());
+                if let Some(t) = &mut self.touched {
+                    t.insert(session_id);
+                }
                 let timeout_ms = s.timeout_ms;
                 self.router.accept(conn, session_id, s, offer);
                 let _ = done.send(Some(super::Handshake {
@@ -311,8 +390,12 @@ impl Core {
         if self.stopped {
             return;
         }
-        for session in self.sessions.expired(self.clock.at(now)) {
-            out.push(Item::Expire { session });
+        // Only the member that leads expires (in an ensemble, the others' trackers
+        // only keep the sessions for when they lead).
+        if self.leads {
+            for session in self.sessions.expired(self.clock.at(now)) {
+                out.push(Item::Expire { session });
+            }
         }
         if now >= self.next_container_check {
             self.next_container_check =
@@ -336,6 +419,22 @@ fn diverged(e: zlock_core::OutOfOrder) -> ! {
 pub(crate) struct CoreApply {
     pub core: Arc<Mutex<Core>>,
     pub dirty: Vec<ConnHandle>,
+}
+
+impl crate::commit::Snapshots for CoreApply {
+    fn image(&mut self) -> crate::commit::SnapshotJob {
+        let mut dirty = Vec::new();
+        let image = with_core(&self.core, &mut dirty, |c| {
+            zlock_core::snapshot::Image::of(&c.state)
+        });
+        Box::new(move |w| zlock_core::snapshot::write_image(&image, w))
+    }
+
+    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+        let r = with_core(&self.core, &mut self.dirty, |c| c.install(index, payload));
+        crate::net::out::flush(&mut self.dirty);
+        r
+    }
 }
 
 /// Entries applied per hold of the core's lock: a connection task answering a read in

@@ -108,6 +108,28 @@ impl Router {
         }
     }
 
+    /// Closes every client connection and forgets every unanswered request and
+    /// handshake: the commit stage could not say whether the last proposals were
+    /// committed (the leader changed), so nothing waiting can be answered truthfully.
+    /// A ZooKeeper follower that loses its leader does the same; the clients reconnect
+    /// and resume their sessions (here or at another member), and a write that did
+    /// commit meets nobody waiting when it is applied.
+    pub fn drop_all(&mut self) {
+        let conns: Vec<ConnHandle> = self.routes.drain().map(|(_, c)| c).collect();
+        for c in &conns {
+            self.close(c);
+        }
+        for (_, ws) in self.waiting.drain() {
+            for w in ws {
+                w.asker().inflight.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let hs: Vec<Handshaking> = self.handshakes.drain().map(|(_, h)| h).collect();
+        for h in hs {
+            self.close(&h.conn);
+        }
+    }
+
     pub fn close(&mut self, conn: &ConnHandle) {
         if conn.close() {
             self.dirty.push(conn.clone());

@@ -79,8 +79,17 @@ impl<C: Commit> Sequencer<C> {
                 crate::net::out::flush(&mut dirty);
             }
             drop(items);
-            if let Err(e) = self.commit.propose(&mut txns) {
-                return self.fail(e);
+            match self.commit.propose(&mut txns) {
+                Ok(()) => {}
+                Err(CommitError::Unavailable(why)) => {
+                    // Committed or not, nobody can say: drop every client here (they
+                    // reconnect and resume), and go on with the next batch.
+                    tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
+                    txns.clear();
+                    with_core(&self.core, &mut dirty, |c| c.router.drop_all());
+                    crate::net::out::flush(&mut dirty);
+                }
+                Err(e) => return self.fail(e),
             }
             if flow == Flow::Stop {
                 break;

@@ -114,6 +114,18 @@ impl RaftCommit {
         records: log::Records,
         listener: TcpListener,
     ) -> Result<RaftCommit, CommitError> {
+        Self::start_with(opts, host, disk, records, listener, peer::Hooks::default()).await
+    }
+
+    /// As [`RaftCommit::start`], with what peers' reports are handed to.
+    pub async fn start_with<H: Snapshots + Sync, D: LogStore>(
+        opts: RaftOptions,
+        host: H,
+        disk: D,
+        records: log::Records,
+        listener: TcpListener,
+        hooks: peer::Hooks,
+    ) -> Result<RaftCommit, CommitError> {
         let config = Arc::new(opts.config()?);
         let io = |e: std::io::Error| CommitError::Raft(e.to_string());
         let log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
@@ -128,7 +140,13 @@ impl RaftCommit {
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(peer::serve(listener, raft.clone(), id.clone(), stopped));
+        tokio::spawn(peer::serve(
+            listener,
+            raft.clone(),
+            id.clone(),
+            hooks,
+            stopped,
+        ));
         let fresh = !raft
             .is_initialized()
             .await
@@ -162,6 +180,29 @@ impl RaftCommit {
     /// The member's Raft, for metrics and admin.
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// A handle that reports this member's session activity to the leader.
+    pub fn reporter(&self) -> Reporter {
+        Reporter {
+            raft: self.raft.clone(),
+            id: self.id.clone(),
+            addrs: self.addrs.clone(),
+            peer: None,
+        }
+    }
+
+    /// A handle that waits until this member has applied everything the leader had
+    /// committed when it was called (see [`Barrier::wait`]).
+    pub fn barrier(&self) -> Barrier {
+        Barrier {
+            raft: self.raft.clone(),
+            id: self.id.clone(),
+            addrs: self.addrs.clone(),
+            applied: self.applied.clone(),
+            peer: tokio::sync::Mutex::new(None),
+            patience: self.patience,
+        }
     }
 
     /// Stops openraft and the peer server.
@@ -262,6 +303,134 @@ impl RaftCommit {
             Err(_) => Err(CommitError::Unavailable(format!(
                 "entry {last} committed but not applied here in time"
             ))),
+        }
+    }
+}
+
+/// Waits until this member has caught up with the leader: for `sync`, and for a
+/// session this member has not heard of yet.
+pub struct Barrier {
+    raft: Raft,
+    id: Arc<Identity>,
+    addrs: BTreeMap<u64, String>,
+    applied: watch::Receiver<u64>,
+    peer: tokio::sync::Mutex<Option<Peer>>,
+    patience: Duration,
+}
+
+impl Barrier {
+    /// Returns once this member has applied every entry the leader had committed when
+    /// the call was made, the leader's leadership confirmed by a quorum meanwhile (so
+    /// a deposed leader cannot answer it). Linearizable, stronger than ZooKeeper's sync.
+    pub async fn wait(&self) -> Result<(), String> {
+        let work = async {
+            let leader = loop {
+                if let Some(l) = self.raft.metrics().borrow().current_leader {
+                    break l;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let index = if leader == self.id.me {
+                peer::read_index(&self.raft).await?
+            } else {
+                let addr = self
+                    .addrs
+                    .get(&leader)
+                    .cloned()
+                    .ok_or_else(|| format!("unknown leader {leader}"))?;
+                let mut p = self.peer.lock().await;
+                if p.as_ref().is_none_or(|p| p.target() != leader) {
+                    *p = Some(Peer::new(self.id.clone(), leader, addr));
+                }
+                let Some(p) = p.as_mut() else {
+                    return Err("no connection".to_string());
+                };
+                match p.call(&Request::ReadIndex, self.patience).await {
+                    Ok(Reply::ReadIndex(r)) => r?,
+                    Ok(_) => return Err("unexpected reply".into()),
+                    Err(e) => return Err(e.to_string()),
+                }
+            };
+            let mut applied = self.applied.clone();
+            applied
+                .wait_for(|a| *a >= index)
+                .await
+                .map(|_| ())
+                .map_err(|_| "raft stopped".to_string())
+        };
+        tokio::time::timeout(self.patience, work)
+            .await
+            .unwrap_or_else(|_| Err("the leader did not answer in time".into()))
+    }
+}
+
+/// Sends session activity to the leader (see [`RaftCommit::reporter`]).
+pub struct Reporter {
+    raft: Raft,
+    id: Arc<Identity>,
+    addrs: BTreeMap<u64, String>,
+    peer: Option<Peer>,
+}
+
+impl Reporter {
+    /// Whether this member leads now.
+    pub fn leads(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.current_leader == Some(self.id.me) && m.state == openraft::ServerState::Leader
+    }
+
+    /// Reports `sessions` to the current leader; `false` if there is none or it could
+    /// not be reached (the caller keeps them for the next report).
+    pub async fn report(&mut self, sessions: &[i64], ttl: Duration) -> bool {
+        let Some(leader) = self.raft.metrics().borrow().current_leader else {
+            return false;
+        };
+        if leader == self.id.me {
+            return true;
+        }
+        let Some(addr) = self.addrs.get(&leader).cloned() else {
+            return false;
+        };
+        let id = self.id.clone();
+        if self.peer.as_ref().is_none_or(|p| p.target() != leader) {
+            self.peer = Some(Peer::new(id, leader, addr));
+        }
+        let Some(p) = self.peer.as_mut() else {
+            return false;
+        };
+        matches!(
+            p.call(&Request::Touch(sessions.to_vec()), ttl).await,
+            Ok(Reply::Touch)
+        )
+    }
+
+    /// Watches leadership: `f(true)` when this member becomes the leader, `f(false)`
+    /// when it stops, until openraft stops.
+    pub async fn on_leadership(&self, mut f: impl FnMut(bool)) {
+        let mut m = self.raft.metrics();
+        let mut leads = false;
+        loop {
+            let now = {
+                let x = m.borrow_and_update();
+                x.state == openraft::ServerState::Leader
+            };
+            if now != leads {
+                leads = now;
+                let x = m.borrow().clone();
+                tracing::info!(
+                    member = self.id.me,
+                    term = x.current_term,
+                    leader = ?x.current_leader,
+                    members = ?x.membership_config.membership().voter_ids().collect::<Vec<_>>(),
+                    "{}",
+                    if leads { "leading the ensemble" } else { "following" }
+                );
+                f(leads);
+            }
+            if m.changed().await.is_err() {
+                return;
+            }
         }
     }
 }

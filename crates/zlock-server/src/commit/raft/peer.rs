@@ -48,6 +48,11 @@ pub enum Request {
     Snapshot(InstallSnapshotRequest<Zraft>),
     /// Proposals from a member that is not the leader, in order.
     Forward(Vec<Proposal>),
+    /// Sessions active at the sending member since its last report (to the leader,
+    /// whose session tracker expires).
+    Touch(Vec<i64>),
+    /// The leader's committed position, confirmed by a quorum (a read index).
+    ReadIndex,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -59,6 +64,23 @@ pub enum Reply {
     /// The last forwarded proposal's log index once all are committed and applied on the
     /// leader, or why not (possibly committed: the caller treats it as lost).
     Forward(Result<u64, ForwardError>),
+    Touch,
+    ReadIndex(Result<u64, String>),
+}
+
+/// What the peer server hands to the member's host.
+#[derive(Clone)]
+pub struct Hooks {
+    /// Sessions another member reported active.
+    pub touch: Arc<dyn Fn(Vec<i64>) + Send + Sync>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            touch: Arc::new(|_| {}),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
@@ -135,6 +157,7 @@ pub async fn serve(
     listener: TcpListener,
     raft: Raft,
     id: Arc<Identity>,
+    hooks: Hooks,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -149,10 +172,11 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let raft = raft.clone();
         let id = id.clone();
+        let hooks = hooks.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let served = tokio::select! {
-                r = serve_peer(stream, raft, &id) => r,
+                r = serve_peer(stream, raft, &id, &hooks) => r,
                 _ = stop.wait_for(|s| *s) => Ok(()),
             };
             if let Err(e) = served {
@@ -165,7 +189,12 @@ pub async fn serve(
     }
 }
 
-async fn serve_peer(mut s: TcpStream, raft: Raft, id: &Identity) -> Result<(), FrameError> {
+async fn serve_peer(
+    mut s: TcpStream,
+    raft: Raft,
+    id: &Identity,
+    hooks: &Hooks,
+) -> Result<(), FrameError> {
     let hello: Hello = read_frame(&mut s).await?;
     let refusal = if hello.ensemble != id.ensemble {
         Some(format!(
@@ -191,6 +220,11 @@ async fn serve_peer(mut s: TcpStream, raft: Raft, id: &Identity) -> Result<(), F
             Request::Vote(r) => Reply::Vote(raft.vote(r).await),
             Request::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
             Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
+            Request::Touch(sessions) => {
+                (hooks.touch)(sessions);
+                Reply::Touch
+            }
+            Request::ReadIndex => Reply::ReadIndex(read_index(&raft).await),
         };
         write_frame(&mut s, &reply).await?;
     }
@@ -232,6 +266,15 @@ pub async fn write_as_leader(
     }
 }
 
+/// This member's committed position once a quorum has confirmed that it still leads
+/// (and it has applied through it).
+pub async fn read_index(raft: &Raft) -> Result<u64, String> {
+    raft.ensure_linearizable()
+        .await
+        .map(|l| l.map_or(0, |l| l.index))
+        .map_err(|e| e.to_string())
+}
+
 // ---- the sending side ------------------------------------------------------------------
 
 /// Opens connections to other members.
@@ -256,6 +299,11 @@ impl Peer {
             addr,
             conn: None,
         }
+    }
+
+    /// The member this connects to.
+    pub fn target(&self) -> u64 {
+        self.target
     }
 
     async fn connect(&mut self) -> Result<&mut TcpStream, FrameError> {

@@ -1,0 +1,141 @@
+//! A member of an ensemble: the Raft commit stage started over the core, and the two
+//! member tasks beside it (leadership into the core, session activity to the leader).
+//!
+//! Data directory: `<dataDir>/raft/` holds the vote, the purge point and
+//! `snapshots/`; the log is `<dataLogDir or dataDir>/raft/log/`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::task::JoinHandle;
+use zlock_core::SessionId;
+use zlock_store::WalOptions;
+
+use crate::commit::raft::{log, peer, RaftCommit, RaftOptions};
+use crate::config::ServerConfig;
+use crate::pipeline::core::{with_core, Core, CoreApply};
+use crate::pipeline::ticker::TICK;
+use crate::ServerError;
+
+/// Where a member keeps its Raft state (the vote, snapshots).
+pub(crate) fn raft_dir(config: &ServerConfig) -> PathBuf {
+    config.data_dir.join("raft")
+}
+
+fn raft_log_dir(config: &ServerConfig) -> PathBuf {
+    config
+        .data_log_dir
+        .as_ref()
+        .unwrap_or(&config.data_dir)
+        .join("raft")
+        .join("log")
+}
+
+/// Starts this member's Raft over `apply` and the member tasks; returns the commit
+/// stage for the sequencer and the tasks to stop at shutdown.
+pub(crate) async fn start(
+    config: &ServerConfig,
+    apply: CoreApply,
+    core: Arc<Mutex<Core>>,
+) -> Result<(RaftCommit, Vec<JoinHandle<()>>), ServerError> {
+    let Some(e) = &config.ensemble else {
+        return Err(ServerError::Ensemble("no ensemble configured".into()));
+    };
+    let err = |x: &dyn std::fmt::Display| ServerError::Ensemble(x.to_string());
+    let me = e
+        .members
+        .get(&e.me)
+        .ok_or_else(|| err(&format!("member {} is not in the ensemble", e.me)))?;
+    let members = e
+        .members
+        .values()
+        .map(|m| (m.id, m.quorum_addr()))
+        .collect::<std::collections::BTreeMap<_, _>>();
+    let ensemble = members
+        .iter()
+        .map(|(id, a)| format!("{id}={a}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let dir = raft_dir(config);
+    let opts = RaftOptions {
+        me: e.me,
+        members,
+        ensemble,
+        heartbeat_ms: e.heartbeat_ms,
+        election_min_ms: e.election_min_ms,
+        election_max_ms: e.election_max_ms,
+        snapshot_every: Some(config.snap_count.max(1)),
+        keep_behind_snapshot: 1_000,
+        snapshot_dir: dir.join("snapshots"),
+        meta_dir: dir.clone(),
+    };
+    std::fs::create_dir_all(&dir).map_err(|x| err(&x))?;
+    let wal_opts = WalOptions {
+        preallocate_bytes: config.wal_preallocate_bytes,
+        ..WalOptions::default()
+    };
+    let (log_dir, meta_dir) = (raft_log_dir(config), dir.clone());
+    let (wal, records) =
+        tokio::task::spawn_blocking(move || log::open_wal(&log_dir, &meta_dir, wal_opts))
+            .await
+            .map_err(|x| err(&x))?
+            .map_err(|x| err(&x))?;
+    let listener = tokio::net::TcpListener::bind(me.quorum_addr())
+        .await
+        .map_err(|x| err(&format!("cannot listen on {}: {x}", me.quorum_addr())))?;
+    let touch_core = core.clone();
+    let hooks = peer::Hooks {
+        touch: Arc::new(move |sessions: Vec<i64>| {
+            let ids: Vec<SessionId> = sessions.into_iter().map(SessionId).collect();
+            let mut dirty = Vec::new();
+            with_core(&touch_core, &mut dirty, |c| c.touched_elsewhere(&ids));
+        }),
+    };
+    tracing::info!(
+        member = e.me,
+        quorum = %me.quorum_addr(),
+        members = e.members.len(),
+        "starting as an ensemble member"
+    );
+    let raft = RaftCommit::start_with(opts, apply, wal, records, listener, hooks)
+        .await
+        .map_err(|x| err(&x))?;
+
+    let leadership = {
+        let r = raft.reporter();
+        let core = core.clone();
+        tokio::spawn(async move {
+            r.on_leadership(|leads| {
+                let mut dirty = Vec::new();
+                with_core(&core, &mut dirty, |c| c.set_leader(leads));
+            })
+            .await
+        })
+    };
+    let reports = {
+        let mut r = raft.reporter();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(TICK);
+            let mut pending: Vec<i64> = Vec::new();
+            loop {
+                every.tick().await;
+                let mut dirty = Vec::new();
+                let fresh = with_core(&core, &mut dirty, |c| c.take_touched());
+                if r.leads() {
+                    pending.clear();
+                    continue;
+                }
+                pending.extend(fresh.into_iter().map(|s| s.0));
+                pending.sort_unstable();
+                pending.dedup();
+                if pending.is_empty() {
+                    continue;
+                }
+                if r.report(&pending, TICK * 5).await {
+                    pending.clear();
+                }
+            }
+        })
+    };
+    Ok((raft, vec![leadership, reports]))
+}

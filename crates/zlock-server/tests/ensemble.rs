@@ -1,0 +1,282 @@
+//! Three zlock servers in one process forming an ensemble on loopback ports, driven by
+//! an independent client (the `zookeeper-client` crate): writes through the leader and
+//! through followers, reads served by the member a client is connected to, `sync`
+//! making a follower's reads current, a watch
+//! event pushed by a follower, and a session that keeps its ephemeral node while its
+//! member (the leader) stops and the client moves to another member.
+//!
+//! Stopping here is a clean shutdown of one member inside the process; `kill -9` of
+//! member processes is for the fault tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use zlock_server::config::{EnsembleConfig, MemberSpec};
+use zlock_server::ServerConfig;
+use zookeeper_client as zk;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+struct Member {
+    client: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<Result<(), zlock_server::ServerError>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_ensemble(n: u64) -> Vec<Member> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let members: BTreeMap<u64, MemberSpec> = (1..=n)
+        .map(|id| {
+            (
+                id,
+                MemberSpec {
+                    id,
+                    host: "127.0.0.1".into(),
+                    quorum_port: free_port(),
+                    election_port: free_port(),
+                    observer: false,
+                    client: None,
+                },
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for id in 1..=n {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ServerConfig {
+            data_dir: dir.path().to_path_buf(),
+            ensemble: Some(EnsembleConfig {
+                me: id,
+                members: members.clone(),
+                heartbeat_ms: 50,
+                election_min_ms: 150,
+                election_max_ms: 300,
+            }),
+            ..ServerConfig::default()
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let done = tokio::spawn(zlock_server::serve(config, listener, async {
+            let _ = rx.await;
+        }));
+        out.push(Member {
+            client,
+            stop: Some(tx),
+            done: Some(done),
+            _dir: dir,
+        });
+    }
+    out
+}
+
+async fn connect(addrs: &[SocketAddr]) -> zk::Client {
+    let s = addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    tokio::time::timeout(
+        DEADLINE,
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .connect(&s),
+    )
+    .await
+    .expect("connect timed out")
+    .expect("connect")
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+}
+
+fn ephemeral() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all())
+}
+
+/// Waits (bounded) until `path` exists as seen by `c` with data `want`.
+async fn eventually_data(c: &zk::Client, path: &str, want: &[u8]) {
+    let until = Instant::now() + DEADLINE;
+    loop {
+        if let Ok((d, _)) = c.get_data(path).await {
+            assert_eq!(d, want, "{path}");
+            return;
+        }
+        assert!(Instant::now() < until, "{path} never appeared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn mode(addr: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"srvr").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.lines()
+        .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The member index that reports `Mode: leader` (bounded wait).
+async fn leader(ms: &[Member]) -> usize {
+    let until = Instant::now() + DEADLINE;
+    loop {
+        for (i, m) in ms.iter().enumerate() {
+            if m.stop.is_some() && mode(m.client).await == "leader" {
+                return i;
+            }
+        }
+        assert!(Instant::now() < until, "no member became the leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ensemble_serves_zookeeper_clients_through_a_leader_change() {
+    let mut ms = start_ensemble(3).await;
+    let l = leader(&ms).await;
+    let f = (l + 1) % 3;
+    let modes: Vec<String> = futures_modes(&ms).await;
+    assert_eq!(
+        modes.iter().filter(|m| *m == "leader").count(),
+        1,
+        "{modes:?}"
+    );
+    assert_eq!(
+        modes.iter().filter(|m| *m == "follower").count(),
+        2,
+        "{modes:?}"
+    );
+
+    // A write through the leader, read on a follower; a write through a follower
+    // (forwarded), read on the leader.
+    let on_leader = connect(&[ms[l].client]).await;
+    let on_follower = connect(&[ms[f].client]).await;
+    on_leader.create("/a", b"1", &persistent()).await.unwrap();
+    eventually_data(&on_follower, "/a", b"1").await;
+    on_follower.create("/b", b"2", &persistent()).await.unwrap();
+    // Read-your-writes on the follower: its own write is applied there when answered.
+    assert_eq!(on_follower.get_data("/b").await.unwrap().0, b"2");
+    eventually_data(&on_leader, "/b", b"2").await;
+
+    // sync on a follower: afterwards it has everything the leader had committed
+    // (linearizable; ZooKeeper's sync promises less), so no waiting is needed.
+    for i in 0..20 {
+        let p = format!("/s{i}");
+        on_leader.create(&p, b"x", &persistent()).await.unwrap();
+        on_follower.sync("/").await.unwrap();
+        assert_eq!(
+            on_follower.get_data(&p).await.unwrap().0,
+            b"x",
+            "{p} after sync"
+        );
+    }
+
+    // A watch set on a follower fires for a change made through the leader.
+    let (_, w) = on_follower.check_and_watch_stat("/c").await.unwrap();
+    on_leader.create("/c", b"", &persistent()).await.unwrap();
+    let ev = tokio::time::timeout(DEADLINE, w.changed())
+        .await
+        .expect("watch event");
+    assert_eq!(ev.event_type, zk::EventType::NodeCreated);
+
+    // A session on the leader with an ephemeral node, told of every member: the
+    // leader stops; the client moves to another member and keeps its session.
+    let all: Vec<SocketAddr> = ms.iter().map(|m| m.client).collect();
+    let mover = {
+        // Connect to the leader first so that its stop moves the session.
+        // Detached: dropped without closing its session, which the next client takes
+        // over as a client moving to the next server does.
+        let c = tokio::time::timeout(
+            DEADLINE,
+            zk::Client::connector()
+                .with_detached()
+                .with_session_timeout(Duration::from_secs(10))
+                .connect(&ms[l].client.to_string()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let session = c.session().clone();
+        drop(c);
+        tokio::time::timeout(
+            DEADLINE,
+            zk::Client::connector().with_session(session).connect(
+                &all.iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+    };
+    mover.create("/eph", b"mine", &ephemeral()).await.unwrap();
+    let sid = mover.session_id();
+    ms[l].stop.take().unwrap().send(()).unwrap();
+    let stopped = tokio::time::timeout(DEADLINE, ms[l].done.take().unwrap()).await;
+    assert!(
+        matches!(stopped, Ok(Ok(Ok(())))),
+        "the leader stopped cleanly: {stopped:?}"
+    );
+    let nl = leader(&ms).await;
+    assert_ne!(nl, l);
+    // The session goes on at another member: a write through it succeeds.
+    let until = Instant::now() + DEADLINE;
+    loop {
+        match mover.create("/after", b"", &persistent()).await {
+            Ok(_) => break,
+            Err(zk::Error::ConnectionLoss) | Err(zk::Error::Timeout) => {}
+            Err(e) => panic!("after failover: {e:?}"),
+        }
+        assert!(Instant::now() < until, "the session never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(mover.session_id(), sid, "the same session");
+    let other = connect(&[ms[nl].client]).await;
+    eventually_data(&other, "/eph", b"mine").await;
+    let (_, st) = other.get_data("/eph").await.unwrap();
+    assert_eq!(
+        st.ephemeral_owner, sid.0,
+        "still owned by the moved session"
+    );
+
+    for m in &mut ms {
+        if let Some(s) = m.stop.take() {
+            let _ = s.send(());
+        }
+    }
+    for m in ms {
+        if let Some(d) = m.done {
+            let r = tokio::time::timeout(DEADLINE, d).await;
+            assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
+        }
+    }
+}
+
+async fn futures_modes(ms: &[Member]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in ms {
+        out.push(mode(m.client).await);
+    }
+    out
+}
