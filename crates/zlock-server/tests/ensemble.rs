@@ -23,6 +23,7 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 struct Member {
     client: SocketAddr,
+    quorum: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     done: Option<tokio::task::JoinHandle<Result<(), zlock_server::ServerError>>>,
     _dir: tempfile::TempDir,
@@ -78,6 +79,9 @@ async fn start_ensemble(n: u64) -> Vec<Member> {
         }));
         out.push(Member {
             client,
+            quorum: format!("127.0.0.1:{}", members[&id].quorum_port)
+                .parse()
+                .unwrap(),
             stop: Some(tx),
             done: Some(done),
             _dir: dir,
@@ -279,4 +283,95 @@ async fn futures_modes(ms: &[Member]) -> Vec<String> {
         out.push(mode(m.client).await);
     }
     out
+}
+
+/// What strangers send to a member's quorum port: garbage, an oversized frame, a hello
+/// from another ensemble, from an unknown member, or meant for another member, and
+/// requests before any hello. Each is refused or closed, and the ensemble goes on with
+/// its tree unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_input_on_the_peer_port_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use zlock_server::commit::raft::peer::{read_frame, write_frame, Hello, Reply, Request};
+
+    let mut ms = start_ensemble(3).await;
+    let l = leader(&ms).await;
+    let c = connect(&[ms[l].client]).await;
+    c.create("/before", b"", &persistent()).await.unwrap();
+    let ensemble = format!(
+        "1=127.0.0.1:{},2=127.0.0.1:{},3=127.0.0.1:{}",
+        ms[0].quorum.port(),
+        ms[1].quorum.port(),
+        ms[2].quorum.port()
+    );
+
+    /// Reads until the peer closes (bounded); returns what it sent.
+    async fn closed(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        let r = tokio::time::timeout(DEADLINE, s.read_to_end(&mut got)).await;
+        assert!(r.is_ok(), "the member did not close the connection");
+        got
+    }
+
+    for m in &ms {
+        // Garbage.
+        let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
+        s.write_all(b"\x00\x00\x00\x05hello garbage that is not postcard")
+            .await
+            .unwrap();
+        closed(&mut s).await;
+        // A length beyond the limit.
+        let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
+        s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        closed(&mut s).await;
+        // Hellos that do not fit.
+        for hello in [
+            Hello {
+                ensemble: "another".into(),
+                from: 1,
+                to: 2,
+            },
+            Hello {
+                ensemble: ensemble.clone(),
+                from: 9,
+                to: 2,
+            },
+            Hello {
+                ensemble: ensemble.clone(),
+                from: 1,
+                to: 7,
+            },
+        ] {
+            let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
+            write_frame(&mut s, &hello).await.unwrap();
+            match read_frame::<Reply>(&mut s).await {
+                Ok(Reply::Hello(Err(why))) => assert!(!why.is_empty()),
+                // The hello was meant for another member id than this one's: refused
+                // the same way, or (for member 7) refused as not this member.
+                other => panic!("{hello:?}: {other:?}"),
+            }
+            closed(&mut s).await;
+        }
+        // A request in place of the hello.
+        let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
+        write_frame(&mut s, &Request::Touch(vec![1, 2, 3]))
+            .await
+            .unwrap();
+        closed(&mut s).await;
+    }
+
+    // Still one ensemble, serving, with its tree as it was plus the next write.
+    c.create("/after", b"", &persistent()).await.unwrap();
+    let kids = c.list_children("/").await.unwrap();
+    assert!(
+        kids.contains(&"before".to_string()) && kids.contains(&"after".to_string()),
+        "{kids:?}"
+    );
+    for m in &mut ms {
+        let _ = m.stop.take().unwrap().send(());
+    }
+    for m in ms {
+        let r = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
+        assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
+    }
 }
