@@ -109,6 +109,12 @@ pub enum ConfigError {
         ids(.members), .path.display(), .members.first().copied().unwrap_or(1), .path.display()
     )]
     MissingMyId { path: PathBuf, members: Vec<u64> },
+    /// `--myid` with no members to be one of.
+    #[error(
+        "--myid {id} gives this server's id in an ensemble, but no members are listed: add \
+         a --server flag (or a server.N line) for every member, this one included"
+    )]
+    MyIdWithoutMembers { id: u64 },
     #[error(
         "{}: expected this server's id, an integer from 1 to {MAX_MEMBER_ID}, got {text:?}",
         .path.display()

@@ -418,7 +418,7 @@ impl ServerConfig {
     /// Raft timing, checks the whole (ids, this server a member, participants only, the
     /// timing), warns about an even number of members, and takes the client port (and
     /// address) from this member's line if it has one. Does nothing when no members are
-    /// declared. Run it after flags have overridden the file's `dataDir`, `tickTime` and
+    /// declared (but refuses `--myid` then). Run it after flags have overridden the file's `dataDir`, `tickTime` and
     /// members, and before they override the client port.
     ///
     /// # Errors
@@ -429,7 +429,10 @@ impl ServerConfig {
     /// a client host that is neither an IP address nor a name that resolves.
     pub fn resolve_ensemble(&mut self) -> Result<(), ConfigError> {
         if self.declared.is_empty() {
-            return Ok(());
+            return match self.declared.myid {
+                Some(id) => Err(ConfigError::MyIdWithoutMembers { id }),
+                None => Ok(()),
+            };
         }
         let members = self.declared.by_id();
         let on_disk = read_myid(&self.data_dir);

@@ -357,6 +357,13 @@ fn without_members_nothing_changes() {
     let (dir, mut c) = config("tickTime=2000\n", None);
     c.resolve_ensemble().unwrap();
     assert_eq!(c.ensemble, None);
+    let mut with_id = c.clone();
+    with_id.declared.myid = Some(2);
+    let e = with_id.resolve_ensemble().unwrap_err();
+    assert!(
+        matches!(e, ConfigError::MyIdWithoutMembers { id: 2 }),
+        "{e}"
+    );
     // An ensemble built in code is left alone, and needs no myid file.
     let e = EnsembleConfig {
         me: 1,
