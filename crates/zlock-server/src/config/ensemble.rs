@@ -418,8 +418,9 @@ impl ServerConfig {
     /// Raft timing, checks the whole (ids, this server a member, participants only, the
     /// timing), warns about an even number of members, and takes the client port (and
     /// address) from this member's line if it has one. Does nothing when no members are
-    /// declared (but refuses `--myid` then). Run it after flags have overridden the file's `dataDir`, `tickTime` and
-    /// members, and before they override the client port.
+    /// declared (but refuses `--myid` then). Run it after flags have overridden the
+    /// file's `dataDir`, `tickTime` and members, and before they override the client
+    /// port.
     ///
     /// # Errors
     ///
@@ -559,7 +560,11 @@ pub(super) fn read_dynamic(path: &Path) -> Result<DeclaredEnsemble, ConfigError>
         if let Some(id) = server_id(e.key) {
             members.add(at.clone(), member(at, e.raw, id, e.value)?)?;
         } else if e.key.starts_with("group.") || e.key.starts_with("weight.") {
-            tracing::info!("{at}: ignoring {}: zlock's quorum is a majority", e.key);
+            tracing::warn!(
+                "{at}: ignoring {}: zlock has no hierarchical quorums, its quorum is a \
+                 majority of all participants",
+                e.key
+            );
         } else if e.key != "version" {
             return Err(ConfigError::Value {
                 path: path.to_owned(),
