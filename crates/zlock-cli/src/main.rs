@@ -6,6 +6,7 @@ mod cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use zlock_server::config::{MemberSpec, MemberSyntax, Origin};
 use zlock_server::ServerConfig;
 
 #[derive(Parser)]
@@ -25,13 +26,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a single-node server (defaults: 127.0.0.1:2181, data in ./zlock-data).
-    #[command(
-        after_help = "Examples:\n  zlock server\n  zlock server --port 2182 --data-dir /var/lib/zlock\n  \
-                            zlock server --config /etc/zookeeper/zoo.cfg\n\n\
-                            Flags override the config file. Check a running server with:\n  \
-                            echo ruok | nc 127.0.0.1 2181"
-    )]
+    /// Run a server: a single node (defaults: 127.0.0.1:2181, data in ./zlock-data), or
+    /// a member of an ensemble (--server, --myid).
+    #[command(after_help = SERVER_HELP)]
     Server(ServerArgs),
     /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
     #[command(subcommand)]
@@ -67,17 +64,55 @@ enum BenchCmd {
     Lock(cmd::lockbench::LockArgs),
 }
 
+const SERVER_HELP: &str = "\
+Examples:
+  zlock server
+  zlock server --port 2182 --data-dir /var/lib/zlock
+  zlock server --config /etc/zookeeper/zoo.cfg
+
+A three-member ensemble on one machine, each member in its own terminal. Every member gets
+the same --server list (this one included); --myid says which line is its own, and the
+client port of that line (;2181) is the one it serves clients on:
+  zlock server --myid 1 --data-dir /tmp/zl1 \\
+    --server '1=127.0.0.1:2888:3888;2181' \\
+    --server '2=127.0.0.1:2889:3889;2182' \\
+    --server '3=127.0.0.1:2890:3890;2183'
+  zlock server --myid 2 --data-dir /tmp/zl2 --server ... (the same three)
+  zlock server --myid 3 --data-dir /tmp/zl3 --server ... (the same three)
+Members reach each other on their quorum port (2888, 2889, 2890); the election port is
+read for ZooKeeper compatibility. Followers start electing a new leader 150-300 ms
+after they last heard from the old one (tickTime / 40 is the heartbeat; see
+zlock.raftHeartbeatMs and zlock.electionTimeoutMs). Use 3 or 5 members: 2 tolerate no
+failure. Observers are not supported yet.
+
+A ZooKeeper ensemble's files work too, read as ZooKeeper reads them: lines like
+server.1=127.0.0.1:2888:3888;2181 in zoo.cfg (or in its dynamicConfigFile), and each
+member's id in <dataDir>/myid (echo 1 > /tmp/zl1/myid):
+  zlock server --config zoo.cfg
+
+Flags override the config file; --server flags replace its server.N lines, and --myid
+its myid file. Check a running server with:
+  echo ruok | nc 127.0.0.1 2181";
+
 #[derive(clap::Args)]
 struct ServerArgs {
     /// A zoo.cfg-style file (tickTime, dataDir, dataLogDir, clientPort, clientPortAddress,
     /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
     /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled,
     /// znode.container.checkIntervalMs, clientPortListenBacklog, globalOutstandingLimit,
-    /// zlock.commitSpinMicros). Other keys are logged and ignored. An ensemble's server.N
-    /// lines, and a myid file in the data directory, are refused: zlock does not replicate
-    /// yet.
+    /// zlock.commitSpinMicros; for an ensemble server.N, dynamicConfigFile, peerType,
+    /// initLimit, syncLimit, zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the
+    /// member's id in <dataDir>/myid). Other keys are logged and ignored.
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
+    /// This server's id in the ensemble, 1-255, instead of the one in <data-dir>/myid
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=255))]
+    myid: Option<u64>,
+    /// An ensemble member, as zoo.cfg's server.N line without "server.":
+    /// N=host:quorumPort:electionPort[;[clientHost:]clientPort] (an IPv6 host in
+    /// brackets). Repeat for every member, this one included
+    #[arg(long = "server", value_name = "N=HOST:PORT:PORT[;PORT]", value_parser = server_flag)]
+    servers: Vec<(String, MemberSpec)>,
     /// Client port (clientPort) [default: 2181]
     #[arg(long, short = 'p')]
     port: Option<u16>,
@@ -119,6 +154,11 @@ struct ServerArgs {
     commit_spin_us: Option<u64>,
 }
 
+/// A `--server` flag's member, and the flag as given (for messages).
+fn server_flag(s: &str) -> Result<(String, MemberSpec), MemberSyntax> {
+    Ok((format!("--server '{s}'"), s.parse()?))
+}
+
 /// The default number of connection threads: what the CPUs leave after the commit
 /// thread. On 2 CPUs that is 1; measured there (`zlock bench lock`, A, when a separate
 /// apply thread still took a CPU too), one connection thread cut the acquire p50 from
@@ -129,17 +169,14 @@ fn default_io_threads() -> usize {
 }
 
 impl ServerArgs {
+    /// The file, then the flags over it. The ensemble is resolved once the flags it
+    /// depends on (`--data-dir` for myid, `--tick-time`, `--myid`, `--server`) are in, and
+    /// before `--port` and `--bind`, which override this member's line.
     fn into_config(self) -> anyhow::Result<ServerConfig> {
         let mut c = match &self.config {
             Some(p) => ServerConfig::from_file(p)?,
             None => ServerConfig::default(),
         };
-        if let Some(v) = self.port {
-            c.client_port = v;
-        }
-        if let Some(v) = self.bind {
-            c.client_port_address = v;
-        }
         if let Some(v) = self.data_dir {
             c.data_dir = v;
         }
@@ -163,6 +200,22 @@ impl ServerArgs {
         }
         if let Some(v) = self.commit_spin_us {
             c.commit_spin_us = Some(v);
+        }
+        if let Some(v) = self.myid {
+            c.declared.myid = Some(v);
+        }
+        if !self.servers.is_empty() {
+            c.declared.members.clear();
+            for (flag, m) in self.servers {
+                c.declared.add(Origin::Flag(flag), m)?;
+            }
+        }
+        c.resolve_ensemble()?;
+        if let Some(v) = self.port {
+            c.client_port = v;
+        }
+        if let Some(v) = self.bind {
+            c.client_port_address = v;
         }
         c.validate()?;
         // `serve` checks this too; here it comes before binding the port, which a

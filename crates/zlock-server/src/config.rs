@@ -4,18 +4,54 @@
 //! in `./zlock-data`. A `zoo.cfg` file uses ZooKeeper's key names; unknown keys are
 //! logged and ignored (ZooKeeper has many that mean nothing here).
 //!
-//! An ensemble's configuration is refused rather than ignored: `server.N` lines (in the
-//! file or in its `dynamicConfigFile`) and a `myid` file in `dataDir`. zlock does not
-//! replicate yet, so three members started from such files would be three independent
-//! servers, each accepting writes and granting the same locks. Keys that only tune how
-//! members talk to each other (`initLimit`, `syncLimit`, ...) are logged and ignored:
-//! ZooKeeper's single-node sample config carries some of them too.
+//! # Ensembles
+//!
+//! `server.N` lines make the server a member of an ensemble, and the file `myid` in
+//! `dataDir` says which member: ZooKeeper's syntax and files (see [`MemberSpec::parse`]),
+//! so a ZooKeeper ensemble's `zoo.cfg` and data directories serve unchanged. The lines
+//! are in `zoo.cfg` or in the `dynamicConfigFile` it names (not both, as ZooKeeper
+//! requires); the `--server` and `--myid` flags give the same without files. Because a
+//! flag may change `dataDir` after the file is read, the members are first collected
+//! ([`ServerConfig::declared`]) and then [`ServerConfig::resolve_ensemble`] reads `myid`
+//! and builds [`ServerConfig::ensemble`]. One line is a one-member ensemble (where
+//! ZooKeeper, with `standaloneEnabled` on, would run a standalone server). Observers
+//! are refused: not supported yet. A `myid` file without `server.N` lines is refused
+//! too: its data directory belongs to an ensemble member, which run alone would accept
+//! writes and grant locks its ensemble never hears of. This member's own line, if it
+//! has `;[clientHost:]clientPort`, sets the client port (and address), as in ZooKeeper
+//! 3.5+; a flag still overrides it.
+//!
+//! # Timing
+//!
+//! ZooKeeper counts its peers' timeouts in ticks; Raft (openraft) has a heartbeat and a
+//! randomized election timeout, both derived from `tickTime`: the heartbeat is
+//! `tickTime / 40`, at least 10 ms (50 ms with the sample config's `tickTime=2000`), and
+//! a follower that hears nothing from the leader for 3 to 6 heartbeats (150 to 300 ms)
+//! starts an election. zlock's own keys `zlock.raftHeartbeatMs` and
+//! `zlock.electionTimeoutMs` (the lower bound; the upper is twice it) set them directly.
+//! `initLimit` and `syncLimit` are read, checked (whole numbers of ticks, at least 1)
+//! and kept for `conf`, but govern nothing: Raft's timing is the above. (In ZooKeeper,
+//! `syncLimit × tickTime`, 10 s with the sample config, is how long a follower waits
+//! for a silent leader; a zlock follower notices within the election timeout.) The
+//! other keys that tune how ZooKeeper's peers talk (`electionAlg`, `cnxTimeout`,
+//! `quorumListenOnAllIPs`, ...) are logged and ignored.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 use zlock_store::WalOptions;
+
+mod ensemble;
+#[cfg(test)]
+mod ensemble_tests;
+
+use ensemble::{member, read_dynamic};
+pub use ensemble::{
+    parse_member_id, read_myid, DeclaredEnsemble, IdFrom, MemberSyntax, Origin, RaftTiming,
+    MAX_MEMBER_ID,
+};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -40,44 +76,133 @@ pub enum ConfigError {
     },
     #[error("minSessionTimeout ({min} ms) is greater than maxSessionTimeout ({max} ms)")]
     SessionTimeouts { min: u64, max: u64 },
-    /// `server.N` lines: the configuration of a ZooKeeper ensemble member.
+    /// A `server.N` line that does not parse.
+    #[error("{at}: invalid {text:?}: {reason}")]
+    Member {
+        at: Origin,
+        /// The line as written, trimmed.
+        text: String,
+        reason: MemberSyntax,
+    },
+    #[error("{at}: server.{id} is listed twice (first at {first})")]
+    DuplicateId { id: u64, at: Origin, first: Origin },
+    /// Two members (or one, twice) on one `host:port`. Hosts are compared as written.
+    #[error("{}", duplicate_address(.addr, *.id, .at, *.other, .first))]
+    DuplicateAddress {
+        addr: String,
+        id: u64,
+        at: Origin,
+        other: u64,
+        first: Origin,
+    },
     #[error(
-        "refusing to start: this configuration describes a ZooKeeper ensemble, and zlock \
-         does not replicate yet:\n{}\n{NOT_REPLICATED} A single-node zlock server needs no \
-         server.N lines: remove them (and any myid file in dataDir) to run one node.",
-        show_lines(.lines)
+        "{at}: server.N lines must be in the dynamicConfigFile ({}) when there is one, \
+         as in ZooKeeper",
+        .dynamic.display()
     )]
-    Ensemble { lines: Vec<ConfigLine> },
-    /// A `myid` file in `dataDir`: the data directory of a ZooKeeper ensemble member.
+    ServersBesideDynamic { at: Origin, dynamic: PathBuf },
+    /// Members are listed, and this server's id is not known.
     #[error(
-        "refusing to start: {} exists, so this data directory belongs to a ZooKeeper \
-         ensemble member, and zlock does not replicate yet. {NOT_REPLICATED} A single-node \
-         zlock server needs no myid file: remove it to run one node.",
+        "this server's id is not known: the configuration lists ensemble members ({}), \
+         and {} does not exist. Write this server's id into it, as for a ZooKeeper \
+         member (for example: echo {} > {}), or pass --myid",
+        ids(.members), .path.display(), .members.first().copied().unwrap_or(1), .path.display()
+    )]
+    MissingMyId { path: PathBuf, members: Vec<u64> },
+    /// `--myid` with no members to be one of.
+    #[error(
+        "--myid {id} gives this server's id in an ensemble, but no members are listed: add \
+         a --server flag (or a server.N line) for every member, this one included"
+    )]
+    MyIdWithoutMembers { id: u64 },
+    #[error(
+        "{}: expected this server's id, an integer from 1 to {MAX_MEMBER_ID}, got {text:?}",
+        .path.display()
+    )]
+    BadMyId { path: PathBuf, text: String },
+    #[error(
+        "this server's id is {me} ({from}), which is not among the ensemble's members: {}",
+        ids(.members)
+    )]
+    NotAMember {
+        me: u64,
+        from: IdFrom,
+        members: Vec<u64>,
+    },
+    /// An [`EnsembleConfig`] built in code whose member ids are out of range or do not
+    /// match their keys.
+    #[error(
+        "ensemble member {key} has id {id}: a member is kept under its own id, which is \
+         from 1 to {MAX_MEMBER_ID}"
+    )]
+    MemberId { id: u64, key: u64 },
+    #[error(
+        "the ensemble has no participants: every server.N line is an observer, and \
+         observers need participants to follow"
+    )]
+    NoParticipants,
+    /// `:observer` members, or `peerType=observer`: for a later release (issue 12).
+    #[error("{}", observers(.ids, *.peer_type))]
+    Observers { ids: Vec<u64>, peer_type: bool },
+    #[error(
+        "Raft's election timeout ({}-{} ms) must be longer than its heartbeat ({} ms), and \
+         its upper bound above its lower: set zlock.raftHeartbeatMs and \
+         zlock.electionTimeoutMs (or tickTime, which they derive from) accordingly",
+        .0.election_min_ms, .0.election_max_ms, .0.heartbeat_ms
+    )]
+    RaftTiming(RaftTiming),
+    /// A `myid` file in `dataDir` and no members: the data directory of an ensemble
+    /// member, started alone.
+    #[error(
+        "refusing to start: {} exists, so this data directory belongs to a member of an \
+         ensemble, but the configuration lists no members (server.N lines or --server \
+         flags). Run alone, the member would accept writes and grant locks that the rest \
+         of its ensemble never sees. Give the ensemble's server.N lines to run it as that \
+         member, or remove the myid file to run a single node.",
         .path.display()
     )]
     MyId { path: PathBuf },
+    /// `declared` members that [`ServerConfig::resolve_ensemble`] never turned into
+    /// `ensemble`: a caller's mistake, refused rather than run as a single node.
+    #[error(
+        "the configuration lists ensemble members, but this server's place among them \
+         was never worked out (ServerConfig::resolve_ensemble was not called)"
+    )]
+    Unresolved,
 }
 
-/// Why an ensemble's configuration is refused rather than ignored.
-const NOT_REPLICATED: &str = "Started from it, each member would run as an independent \
-    server, accepting its own writes and granting the same locks as the others.";
-
-/// One line of a configuration file, for messages that quote it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigLine {
-    pub path: PathBuf,
-    /// 1-based.
-    pub line: usize,
-    /// The line as written, trimmed.
-    pub text: String,
-}
-
-fn show_lines(lines: &[ConfigLine]) -> String {
-    lines
+fn ids(members: &[u64]) -> String {
+    members
         .iter()
-        .map(|l| format!("  {}:{}: {}", l.path.display(), l.line, l.text))
+        .map(|id| format!("server.{id}"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join(", ")
+}
+
+fn duplicate_address(addr: &str, id: u64, at: &Origin, other: u64, first: &Origin) -> String {
+    if id == other {
+        format!("{at}: server.{id} uses {addr} twice: its quorum, election and client ports must differ")
+    } else {
+        format!(
+            "{at}: server.{id} uses {addr}, as server.{other} ({first}) does: each member \
+             needs its own quorum, election and client ports"
+        )
+    }
+}
+
+fn observers(ids_: &[u64], peer_type: bool) -> String {
+    let who = if peer_type {
+        "peerType=observer makes this server an observer".to_owned()
+    } else if ids_.len() == 1 {
+        format!("server.{} is an observer", ids_[0])
+    } else {
+        format!("{} are observers", ids(ids_))
+    };
+    format!(
+        "observers are not supported yet: {who}. zlock's first ensemble release runs \
+         participants only (observers are issue 12). Remove :observer and \
+         peerType=observer to make every member a participant, or leave the observers out"
+    )
 }
 
 /// A `zoo.cfg` key that was read and has no effect here.
@@ -93,25 +218,22 @@ pub struct IgnoredKey {
 pub enum Ignored {
     /// Not a key zlock knows.
     Unknown,
-    /// A ZooKeeper key that only matters between ensemble members.
+    /// A ZooKeeper key that tunes how its ensemble members talk to each other, which
+    /// zlock's Raft replication has no use for.
     EnsembleOnly,
 }
 
-/// ZooKeeper keys that only configure how ensemble members talk to each other. Their
-/// presence alone does not mean the file is an ensemble's (`zoo_sample.cfg`, a single
-/// node's, has `initLimit` and `syncLimit`), so they are logged, not refused: what makes
-/// an ensemble is its `server.N` lines, which are refused.
+/// ZooKeeper keys that only tune how its ensemble members talk to each other (its own
+/// election and peer protocol), which mean nothing to zlock's Raft: logged and ignored.
+/// (`initLimit` and `syncLimit` are read, see the module doc.)
 fn ensemble_only(key: &str) -> bool {
     matches!(
         key,
-        "initLimit"
-            | "syncLimit"
-            | "connectToLearnerMasterLimit"
+        "connectToLearnerMasterLimit"
             | "electionAlg"
             | "electionPortBindRetry"
             | "cnxTimeout"
             | "quorumListenOnAllIPs"
-            | "peerType"
             | "syncEnabled"
             | "standaloneEnabled"
             | "reconfigEnabled"
@@ -119,15 +241,15 @@ fn ensemble_only(key: &str) -> bool {
             | "sslQuorum"
             | "sslQuorumReloadCertFiles"
             | "oraclePath"
-            | "dynamicConfigFile"
     ) || ["group.", "weight.", "quorum.", "multiAddress."]
         .iter()
         .any(|p| key.starts_with(p))
 }
 
-/// ZooKeeper reads every key starting with `server.` as an ensemble member.
-fn is_server_line(key: &str) -> bool {
-    key.starts_with("server.")
+/// ZooKeeper reads every key starting with `server.` as an ensemble member; the rest of
+/// the key is its id.
+fn server_id(key: &str) -> Option<&str> {
+    key.strip_prefix("server.")
 }
 
 /// One `key=value` line.
@@ -162,7 +284,8 @@ fn entries(text: &str) -> impl Iterator<Item = Result<Entry<'_>, (usize, &str)>>
 /// Every setting of the server. Field docs give the `zoo.cfg` key.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// `tickTime`, ms: the unit of session timeouts.
+    /// `tickTime`, ms: the unit of session timeouts, and what an ensemble's Raft timing
+    /// derives from (see [`EnsembleConfig`]).
     pub tick_time_ms: u64,
     /// `dataDir`: snapshots (and the log unless `dataLogDir` is set).
     pub data_dir: PathBuf,
@@ -211,8 +334,30 @@ pub struct ServerConfig {
     /// queued requests.
     pub global_outstanding_limit: usize,
     /// `server.N` lines and `myid`: this server is member `me` of an ensemble. `None`:
-    /// the standalone server.
+    /// the standalone server. Built by [`ServerConfig::resolve_ensemble`] from
+    /// `declared`.
     pub ensemble: Option<EnsembleConfig>,
+    /// The members as the file (`server.N` lines) or the flags (`--server`, `--myid`)
+    /// declare them, before `myid` is read: the input of
+    /// [`ServerConfig::resolve_ensemble`]. The server itself reads `ensemble`.
+    pub declared: DeclaredEnsemble,
+    /// `initLimit`, ticks; default 10 (`zoo_sample.cfg`'s). In ZooKeeper, how long a
+    /// follower may take to connect to a new leader and catch up. zlock reads and checks
+    /// it and shows it in `conf`; nothing else uses it, because Raft's timing is set by
+    /// the heartbeat and election timeout (see [`EnsembleConfig`]).
+    pub init_limit: u32,
+    /// `syncLimit`, ticks; default 5 (`zoo_sample.cfg`'s). In ZooKeeper, how far a
+    /// follower may fall behind the leader, and so how long (`syncLimit × tickTime`, 10 s
+    /// with the sample config) a follower waits for a silent leader. zlock keeps it for
+    /// `conf` only: a zlock follower notices a silent leader within the election
+    /// timeout (150-300 ms with the sample config).
+    pub sync_limit: u32,
+    /// `zlock.raftHeartbeatMs` (zlock's own key): the Raft heartbeat, instead of the
+    /// one derived from `tickTime` (see [`EnsembleConfig`]).
+    pub raft_heartbeat_ms: Option<u64>,
+    /// `zlock.electionTimeoutMs` (zlock's own key): the lower bound of Raft's election
+    /// timeout, instead of 3 heartbeats; the upper bound is twice it.
+    pub election_timeout_ms: Option<u64>,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
@@ -231,19 +376,29 @@ pub struct MemberSpec {
 }
 
 impl MemberSpec {
-    /// `host:quorumPort`.
+    /// `host:quorumPort`, an IPv6 host in brackets (`[::1]:2888`).
     pub fn quorum_addr(&self) -> String {
-        format!("{}:{}", self.host, self.quorum_port)
+        ensemble::join_host_port(&self.host, self.quorum_port)
     }
 }
 
 /// This server's place in an ensemble, and the Raft timing derived from `tickTime`.
+///
+/// The timing is openraft's: the leader sends a heartbeat every `heartbeat_ms`, and a
+/// follower that hears nothing for a random time between `election_min_ms` and
+/// `election_max_ms` starts an election. From `tickTime`: `heartbeat_ms = max(10,
+/// tickTime / 40)` (50 ms at ZooKeeper's sample `tickTime=2000`), `election_min_ms = 3 ×
+/// heartbeat_ms`, `election_max_ms = 6 × heartbeat_ms` (150-300 ms, openraft's own
+/// defaults). `zlock.raftHeartbeatMs` replaces the heartbeat (the election timeout
+/// still follows it), and `zlock.electionTimeoutMs` the election timeout's lower bound
+/// (the upper is twice it). See [`RaftTiming::derive`]; [`EnsembleConfig::validate`]
+/// checks that the election timeout exceeds the heartbeat, as openraft requires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnsembleConfig {
     /// `myid`.
     pub me: u64,
     /// Every member, this one included, by id.
-    pub members: std::collections::BTreeMap<u64, MemberSpec>,
+    pub members: BTreeMap<u64, MemberSpec>,
     pub heartbeat_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
@@ -272,6 +427,11 @@ impl Default for ServerConfig {
             listen_backlog: 1024,
             global_outstanding_limit: 8192,
             ensemble: None,
+            declared: DeclaredEnsemble::default(),
+            init_limit: 10,
+            sync_limit: 5,
+            raft_heartbeat_ms: None,
+            election_timeout_ms: None,
         }
     }
 }
@@ -316,16 +476,30 @@ impl ServerConfig {
         self.four_letter_words.iter().any(|w| w == "*" || w == cmd)
     }
 
-    /// Checks cross-field constraints.
+    /// Openraft's heartbeat and election timeout, from `tickTime` and zlock's keys
+    /// (see [`EnsembleConfig`]).
+    pub fn raft_timing(&self) -> RaftTiming {
+        RaftTiming::derive(
+            self.tick_time_ms,
+            self.raft_heartbeat_ms,
+            self.election_timeout_ms,
+        )
+    }
+
+    /// Checks cross-field constraints, the ensemble's included.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let (min, max) = (self.min_session_timeout(), self.max_session_timeout());
         if min > max {
             return Err(ConfigError::SessionTimeouts { min, max });
         }
+        if let Some(e) = &self.ensemble {
+            e.validate()?;
+        }
         Ok(())
     }
 
-    /// Reads a `zoo.cfg`-style file over the defaults.
+    /// Reads a `zoo.cfg`-style file over the defaults. Its members, if any, are in
+    /// `declared`: call [`ServerConfig::resolve_ensemble`] once flags are applied.
     pub fn from_file(path: &Path) -> Result<ServerConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -336,10 +510,17 @@ impl ServerConfig {
         Ok(cfg)
     }
 
-    /// Refuses a data directory that holds a ZooKeeper `myid` file (see the module doc).
-    /// Separate from [`ServerConfig::validate`] because it looks at the disk, and must run
-    /// on the final `dataDir`, after flags have overridden the file.
+    /// Refuses a data directory that holds a `myid` file when no ensemble is configured
+    /// (see the module doc), and members that were declared but never resolved.
+    /// Separate from [`ServerConfig::validate`] because it looks at the disk, and must
+    /// run on the final `dataDir`, after flags have overridden the file.
     pub fn check_standalone(&self) -> Result<(), ConfigError> {
+        if self.ensemble.is_some() {
+            return Ok(());
+        }
+        if !self.declared.is_empty() {
+            return Err(ConfigError::Unresolved);
+        }
         let path = self.data_dir.join("myid");
         // An error other than "not found" (an unreadable or non-directory dataDir) is left
         // to recovery, which reports it; only a myid that is known to exist is refused.
@@ -350,18 +531,19 @@ impl ServerConfig {
     }
 
     /// Applies `key=value` lines (comments start with `#`) and returns the keys it
-    /// ignored, each also logged. Refuses an ensemble's configuration (`server.N` lines
-    /// here or in the `dynamicConfigFile` it names, which it reads) before applying
-    /// anything, so that the refusal is what the user sees even if other lines are bad.
+    /// ignored, each also logged. `server.N` lines, here or in the `dynamicConfigFile`
+    /// named here (which it reads), replace `declared.members` if there are any.
     pub fn apply_text(&mut self, path: &Path, text: &str) -> Result<Vec<IgnoredKey>, ConfigError> {
         let mut ignored = Vec::new();
-        refuse_ensemble(path, text)?;
+        let mut members = DeclaredEnsemble::default();
+        let mut first_member: Option<Origin> = None;
+        let mut dynamic: Option<PathBuf> = None;
         for entry in entries(text) {
             let Entry {
                 line,
+                raw,
                 key: k,
                 value: v,
-                ..
             } = entry.map_err(|(line, raw)| ConfigError::Syntax {
                 path: path.to_owned(),
                 line,
@@ -375,6 +557,26 @@ impl ServerConfig {
                 reason: reason.to_owned(),
             };
             let num = |v: &str| v.parse::<u64>().map_err(|_| bad("expected a whole number"));
+            let ticks = |v: &str| {
+                u32::try_from(num(v)?)
+                    .ok()
+                    .filter(|&t| t >= 1)
+                    .ok_or_else(|| bad("expected a whole number of ticks, at least 1"))
+            };
+            let ms = |v: &str| {
+                Some(num(v)?)
+                    .filter(|&t| t >= 1)
+                    .ok_or_else(|| bad("expected a whole number of ms, at least 1"))
+            };
+            if let Some(id) = server_id(k) {
+                let at = Origin::Line {
+                    path: path.to_owned(),
+                    line,
+                };
+                first_member.get_or_insert_with(|| at.clone());
+                members.add(at.clone(), member(at, raw, id, v)?)?;
+                continue;
+            }
             match k {
                 "tickTime" => self.tick_time_ms = num(v)?.max(1),
                 "dataDir" => self.data_dir = PathBuf::from(v),
@@ -422,10 +624,26 @@ impl ServerConfig {
                 "clientPortListenBacklog" | "listenBacklog" => {
                     self.listen_backlog = u32::try_from(num(v)?).map_err(|_| bad("too large"))?
                 }
+                "initLimit" => self.init_limit = ticks(v)?,
+                "syncLimit" => self.sync_limit = ticks(v)?,
+                "zlock.raftHeartbeatMs" => self.raft_heartbeat_ms = Some(ms(v)?),
+                "zlock.electionTimeoutMs" => self.election_timeout_ms = Some(ms(v)?),
+                // As ZooKeeper reads it; an observer is refused when the ensemble is
+                // resolved.
+                "peerType" => {
+                    self.declared.observer = match v.to_ascii_lowercase().as_str() {
+                        "observer" => true,
+                        "participant" => false,
+                        _ => return Err(bad("expected participant or observer")),
+                    }
+                }
+                // Read after this file's other lines: ZooKeeper requires its server.N
+                // lines to be there, not here, whichever comes first.
+                "dynamicConfigFile" => dynamic = Some(PathBuf::from(v)),
                 _ if ensemble_only(k) => {
                     tracing::info!(
-                        "{}:{line}: ignoring {k}: it only matters between ensemble members, \
-                         and zlock runs a single node",
+                        "{}:{line}: ignoring {k}: it tunes how ZooKeeper's ensemble members \
+                         talk to each other, which zlock's Raft replication does not use",
                         path.display()
                     );
                     ignored.push(IgnoredKey {
@@ -447,48 +665,17 @@ impl ServerConfig {
                 }
             }
         }
+        if let Some(dynamic) = dynamic {
+            if let Some(at) = first_member {
+                return Err(ConfigError::ServersBesideDynamic { at, dynamic });
+            }
+            members = read_dynamic(&dynamic)?;
+        }
+        if !members.is_empty() {
+            self.declared.members = members.members;
+        }
         self.validate()?;
         Ok(ignored)
-    }
-}
-
-/// Refuses `text` if it lists ensemble members: `server.N` lines, or a
-/// `dynamicConfigFile` that has them (ZooKeeper keeps the member list there once dynamic
-/// reconfiguration is on). The error quotes every such line.
-fn refuse_ensemble(path: &Path, text: &str) -> Result<(), ConfigError> {
-    let quote = |path: &Path, line: usize, raw: &str| ConfigLine {
-        path: path.to_owned(),
-        line,
-        text: raw.trim().to_owned(),
-    };
-    let mut lines = Vec::new();
-    // Syntax errors are left to the caller's pass, which reports them.
-    for e in entries(text).flatten() {
-        if is_server_line(e.key) {
-            lines.push(quote(path, e.line, e.raw));
-        } else if e.key == "dynamicConfigFile" {
-            // Read as ZooKeeper reads it: relative to the working directory. Unreadable
-            // is an error, not "no members": it cannot be told apart from an ensemble.
-            let dynamic = PathBuf::from(e.value);
-            let dtext = std::fs::read_to_string(&dynamic).map_err(|source| ConfigError::Read {
-                path: dynamic.clone(),
-                source,
-            })?;
-            let members: Vec<ConfigLine> = entries(&dtext)
-                .flatten()
-                .filter(|d| is_server_line(d.key))
-                .map(|d| quote(&dynamic, d.line, d.raw))
-                .collect();
-            if !members.is_empty() {
-                lines.push(quote(path, e.line, e.raw));
-                lines.extend(members);
-            }
-        }
-    }
-    if lines.is_empty() {
-        Ok(())
-    } else {
-        Err(ConfigError::Ensemble { lines })
     }
 }
 
@@ -555,97 +742,6 @@ mod tests {
         assert!(matches!(e, ConfigError::SessionTimeouts { .. }));
     }
 
-    const ENSEMBLE: &str = "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=/var/lib/zk\n\
-        clientPort=2181\n# members\nserver.1=10.0.0.1:2888:3888\n\
-        server.2=10.0.0.2:2888:3888\nserver.3=10.0.0.3:2888:3888\n";
-
-    #[test]
-    fn server_lines_are_refused_naming_each_line() {
-        let mut c = ServerConfig::default();
-        let e = c.apply_text(Path::new("zoo.cfg"), ENSEMBLE).unwrap_err();
-        let ConfigError::Ensemble { lines } = &e else {
-            panic!("not refused as an ensemble: {e}");
-        };
-        let at: Vec<(usize, &str)> = lines.iter().map(|l| (l.line, l.text.as_str())).collect();
-        assert_eq!(
-            at,
-            [
-                (7, "server.1=10.0.0.1:2888:3888"),
-                (8, "server.2=10.0.0.2:2888:3888"),
-                (9, "server.3=10.0.0.3:2888:3888"),
-            ]
-        );
-        let msg = e.to_string();
-        for want in [
-            "zoo.cfg:7: server.1=10.0.0.1:2888:3888",
-            "zoo.cfg:9: server.3=10.0.0.3:2888:3888",
-            "zlock does not replicate yet",
-            "needs no server.N lines",
-        ] {
-            assert!(msg.contains(want), "{want:?} not in {msg}");
-        }
-        // Nothing was applied: the refusal comes before the other lines.
-        assert_eq!(c.data_dir, PathBuf::from("zlock-data"));
-    }
-
-    #[test]
-    fn refusal_wins_over_a_bad_value() {
-        let e = ServerConfig::default()
-            .apply_text(Path::new("z"), "clientPort=abc\nserver.1=h:2888:3888\n")
-            .unwrap_err();
-        assert!(matches!(e, ConfigError::Ensemble { .. }), "{e}");
-    }
-
-    #[test]
-    fn dynamic_config_file_with_members_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let dynamic = dir.path().join("zoo.cfg.dynamic.100000000");
-        std::fs::write(
-            &dynamic,
-            "server.1=a:2888:3888;2181\nserver.2=b:2888:3888;2181\n",
-        )
-        .unwrap();
-        let text = format!("dataDir=/x\ndynamicConfigFile={}\n", dynamic.display());
-        let e = ServerConfig::default()
-            .apply_text(Path::new("zoo.cfg"), &text)
-            .unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("zoo.cfg:2: dynamicConfigFile="), "{msg}");
-        let member = format!("{}:2: server.2=b:2888:3888;2181", dynamic.display());
-        assert!(msg.contains(&member), "{member:?} not in {msg}");
-
-        // Without members it is only ignored; unreadable, it cannot be told apart from an
-        // ensemble's and is an error.
-        std::fs::write(&dynamic, "# empty\n").unwrap();
-        let ignored = ServerConfig::default()
-            .apply_text(Path::new("zoo.cfg"), &text)
-            .unwrap();
-        assert_eq!(ignored[0].key, "dynamicConfigFile");
-        assert_eq!(ignored[0].why, Ignored::EnsembleOnly);
-        std::fs::remove_file(&dynamic).unwrap();
-        let e = ServerConfig::default()
-            .apply_text(Path::new("zoo.cfg"), &text)
-            .unwrap_err();
-        assert!(matches!(e, ConfigError::Read { .. }), "{e}");
-    }
-
-    #[test]
-    fn myid_in_data_dir_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = ServerConfig {
-            data_dir: dir.path().to_owned(),
-            ..ServerConfig::default()
-        };
-        c.check_standalone().unwrap();
-        std::fs::write(dir.path().join("myid"), "1\n").unwrap();
-        let e = c.check_standalone().unwrap_err();
-        let msg = e.to_string();
-        let named = format!("{} exists", dir.path().join("myid").display());
-        assert!(msg.contains(&named), "{msg}");
-        assert!(msg.contains("zlock does not replicate yet"), "{msg}");
-        assert!(msg.contains("needs no myid file"), "{msg}");
-    }
-
     #[test]
     fn unknown_and_ensemble_only_keys_are_reported_as_ignored() {
         let mut c = ServerConfig::default();
@@ -653,7 +749,8 @@ mod tests {
             .apply_text(
                 Path::new("zoo.cfg"),
                 "tickTime=2000\ninitLimit=10\nsyncLimit=5\nautopurge.purgeInterval=1\n\
-                 clientPort=2999\nfoo.bar=1\nquorum.auth.enableSasl=false\n",
+                 clientPort=2999\nfoo.bar=1\nquorum.auth.enableSasl=false\ncnxTimeout=5000\n\
+                 electionAlg=3\n",
             )
             .unwrap();
         let got: Vec<(usize, &str, Ignored)> = ignored
@@ -663,15 +760,16 @@ mod tests {
         assert_eq!(
             got,
             [
-                (2, "initLimit", Ignored::EnsembleOnly),
-                (3, "syncLimit", Ignored::EnsembleOnly),
                 (4, "autopurge.purgeInterval", Ignored::Unknown),
                 (6, "foo.bar", Ignored::Unknown),
                 (7, "quorum.auth.enableSasl", Ignored::EnsembleOnly),
+                (8, "cnxTimeout", Ignored::EnsembleOnly),
+                (9, "electionAlg", Ignored::EnsembleOnly),
             ]
         );
-        // Known keys still apply around them.
+        // Known keys still apply around them; initLimit and syncLimit are known now.
         assert_eq!(c.client_port, 2999);
+        assert_eq!((c.init_limit, c.sync_limit), (10, 5));
     }
 
     #[test]

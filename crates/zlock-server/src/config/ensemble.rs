@@ -1,0 +1,579 @@
+//! The ensemble's part of the configuration: `server.N` lines (and `--server` flags),
+//! the `myid` file, and the Raft timing derived from `tickTime`.
+//!
+//! Reading happens in two steps because this server's id lives in `dataDir/myid` and a
+//! flag may change `dataDir` after the file is read: the member list is collected into a
+//! [`DeclaredEnsemble`] (duplicate ids and addresses are caught there, where the line of
+//! each is known), then [`ServerConfig::resolve_ensemble`](super::ServerConfig::resolve_ensemble)
+//! reads `myid` and builds the [`EnsembleConfig`] the server runs. The `dynamicConfigFile`
+//! is read here too.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use thiserror::Error;
+
+use super::{entries, server_id, ConfigError, EnsembleConfig, MemberSpec, ServerConfig};
+
+/// The largest member id. A member puts its id in the top byte of the session ids it
+/// creates, as ZooKeeper does (`zlock_core::state::session_id_for`), so two ids that
+/// differ only above that byte would hand out the same session ids; ZooKeeper's
+/// administrator's guide asks for ids from 1 to 255 for the same reason.
+pub const MAX_MEMBER_ID: u64 = 255;
+
+/// Why one `server.N` value (or `--server` flag) does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MemberSyntax {
+    #[error(
+        "expected host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]"
+    )]
+    Form,
+    /// A `--server` flag without `N=`.
+    #[error("expected N=host:quorumPort:electionPort[;[clientHost:]clientPort]")]
+    FlagForm,
+    #[error("the id {0:?} is not an integer from 1 to {MAX_MEMBER_ID}")]
+    Id(String),
+    #[error("the {which} {value:?} is not a port number (1 to 65535)")]
+    Port { which: &'static str, value: String },
+    #[error("{0:?} is neither participant nor observer")]
+    Role(String),
+    #[error("the host is empty (an IPv6 address goes in brackets: [::1]:2888:3888)")]
+    Host,
+    #[error(
+        "several addresses per member (`|`, ZooKeeper's multiAddress.enabled) are not supported"
+    )]
+    MultiAddress,
+    #[error("a secure client port (a second `;`) is not supported")]
+    SecurePort,
+    /// Found when this member's client address is worked out, not when parsing.
+    #[error("the client host {0:?} is neither an IP address nor a name that resolves")]
+    ClientHost(String),
+}
+
+/// Where a member was declared, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A line of a file (1-based).
+    Line { path: PathBuf, line: usize },
+    /// A command-line flag, as given (`--server 2=127.0.0.1:2889:3889`).
+    Flag(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Line { path, line } => write!(f, "{}:{line}", path.display()),
+            Origin::Flag(flag) => f.write_str(flag),
+        }
+    }
+}
+
+/// Where this server's id came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdFrom {
+    /// `dataDir/myid`.
+    File(PathBuf),
+    /// `--myid`.
+    Flag,
+    /// An [`EnsembleConfig`] built in code.
+    Given,
+}
+
+impl fmt::Display for IdFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdFrom::File(path) => write!(f, "in {}", path.display()),
+            IdFrom::Flag => f.write_str("from --myid"),
+            IdFrom::Given => f.write_str("as configured"),
+        }
+    }
+}
+
+fn port(which: &'static str, text: &str) -> Result<u16, MemberSyntax> {
+    match text.trim().parse::<u16>() {
+        Ok(p) if p != 0 => Ok(p),
+        _ => Err(MemberSyntax::Port {
+            which,
+            value: text.trim().to_owned(),
+        }),
+    }
+}
+
+/// `host:rest` or `[v6]:rest` into the host (brackets removed) and the rest.
+fn split_host(text: &str) -> Result<(&str, &str), MemberSyntax> {
+    let text = text.trim();
+    let (host, rest) = match text.strip_prefix('[') {
+        Some(v6) => {
+            let (host, rest) = v6.split_once(']').ok_or(MemberSyntax::Form)?;
+            (host, rest.strip_prefix(':').ok_or(MemberSyntax::Form)?)
+        }
+        None => text.split_once(':').ok_or(MemberSyntax::Form)?,
+    };
+    let host = host.trim();
+    if host.is_empty() {
+        return Err(MemberSyntax::Host);
+    }
+    Ok((host, rest))
+}
+
+/// `[clientHost:]clientPort`, the host possibly `[v6]`.
+fn client(text: &str) -> Result<(Option<String>, u16), MemberSyntax> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(MemberSyntax::Form);
+    }
+    if !text.starts_with('[') && !text.contains(':') {
+        return Ok((None, port("client port", text)?));
+    }
+    let (host, p) = split_host(text)?;
+    Ok((Some(host.to_owned()), port("client port", p)?))
+}
+
+/// A member id: an integer from 1 to [`MAX_MEMBER_ID`].
+pub fn parse_member_id(text: &str) -> Option<u64> {
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|id| (1..=MAX_MEMBER_ID).contains(id))
+}
+
+impl MemberSpec {
+    /// Parses a `server.N=value` line: `id` is its `N`, `value` what follows the `=`.
+    /// The syntax is ZooKeeper 3.5+'s, and the older one without `;client`:
+    /// `host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`,
+    /// an IPv6 host in brackets (`[::1]:2888:3888`).
+    pub fn parse(id: &str, value: &str) -> Result<MemberSpec, MemberSyntax> {
+        let id = parse_member_id(id).ok_or_else(|| MemberSyntax::Id(id.trim().to_owned()))?;
+        let mut parts = value.split(';');
+        let addr = parts.next().unwrap_or_default();
+        let client = parts.next().map(client).transpose()?;
+        if parts.next().is_some() {
+            return Err(MemberSyntax::SecurePort);
+        }
+        if addr.contains('|') {
+            return Err(MemberSyntax::MultiAddress);
+        }
+        let (host, rest) = split_host(addr)?;
+        let fields: Vec<&str> = rest.split(':').collect();
+        let (quorum, election, role) = match fields[..] {
+            [q, e] => (q, e, None),
+            [q, e, r] => (q, e, Some(r.trim())),
+            _ => return Err(MemberSyntax::Form),
+        };
+        let observer = match role.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("participant") => false,
+            Some("observer") => true,
+            Some(_) => return Err(MemberSyntax::Role(role.unwrap_or_default().to_owned())),
+        };
+        Ok(MemberSpec {
+            id,
+            host: host.to_owned(),
+            quorum_port: port("quorum port", quorum)?,
+            election_port: port("election port", election)?,
+            observer,
+            client,
+        })
+    }
+
+    /// `host:electionPort`.
+    pub fn election_addr(&self) -> String {
+        join_host_port(&self.host, self.election_port)
+    }
+
+    /// The `host:port` pairs this member listens on, for the duplicate check: its quorum
+    /// and election ports, and its client port on `clientHost` (or, without one, on its
+    /// host: two members on one host cannot share a client port either).
+    fn addresses(&self) -> Vec<(String, u16)> {
+        let host = self.host.to_ascii_lowercase();
+        let mut out = vec![
+            (host.clone(), self.quorum_port),
+            (host.clone(), self.election_port),
+        ];
+        if let Some((client_host, p)) = &self.client {
+            let h = client_host
+                .as_ref()
+                .map_or(host, |h| h.to_ascii_lowercase());
+            out.push((h, *p));
+        }
+        out
+    }
+}
+
+pub(super) fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The value of a `server.N` line, as ZooKeeper's `conf` prints it:
+/// `host:quorumPort:electionPort:participant[;[clientHost:]clientPort]`.
+impl fmt::Display for MemberSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let role = if self.observer {
+            "observer"
+        } else {
+            "participant"
+        };
+        write!(f, "{}:{}:{role}", self.quorum_addr(), self.election_port)?;
+        match &self.client {
+            Some((Some(h), p)) => write!(f, ";{}", join_host_port(h, *p)),
+            Some((None, p)) => write!(f, ";{p}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `N=host:quorumPort:electionPort[...]`: the `--server` flag.
+impl FromStr for MemberSpec {
+    type Err = MemberSyntax;
+
+    fn from_str(s: &str) -> Result<MemberSpec, MemberSyntax> {
+        let (id, value) = s.split_once('=').ok_or(MemberSyntax::FlagForm)?;
+        MemberSpec::parse(id, value)
+    }
+}
+
+/// The members as the file (or the flags) declare them, before this server's id is
+/// known. Turned into an [`EnsembleConfig`] by
+/// [`ServerConfig::resolve_ensemble`](super::ServerConfig::resolve_ensemble).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclaredEnsemble {
+    /// In the order given, each with where it was declared.
+    pub members: Vec<(Origin, MemberSpec)>,
+    /// `--myid`: this server's id, instead of the one in `dataDir/myid`.
+    pub myid: Option<u64>,
+    /// `peerType=observer`: this server means to be an observer.
+    pub observer: bool,
+}
+
+impl DeclaredEnsemble {
+    /// Adds a member; refuses an id, or a `host:port`, that an earlier member has (or
+    /// that this one uses twice).
+    pub fn add(&mut self, at: Origin, spec: MemberSpec) -> Result<(), ConfigError> {
+        if let Some((first, _)) = self.members.iter().find(|(_, m)| m.id == spec.id) {
+            return Err(ConfigError::DuplicateId {
+                id: spec.id,
+                at,
+                first: first.clone(),
+            });
+        }
+        let mine = spec.addresses();
+        for (i, a) in mine.iter().enumerate() {
+            if mine[..i].contains(a) {
+                return Err(ConfigError::DuplicateAddress {
+                    addr: join_host_port(&a.0, a.1),
+                    id: spec.id,
+                    at: at.clone(),
+                    other: spec.id,
+                    first: at,
+                });
+            }
+            let earlier = self.members.iter().find(|(_, m)| m.addresses().contains(a));
+            if let Some((first, m)) = earlier {
+                return Err(ConfigError::DuplicateAddress {
+                    addr: join_host_port(&a.0, a.1),
+                    id: spec.id,
+                    at,
+                    other: m.id,
+                    first: first.clone(),
+                });
+            }
+        }
+        self.members.push((at, spec));
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Every member, by id.
+    pub fn by_id(&self) -> BTreeMap<u64, MemberSpec> {
+        self.members
+            .iter()
+            .map(|(_, m)| (m.id, m.clone()))
+            .collect()
+    }
+}
+
+/// Reads this server's id from `data_dir/myid` as ZooKeeper does: an ASCII integer
+/// (surrounding whitespace is trimmed). `Ok(None)`: there is no such file.
+pub fn read_myid(data_dir: &Path) -> Result<Option<(u64, PathBuf)>, ConfigError> {
+    let path = data_dir.join("myid");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ConfigError::Read { path, source }),
+    };
+    match parse_member_id(&text) {
+        Some(id) => Ok(Some((id, path))),
+        None => Err(ConfigError::BadMyId {
+            path,
+            text: text.trim().to_owned(),
+        }),
+    }
+}
+
+/// Openraft's timing, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+}
+
+impl RaftTiming {
+    /// See [`EnsembleConfig`]: the heartbeat is `tickTime / 40` (at least 10 ms) unless
+    /// `heartbeat_ms` is given; the election timeout 3 to 6 heartbeats unless
+    /// `election_min_ms` is given (then up to twice that).
+    pub fn derive(
+        tick_time_ms: u64,
+        heartbeat_ms: Option<u64>,
+        election_min_ms: Option<u64>,
+    ) -> RaftTiming {
+        let heartbeat_ms = heartbeat_ms.unwrap_or((tick_time_ms / 40).max(10));
+        let election_min_ms = election_min_ms.unwrap_or(heartbeat_ms.saturating_mul(3));
+        RaftTiming {
+            heartbeat_ms,
+            election_min_ms,
+            election_max_ms: election_min_ms.saturating_mul(2),
+        }
+    }
+}
+
+impl EnsembleConfig {
+    /// This server's own line.
+    pub fn this_member(&self) -> Option<&MemberSpec> {
+        self.members.get(&self.me)
+    }
+
+    /// The voting members.
+    pub fn participants(&self) -> impl Iterator<Item = &MemberSpec> {
+        self.members.values().filter(|m| !m.observer)
+    }
+
+    pub fn timing(&self) -> RaftTiming {
+        RaftTiming {
+            heartbeat_ms: self.heartbeat_ms,
+            election_min_ms: self.election_min_ms,
+            election_max_ms: self.election_max_ms,
+        }
+    }
+
+    /// Checks what the server relies on: ids in range and matching their keys, this
+    /// server among the members, at least one participant and no observer (not
+    /// supported yet), and a timing openraft accepts. (Duplicate addresses are caught
+    /// when members are declared, see [`DeclaredEnsemble::add`].)
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_from(&IdFrom::Given)
+    }
+
+    pub(super) fn validate_from(&self, from: &IdFrom) -> Result<(), ConfigError> {
+        for (&id, m) in &self.members {
+            if id != m.id || !(1..=MAX_MEMBER_ID).contains(&id) {
+                return Err(ConfigError::MemberId { id: m.id, key: id });
+            }
+        }
+        if !self.members.contains_key(&self.me) {
+            return Err(ConfigError::NotAMember {
+                me: self.me,
+                from: from.clone(),
+                members: self.members.keys().copied().collect(),
+            });
+        }
+        if self.participants().next().is_none() {
+            return Err(ConfigError::NoParticipants);
+        }
+        let observers: Vec<u64> = self
+            .members
+            .values()
+            .filter(|m| m.observer)
+            .map(|m| m.id)
+            .collect();
+        if !observers.is_empty() {
+            return Err(ConfigError::Observers {
+                ids: observers,
+                peer_type: false,
+            });
+        }
+        let t = self.timing();
+        if t.heartbeat_ms == 0
+            || t.election_min_ms <= t.heartbeat_ms
+            || t.election_max_ms <= t.election_min_ms
+        {
+            return Err(ConfigError::RaftTiming(t));
+        }
+        Ok(())
+    }
+}
+
+impl ServerConfig {
+    /// Works out this server's place in the declared ensemble and sets `ensemble`: reads
+    /// `dataDir/myid` (unless `declared.myid`, from `--myid`, replaces it), derives the
+    /// Raft timing, checks the whole (ids, this server a member, participants only, the
+    /// timing), warns about an even number of members, and takes the client port (and
+    /// address) from this member's line if it has one. Does nothing when no members are
+    /// declared (but refuses `--myid` then). Run it after flags have overridden the
+    /// file's `dataDir`, `tickTime` and members, and before they override the client
+    /// port.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::MissingMyId`], [`ConfigError::BadMyId`] or [`ConfigError::Read`]
+    /// for the `myid` file; [`ConfigError::NotAMember`], [`ConfigError::NoParticipants`],
+    /// [`ConfigError::Observers`], [`ConfigError::RaftTiming`]; [`ConfigError::Member`] for
+    /// a client host that is neither an IP address nor a name that resolves.
+    pub fn resolve_ensemble(&mut self) -> Result<(), ConfigError> {
+        if self.declared.is_empty() {
+            return match self.declared.myid {
+                Some(id) => Err(ConfigError::MyIdWithoutMembers { id }),
+                None => Ok(()),
+            };
+        }
+        let members = self.declared.by_id();
+        let on_disk = read_myid(&self.data_dir);
+        let (me, from) = match self.declared.myid {
+            Some(id) => {
+                if let Ok(Some((file_id, path))) = &on_disk {
+                    if *file_id != id {
+                        tracing::warn!(
+                            "{} says this server is server.{file_id}; --myid {id} overrides it",
+                            path.display()
+                        );
+                    }
+                }
+                (id, IdFrom::Flag)
+            }
+            None => match on_disk? {
+                Some((id, path)) => (id, IdFrom::File(path)),
+                None => {
+                    return Err(ConfigError::MissingMyId {
+                        path: self.data_dir.join("myid"),
+                        members: members.keys().copied().collect(),
+                    })
+                }
+            },
+        };
+        let t = self.raft_timing();
+        let ensemble = EnsembleConfig {
+            me,
+            members,
+            heartbeat_ms: t.heartbeat_ms,
+            election_min_ms: t.election_min_ms,
+            election_max_ms: t.election_max_ms,
+        };
+        ensemble.validate_from(&from)?;
+        if self.declared.observer {
+            return Err(ConfigError::Observers {
+                ids: vec![me],
+                peer_type: true,
+            });
+        }
+        match ensemble.participants().count() {
+            2 => tracing::warn!(
+                "an ensemble of 2 members tolerates no failure: a majority of 2 is 2, so \
+                 both must be up to write. 3 members tolerate one failure"
+            ),
+            n if n >= 4 && n % 2 == 0 => tracing::warn!(
+                "an ensemble of {n} members tolerates no more failures than one of {}: \
+                 consider an odd number",
+                n - 1
+            ),
+            _ => {}
+        }
+        if let Some(mine) = ensemble.this_member() {
+            if let Some((host, port)) = &mine.client {
+                self.client_port = *port;
+                if let Some(host) = host {
+                    self.client_port_address = self.client_ip(mine, host, *port)?;
+                }
+            }
+        }
+        self.ensemble = Some(ensemble);
+        Ok(())
+    }
+
+    /// The address a member's `;clientHost:clientPort` names: an IP address, or a name
+    /// resolved as ZooKeeper resolves it (to its first address).
+    fn client_ip(&self, mine: &MemberSpec, host: &str, port: u16) -> Result<IpAddr, ConfigError> {
+        if let Ok(ip) = host.parse() {
+            return Ok(ip);
+        }
+        let resolved = (host, port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next());
+        resolved.map(|a| a.ip()).ok_or_else(|| {
+            let at = self
+                .declared
+                .members
+                .iter()
+                .find(|(_, m)| m.id == mine.id)
+                .map(|(at, _)| at.clone());
+            ConfigError::Member {
+                at: at.unwrap_or_else(|| Origin::Flag(format!("server.{}", mine.id))),
+                text: format!("server.{}={mine}", mine.id),
+                reason: MemberSyntax::ClientHost(host.to_owned()),
+            }
+        })
+    }
+}
+
+/// Parses the `server.{id}={value}` line `raw`, read at `at`.
+pub(super) fn member(
+    at: Origin,
+    raw: &str,
+    id: &str,
+    value: &str,
+) -> Result<MemberSpec, ConfigError> {
+    MemberSpec::parse(id, value).map_err(|reason| ConfigError::Member {
+        at,
+        text: raw.trim().to_owned(),
+        reason,
+    })
+}
+
+/// The members a `dynamicConfigFile` lists. Read as ZooKeeper reads it: relative to the
+/// working directory, and holding nothing but `server.N` lines, its `version`, and the
+/// hierarchical quorum's `group.`/`weight.` keys (logged and ignored).
+pub(super) fn read_dynamic(path: &Path) -> Result<DeclaredEnsemble, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut members = DeclaredEnsemble::default();
+    for entry in entries(&text) {
+        let e = entry.map_err(|(line, raw)| ConfigError::Syntax {
+            path: path.to_owned(),
+            line,
+            text: raw.to_owned(),
+        })?;
+        let at = Origin::Line {
+            path: path.to_owned(),
+            line: e.line,
+        };
+        if let Some(id) = server_id(e.key) {
+            members.add(at.clone(), member(at, e.raw, id, e.value)?)?;
+        } else if e.key.starts_with("group.") || e.key.starts_with("weight.") {
+            tracing::warn!(
+                "{at}: ignoring {}: zlock has no hierarchical quorums, its quorum is a \
+                 majority of all participants",
+                e.key
+            );
+        } else if e.key != "version" {
+            return Err(ConfigError::Value {
+                path: path.to_owned(),
+                line: e.line,
+                key: e.key.to_owned(),
+                value: e.value.to_owned(),
+                reason: "a dynamic config file holds only server.N lines (and version)".to_owned(),
+            });
+        }
+    }
+    Ok(members)
+}
