@@ -4,6 +4,8 @@
 #   compat/kazoo/run.sh <zlock|zookeeper|external> [--update] [extra pytest args...]
 #
 #   zlock      start target/release/zlock (or $ZLOCK_BIN) with a temp data dir
+#   zlock-ensemble  start three zlock members forming an ensemble; kazoo's clients
+#              get all three in their connect string (expected_pass.txt applies)
 #   zookeeper  start Apache ZooKeeper 3.8 (Debian package) with a temp zoo.cfg
 #   external   use a server already listening on 127.0.0.1:$ZLOCK_TEST_PORT
 #   --update   zookeeper: rewrite zookeeper_pass.txt with this run's passes;
@@ -38,7 +40,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 KIND=$1
 shift
-case "$KIND" in zlock | zookeeper | external) ;; *) usage ;; esac
+case "$KIND" in zlock | zlock-ensemble | zookeeper | external) ;; *) usage ;; esac
 UPDATE=0
 if [[ "${1:-}" == "--update" ]]; then
     UPDATE=1
@@ -91,6 +93,7 @@ start=$SECONDS
     cd "$RESULTS"   # keep pytest's rootdir away from the repo's files
     export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
     export ZLOCK_TEST_PORT="$COMPAT_PORT"
+    export ZLOCK_TEST_HOSTS="$COMPAT_HOSTS"
     export ZLOCK_KAZOO_OUTCOMES="$OUTCOMES"
     exec timeout -k 10 "${KAZOO_SUITE_TIMEOUT:-900}" \
         "$PY" -m pytest -p zlock_kazoo_plugin --pyargs "$TESTS" \

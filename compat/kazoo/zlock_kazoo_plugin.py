@@ -87,10 +87,11 @@ class ExternalServer:
 
 
 class ExternalCluster:
-    """Stands in for kazoo.testing.common.ZookeeperCluster (size 1)."""
+    """Stands in for kazoo.testing.common.ZookeeperCluster: the servers under test
+    (one, or every member of an ensemble: kazoo's clients get all of them)."""
 
-    def __init__(self, host, port):
-        self._servers = [ExternalServer(host, port)]
+    def __init__(self, addresses):
+        self._servers = [ExternalServer(h, p) for h, p in addresses]
 
     def __getitem__(self, k):
         return self._servers[k]
@@ -135,7 +136,8 @@ def get_external_cluster():
                 "server under test (on 127.0.0.1)"
             )
         host = os.environ.get("ZLOCK_TEST_HOST", "127.0.0.1")
-        _CLUSTER = ExternalCluster(host, port)
+        hosts = os.environ.get("ZLOCK_TEST_HOSTS") or "%s:%s" % (host, port)
+        _CLUSTER = ExternalCluster([a.rsplit(":", 1) for a in hosts.split(",")])
     return _CLUSTER
 
 
@@ -151,8 +153,9 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return "zlock_kazoo_plugin: kazoo tests against external server 127.0.0.1:%s" % (
-        os.environ.get("ZLOCK_TEST_PORT", "<unset>"),
+    return "zlock_kazoo_plugin: kazoo tests against %s" % (
+        os.environ.get("ZLOCK_TEST_HOSTS")
+        or "127.0.0.1:%s" % os.environ.get("ZLOCK_TEST_PORT", "<unset>"),
     )
 
 

@@ -3,8 +3,11 @@
 # server (zlock or Apache ZooKeeper) on a free loopback port.
 #
 # Source this file, then:
-#   compat_start_server <kind>     # kind: zlock | zookeeper | external
-#     -> sets COMPAT_PORT, COMPAT_SERVER_PID (empty for external), COMPAT_TMP
+#   compat_start_server <kind>     # kind: zlock | zlock-ensemble | zookeeper | external
+#     -> sets COMPAT_PORT, COMPAT_SERVER_PID (empty for external), COMPAT_TMP, and
+#        COMPAT_HOSTS (host:port,... of every server: one, or three for zlock-ensemble)
+#   zlock-ensemble: three zlock processes forming an ensemble on loopback ports
+#   (each its own data dir; COMPAT_SERVER_PID lists the three pids).
 #   compat_stop_server             # stops by pid, removes COMPAT_TMP (idempotent)
 #
 # Callers should `trap compat_stop_server EXIT`.
@@ -27,6 +30,7 @@ COMPAT_PORT=""
 COMPAT_SERVER_PID=""
 COMPAT_TMP=""
 COMPAT_SERVER_LOG=""
+COMPAT_HOSTS=""
 
 compat_log() { printf '[compat] %s\n' "$*" >&2; }
 
@@ -71,9 +75,14 @@ compat_start_server() {
     COMPAT_SERVER_LOG="$logdir/server-${kind}.log"
 
     case "$kind" in
+    zlock-ensemble)
+        compat_start_ensemble "$logdir" || return 1
+        return 0
+        ;;
     external)
         COMPAT_PORT="${ZLOCK_TEST_PORT:?kind=external needs ZLOCK_TEST_PORT}"
         compat_log "using already running server at 127.0.0.1:$COMPAT_PORT"
+        COMPAT_HOSTS="127.0.0.1:$COMPAT_PORT"
         compat_wait_port "$COMPAT_PORT" || return 1
         return 0
         ;;
@@ -120,11 +129,77 @@ CFG
         tail -n 40 "$COMPAT_SERVER_LOG" >&2 || true
         return 1
     fi
+    COMPAT_HOSTS="127.0.0.1:$COMPAT_PORT"
     compat_log "$kind is accepting connections on 127.0.0.1:$COMPAT_PORT"
 }
 
+# Three zlock members on loopback: every member gets the same --server list.
+compat_start_ensemble() {
+    local logdir=$1 bin="${ZLOCK_BIN:-$COMPAT_REPO_ROOT/target/release/zlock}"
+    if [[ ! -x "$bin" ]]; then
+        compat_log "zlock binary not found at $bin (build it: cargo build --release -p zlock-cli)"
+        return 1
+    fi
+    local i ports=() servers=() pids=() hosts=()
+    for i in 1 2 3; do
+        ports[i]="$(compat_free_port)"
+        servers+=(--server "$i=127.0.0.1:$(compat_free_port):$(compat_free_port);${ports[i]}")
+        hosts+=("127.0.0.1:${ports[i]}")
+    done
+    cat >"$COMPAT_TMP/zoo.cfg" <<CFG
+tickTime=2000
+maxClientCnxns=0
+4lw.commands.whitelist=*
+extendedTypesEnabled=true
+CFG
+    local extra=()
+    read -r -a extra <<<"${ZLOCK_SERVER_ARGS:-}"
+    for i in 1 2 3; do
+        mkdir -p "$COMPAT_TMP/data$i"
+        "$bin" server --config "$COMPAT_TMP/zoo.cfg" --myid "$i" --data-dir "$COMPAT_TMP/data$i" \
+            "${servers[@]}" "${extra[@]}" >"$logdir/server-zlock-ensemble-$i.log" 2>&1 &
+        pids+=($!)
+    done
+    COMPAT_SERVER_PID="${pids[*]}"
+    COMPAT_PORT="${ports[1]}"
+    COMPAT_HOSTS="$(IFS=,; echo "${hosts[*]}")"
+    COMPAT_SERVER_LOG="$logdir/server-zlock-ensemble-1.log"
+    compat_log "started a zlock ensemble (pids $COMPAT_SERVER_PID) on $COMPAT_HOSTS"
+    for i in 1 2 3; do
+        if ! compat_wait_port "${ports[i]}" "${pids[i - 1]}"; then
+            tail -n 40 "$logdir/server-zlock-ensemble-$i.log" >&2 || true
+            return 1
+        fi
+    done
+    # Serving once a leader is elected: a write through any member then succeeds.
+    local deadline=$((SECONDS + ${COMPAT_START_TIMEOUT:-60}))
+    while ((SECONDS < deadline)); do
+        for i in 1 2 3; do
+            if printf 'srvr' | nc -q 1 127.0.0.1 "${ports[i]}" 2>/dev/null | grep -q '^Mode: leader'; then
+                compat_log "zlock ensemble serving on $COMPAT_HOSTS (leader: member $i)"
+                return 0
+            fi
+        done
+        sleep 0.2
+    done
+    compat_log "no zlock ensemble member became the leader"
+    return 1
+}
+
 compat_stop_server() {
-    local pid="$COMPAT_SERVER_PID"
+    local pid
+    for pid in $COMPAT_SERVER_PID; do
+        compat_stop_pid "$pid"
+    done
+    COMPAT_SERVER_PID=""
+    if [[ -n "$COMPAT_TMP" && -d "$COMPAT_TMP" ]]; then
+        rm -rf "$COMPAT_TMP"
+    fi
+    COMPAT_TMP=""
+}
+
+compat_stop_pid() {
+    local pid="$1"
     if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
         kill -TERM "$pid" 2>/dev/null || true
         local i
@@ -139,11 +214,6 @@ compat_stop_server() {
         wait "$pid" 2>/dev/null || true
         compat_log "stopped server pid $pid"
     fi
-    COMPAT_SERVER_PID=""
-    if [[ -n "$COMPAT_TMP" && -d "$COMPAT_TMP" ]]; then
-        rm -rf "$COMPAT_TMP"
-    fi
-    COMPAT_TMP=""
 }
 
 # Ensure the Python venv with kazoo's test suite exists; prints its python path.
