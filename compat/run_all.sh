@@ -7,6 +7,8 @@
 # 2. kazoo 2.11.0's own test suite                         -> must pass every
 #    test listed in compat/kazoo/expected_pass.txt (zlock) or
 #    compat/kazoo/zookeeper_pass.txt (zookeeper); other failures are reported only.
+# 3. (zlock only) kazoo's suite again against a three-member zlock ensemble, every
+#    member in the connect string                           -> expected_pass.txt too
 #
 # Logs: compat/results/ (zkCli part), compat/kazoo/results/ (kazoo part).
 # Each part starts its own server on a free 127.0.0.1 port and stops it (by pid)
@@ -49,5 +51,19 @@ else
 fi
 echo "kazoo: $kazoo_result ($((SECONDS - start))s)"
 
-echo "---- compat summary ($KIND): zkCli $zkcli_result; kazoo $kazoo_result"
+ensemble_result="not run"
+if [[ "$KIND" == zlock ]]; then
+    echo "---- compat: kazoo test suite against a three-member zlock ensemble"
+    start=$SECONDS
+    if "$HERE/kazoo/run.sh" zlock-ensemble; then
+        ensemble_result="passed (every expected test passed)"
+    else
+        rc=$?
+        ensemble_result="FAILED (exit $rc)"
+        status=1
+    fi
+    echo "kazoo on an ensemble: $ensemble_result ($((SECONDS - start))s)"
+fi
+
+echo "---- compat summary ($KIND): zkCli $zkcli_result; kazoo $kazoo_result; kazoo on a zlock ensemble $ensemble_result"
 exit $status

@@ -30,6 +30,10 @@ enum Cmd {
     /// a member of an ensemble (--server, --myid).
     #[command(after_help = SERVER_HELP)]
     Server(ServerArgs),
+    /// Start a local ensemble to try, each member its own process:
+    /// `zlock ensemble --members 3`
+    #[command(after_help = ENSEMBLE_HELP)]
+    Ensemble(cmd::ensemble::EnsembleArgs),
     /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -63,6 +67,16 @@ enum BenchCmd {
     /// Lock scenarios A-F against zlock / ZooKeeper, Redis or etcd
     Lock(cmd::lockbench::LockArgs),
 }
+
+const ENSEMBLE_HELP: &str = "\
+Examples:
+  zlock ensemble
+  zlock ensemble --members 5 --data-dir /tmp/zl --client-port 12181
+
+Members serve clients on 2181, 2182, 2183 and talk to each other on 2888, 2889, 2890 (the
+ports of a ZooKeeper ensemble's sample configuration). Each runs
+`zlock server --myid N --server ...`; the command that starts it is printed when it exits,
+so a member killed with kill -9 can be started again by hand. Ctrl-C stops them all.";
 
 const SERVER_HELP: &str = "\
 Examples:
@@ -225,7 +239,7 @@ impl ServerArgs {
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -269,6 +283,10 @@ fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.cmd {
+        Cmd::Ensemble(a) => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(cmd::ensemble::run(a))
+        }
         Cmd::Bench(BenchCmd::Ops(a)) => {
             let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             rt.block_on(cmd::bench::run(a))?;

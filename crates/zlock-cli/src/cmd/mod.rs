@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod ensemble;
 pub mod lock;
 pub mod lockbench;
 pub mod zk;
