@@ -49,7 +49,7 @@ pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
         (1..=255).contains(&a.members),
         "--members must be 1 to 255"
     );
-    if a.members % 2 == 0 {
+    if a.members.is_multiple_of(2) {
         eprintln!(
             "note: {} members tolerate no more failures than {}",
             a.members,
