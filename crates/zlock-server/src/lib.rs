@@ -106,7 +106,11 @@ pub async fn serve(
         .map_err(ServerError::Thread)?;
     let mut core = pipeline::core::Core {
         state: recovered.state,
-        router: pipeline::router::Router::new(pipeline::core::STANDALONE, stats.clone()),
+        router: pipeline::router::Router::new(
+            pipeline::core::STANDALONE,
+            stats.clone(),
+            pipeline::long_read::LongReads::start().map_err(ServerError::Thread)?,
+        ),
         sessions: zlock_core::sessions::SessionTracker::new(
             pipeline::ticker::TICK.as_millis() as u64
         ),
