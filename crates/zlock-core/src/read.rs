@@ -51,7 +51,7 @@ fn all_children_number(
     acl::check(&n.acl, perms::READ, auth)?;
     let mut count = SubtreeCount::new(p);
     let nodes = st.tree.nodes();
-    if nodes.count(&mut count, budget) {
+    if count.walk(nodes, budget) {
         return Ok(Answer::Now(Reply::ok(children_number(count.total))));
     }
     Ok(Answer::Later(LongRead {
@@ -79,7 +79,7 @@ pub struct LongRead {
 
 impl LongRead {
     pub fn finish(mut self) -> Reply {
-        self.nodes.count(&mut self.count, usize::MAX);
+        self.count.walk(&self.nodes, usize::MAX);
         Reply::ok(children_number(self.count.total))
     }
 }

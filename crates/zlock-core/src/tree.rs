@@ -143,42 +143,6 @@ impl Nodes {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
         self.0.iter().map(|(k, v)| (&**k, &**v))
     }
-
-    /// Goes on with `walk`, looking up at most `budget` nodes; true once every node
-    /// under its path is counted.
-    pub(crate) fn count(&self, walk: &mut SubtreeCount, budget: usize) -> bool {
-        let mut left = budget;
-        let mut child = String::new();
-        while let Some((p, from)) = walk.stack.pop() {
-            let Some(n) = self.get(&p) else { continue };
-            let rest = match &from {
-                Some(f) => n
-                    .children
-                    .range::<str, _>((Bound::Included(&**f), Bound::Unbounded)),
-                None => n.children.range::<str, _>(..),
-            };
-            for c in rest {
-                if left == 0 {
-                    walk.stack.push((p, Some(c.clone())));
-                    return false;
-                }
-                left -= 1;
-                walk.total += 1;
-                child.clear();
-                child.push_str(&p);
-                if p != "/" {
-                    child.push('/');
-                }
-                child.push_str(c);
-                // Only a child with children of its own goes on the stack: the leaves,
-                // most of any big subtree, cost one look-up and no allocation.
-                if self.get(&child).is_some_and(|n| !n.children.is_empty()) {
-                    walk.stack.push((child.clone(), None));
-                }
-            }
-        }
-        true
-    }
 }
 
 /// A count of the nodes under a path (getAllChildrenNumber) that can stop after some
@@ -198,6 +162,42 @@ impl SubtreeCount {
             stack: vec![(path.to_owned(), None)],
             total: 0,
         }
+    }
+
+    /// Goes on counting in `nodes`, looking up at most `budget` of them; true once
+    /// every node under the path is counted.
+    pub fn walk(&mut self, nodes: &Nodes, budget: usize) -> bool {
+        let mut left = budget;
+        let mut child = String::new();
+        while let Some((p, from)) = self.stack.pop() {
+            let Some(n) = nodes.get(&p) else { continue };
+            let rest = match &from {
+                Some(f) => n
+                    .children
+                    .range::<str, _>((Bound::Included(&**f), Bound::Unbounded)),
+                None => n.children.range::<str, _>(..),
+            };
+            for c in rest {
+                if left == 0 {
+                    self.stack.push((p, Some(c.clone())));
+                    return false;
+                }
+                left -= 1;
+                self.total += 1;
+                child.clear();
+                child.push_str(&p);
+                if p != "/" {
+                    child.push('/');
+                }
+                child.push_str(c);
+                // Only a child with children of its own goes on the stack: the leaves,
+                // most of any big subtree, cost one look-up and no allocation.
+                if nodes.get(&child).is_some_and(|n| !n.children.is_empty()) {
+                    self.stack.push((child.clone(), None));
+                }
+            }
+        }
+        true
     }
 }
 
