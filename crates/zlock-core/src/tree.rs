@@ -119,6 +119,12 @@ impl Node {
 /// ([`crate::read::LongRead`]) take a copy under the lock and walk it outside, while the
 /// live tree moves on. Znodes sit behind `Arc`s so that copying a map node copies
 /// pointers, not znodes.
+///
+/// The price, measured at 1M znodes against std's `HashMap`: about 80 more bytes per
+/// znode, look-ups some 30% slower when nothing is cached, and while a copy is alive
+/// (a snapshot being written) each write copies the map nodes on its path (a few µs)
+/// until the live tree has its own. `imbl::OrdMap` would cost no memory but look-ups 2-3
+/// times slower.
 #[derive(Debug, Clone, Default)]
 pub struct Nodes(imbl::HashMap<Arc<str>, Arc<Node>>);
 
