@@ -7,7 +7,8 @@
 //!
 //! Prints the time `Image::of` takes (what the core holds its lock for), the time of
 //! 1,000 setData applies right after an image (the copy-on-write of what the image
-//! shares) and without one, and a getAllChildrenNumber of the whole load walked in one go.
+//! shares) and without one, the encoding of an image, and a getAllChildrenNumber of the
+//! whole load walked in one go.
 //! A measurement, not a test: nothing is asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -132,6 +133,16 @@ fn main() {
     println!("1000 setData right after an image: median {m:?} (min {lo:?}, max {hi:?})");
     let (m, lo, hi) = median(no_image);
     println!("1000 setData with no image alive: median {m:?} (min {lo:?}, max {hi:?})");
+
+    let mut encodes = Vec::new();
+    for _ in 0..3 {
+        let image = Image::of(&st);
+        let t = Instant::now();
+        zlock_core::snapshot::write_image(&image, &mut std::io::sink()).unwrap();
+        encodes.push(t.elapsed());
+    }
+    let (m, lo, hi) = median(encodes);
+    println!("encoding an image (write_image to a sink): median {m:?} (min {lo:?}, max {hi:?})");
 
     let req = Request::GetAllChildrenNumber(PathRequest {
         path: "/zlock-load".into(),
