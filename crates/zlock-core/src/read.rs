@@ -11,9 +11,8 @@ use zlock_proto::records::{
 use zlock_proto::{ErrorCode, Record, Request};
 
 use crate::acl;
-use crate::path;
-use crate::state::State;
-use crate::tree::{Node, SessionId};
+use crate::state::{Answer, Reply, State};
+use crate::tree::{Node, Nodes, SessionId, SubtreeCount};
 use crate::watches::{Notification, WatchKind};
 
 /// Reads do not validate paths in ZooKeeper (`FinalRequestProcessor`): a malformed path
@@ -25,7 +24,68 @@ fn node<'a>(st: &'a State, p: &str) -> Result<&'a Node, ErrorCode> {
         .ok_or(ErrorCode::NoNode)
 }
 
+/// Serves `req`; a walk longer than `budget` look-ups is left as a [`LongRead`].
 pub(crate) fn read(
+    st: &mut State,
+    session: SessionId,
+    auth: &[Id],
+    req: &Request,
+    budget: usize,
+) -> Result<Answer, ErrorCode> {
+    match req {
+        Request::GetAllChildrenNumber(r) => all_children_number(st, auth, &r.path, budget),
+        other => read_now(st, session, auth, other).map(|body| Answer::Now(Reply::ok(body))),
+    }
+}
+
+/// getAllChildrenNumber: the nodes under `p` (ZooKeeper counts them from its flat map;
+/// the tree walks the subtree). The node and its ACL are checked now; a walk of more
+/// than `budget` look-ups goes on as a [`LongRead`].
+fn all_children_number(
+    st: &State,
+    auth: &[Id],
+    p: &str,
+    budget: usize,
+) -> Result<Answer, ErrorCode> {
+    let n = node(st, p)?;
+    acl::check(&n.acl, perms::READ, auth)?;
+    let mut count = SubtreeCount::new(p);
+    let nodes = st.tree.nodes();
+    if count.walk(nodes, budget) {
+        return Ok(Answer::Now(Reply::ok(children_number(count.total))));
+    }
+    Ok(Answer::Later(LongRead {
+        nodes: nodes.clone(),
+        count,
+    }))
+}
+
+fn children_number(total: i64) -> Vec<u8> {
+    GetAllChildrenNumberResponse {
+        total_number: i32::try_from(total).unwrap_or(i32::MAX),
+    }
+    .to_bytes()
+}
+
+/// A read served under the caller's lock but not finished there: the rest of its walk,
+/// on a copy of the tree as it was when the read was served (O(1) to take: see
+/// [`Nodes`]). It can be finished on any thread and needs no lock: its answer is the
+/// one of the moment it was served, whatever the live tree has done since.
+#[derive(Debug)]
+pub struct LongRead {
+    nodes: Nodes,
+    count: SubtreeCount,
+}
+
+impl LongRead {
+    pub fn finish(mut self) -> Reply {
+        self.count.walk(&self.nodes, usize::MAX);
+        Reply::ok(children_number(self.count.total))
+    }
+}
+
+/// Every read but the long ones, served in full.
+fn read_now(
     st: &mut State,
     session: SessionId,
     auth: &[Id],
@@ -89,24 +149,6 @@ pub(crate) fn read(
                 .filter(|p| prefix.is_empty() || prefix == "/" || p.starts_with(prefix))
                 .collect();
             Ok(GetEphemeralsResponse { ephemerals }.to_bytes())
-        }
-        Request::GetAllChildrenNumber(r) => {
-            let n = node(st, &r.path)?;
-            acl::check(&n.acl, perms::READ, auth)?;
-            let mut total: i64 = 0;
-            let mut stack = vec![r.path.clone()];
-            while let Some(p) = stack.pop() {
-                if let Some(n) = st.tree.get(&p) {
-                    for c in &n.children {
-                        total += 1;
-                        stack.push(path::join(&p, c));
-                    }
-                }
-            }
-            Ok(GetAllChildrenNumberResponse {
-                total_number: i32::try_from(total).unwrap_or(i32::MAX),
-            }
-            .to_bytes())
         }
         Request::MultiRead(ops) => {
             let mut results = Vec::with_capacity(ops.len());

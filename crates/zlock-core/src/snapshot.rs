@@ -34,11 +34,10 @@ use zlock_proto::DecodeError;
 
 use crate::locks::{mode_of_parts, mode_parts, LockImage, RestoreError, SavedWaiter};
 use crate::path;
-use crate::state::{Config, Session, State};
-use std::collections::BTreeMap;
+use crate::state::{Config, Session, Sessions, State};
 use std::sync::Arc;
 
-use crate::tree::{DataTree, Node, NodeKind, SessionId};
+use crate::tree::{DataTree, Node, NodeKind, Nodes, SessionId};
 
 /// 1: first format. 2: node data may be null (buffer length -1); cversion holds the
 /// parent's create count (the Stat's cversion is derived from it). 3: the native lock
@@ -71,16 +70,19 @@ impl From<RestoreError> for SnapshotError {
     }
 }
 
-/// What a snapshot holds: the replicated part of the state. Cloning it is cheap (the
-/// tree shares its nodes, see [`DataTree`]), so the server takes one and a
-/// background thread encodes it.
+/// What a snapshot holds: the replicated part of the state, as of one log position, and
+/// nothing the encoding does not read (the tree's indexes are rebuilt by [`decode`]).
+/// Taking one is O(1) in the number of znodes and sessions (both are persistent maps
+/// shared with the live state, see [`Nodes`]) plus a copy of the lock waiters, so the
+/// server takes it under its lock and a background thread encodes it while the state
+/// moves on.
 #[derive(Debug, Clone)]
 pub struct Image {
     /// The log position the image was taken at (it names the snapshot file).
     pub applied: crate::ids::LogIndex,
     pub zxid: crate::ids::Zxid,
-    pub sessions: BTreeMap<SessionId, Session>,
-    pub tree: DataTree,
+    pub sessions: Sessions,
+    pub nodes: Nodes,
     /// A copy of the lock index's followed paths and waiters (one entry per waiter, not
     /// per node).
     pub locks: LockImage,
@@ -92,7 +94,7 @@ impl Image {
             applied: state.applied,
             zxid: state.zxid,
             sessions: state.sessions.clone(),
-            tree: state.tree.clone(),
+            nodes: state.tree.nodes().clone(),
             locks: state.locks.image(),
         }
     }
@@ -102,20 +104,20 @@ impl Image {
 pub fn encode(state: &State, out: &mut Vec<u8>) {
     let locks = state.locks.image();
     // Writing into a Vec cannot fail.
-    let _ = write_parts(&state.tree, &state.sessions, state.zxid, &locks, out);
+    let _ = write_parts(state.tree.nodes(), &state.sessions, state.zxid, &locks, out);
 }
 
 /// Streams `image` to `w` in chunks (a snapshot of a million znodes is hundreds of MB;
 /// it never needs to be in memory whole).
 pub fn write_image(image: &Image, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    write_parts(&image.tree, &image.sessions, image.zxid, &image.locks, w)
+    write_parts(&image.nodes, &image.sessions, image.zxid, &image.locks, w)
 }
 
 const CHUNK: usize = 256 * 1024;
 
 fn write_parts(
-    tree: &DataTree,
-    sessions: &BTreeMap<SessionId, Session>,
+    tree: &Nodes,
+    sessions: &Sessions,
     zxid: crate::ids::Zxid,
     locks: &LockImage,
     w: &mut dyn std::io::Write,
@@ -287,7 +289,9 @@ fn read_locks(r: &mut Reader<'_>) -> Result<LockImage, DecodeError> {
 mod tests {
     use super::*;
     use crate::txn::{Origin, Txn, TxnBody};
-    use zlock_proto::records::{lock_mode, CreateRequest, LockRequest};
+    use zlock_proto::records::{
+        lock_mode, CreateRequest, DeleteRequest, LockRequest, SetDataRequest,
+    };
     use zlock_proto::{OpCode, Request};
 
     fn apply_next(st: &mut State, txn: &Txn) -> crate::Applied {
@@ -343,6 +347,94 @@ mod tests {
         assert!(decode(&b[..b.len() - 3], Config::default()).is_err());
     }
 
+    fn create(path: &str, data: &[u8]) -> Request {
+        let create = CreateRequest {
+            path: path.into(),
+            data: Some(data.to_vec()),
+            acl: Acl::open_unsafe(),
+            flags: 0,
+        };
+        Request::Create(OpCode::Create, create)
+    }
+
+    /// An image shares the live state's maps (znodes, sessions) instead of copying them:
+    /// what the state does after it was taken (data changed in place, nodes created and
+    /// removed, sessions opened and closed, enough of them to change most of the map's
+    /// inner nodes) must not show in it, and must all show in the state.
+    #[test]
+    fn an_image_encodes_the_state_it_was_taken_at() {
+        let mut st = State::new(Config::default());
+        let sid = open_session(&mut st);
+        let other = open_session(&mut st);
+        write(&mut st, sid, create("/d", b""));
+        for i in 0..3000 {
+            write(&mut st, sid, create(&format!("/d/n{i}"), b"old"));
+        }
+        let mut before = Vec::new();
+        encode(&st, &mut before);
+        let image = Image::of(&st);
+
+        for i in (0..3000).step_by(3) {
+            let set = SetDataRequest {
+                path: format!("/d/n{i}"),
+                data: Some(b"new".to_vec()),
+                version: -1,
+            };
+            write(&mut st, sid, Request::SetData(set));
+        }
+        for i in (1..3000).step_by(3) {
+            let delete = DeleteRequest {
+                path: format!("/d/n{i}"),
+                version: -1,
+            };
+            write(&mut st, sid, Request::Delete(delete));
+        }
+        for i in 3000..4000 {
+            write(&mut st, sid, create(&format!("/d/n{i}"), b"added"));
+        }
+        let close = Txn {
+            origin: Origin::default(),
+            time_ms: 100,
+            body: TxnBody::CloseSession { session_id: other },
+        };
+        apply_next(&mut st, &close);
+        let opened = open_session(&mut st);
+
+        let mut taken = Vec::new();
+        write_image(&image, &mut taken).unwrap();
+        assert!(taken == before, "the image changed with the state");
+        assert_eq!(image.nodes.len(), 3000 + 5);
+        assert_eq!(
+            image.nodes.get("/d/n0").unwrap().data.as_deref(),
+            Some(&b"old"[..])
+        );
+        assert!(image.nodes.contains("/d/n1") && !image.nodes.contains("/d/n3000"));
+        assert!(image.sessions.contains_key(&other) && !image.sessions.contains_key(&opened));
+
+        let mut now = Vec::new();
+        encode(&st, &mut now);
+        let back = decode(&now, Config::default()).unwrap();
+        assert_eq!(back.tree.len(), 3000 - 1000 + 1000 + 5);
+        assert_eq!(
+            back.tree.get("/d/n0").unwrap().data.as_deref(),
+            Some(&b"new"[..])
+        );
+        assert_eq!(
+            back.tree.get("/d/n2").unwrap().data.as_deref(),
+            Some(&b"old"[..])
+        );
+        assert!(!back.tree.contains("/d/n1") && back.tree.contains("/d/n3999"));
+        assert_eq!(
+            back.sessions.keys().copied().collect::<Vec<_>>(),
+            vec![sid, opened]
+        );
+        // The image is still whole once the state is gone.
+        drop(st);
+        let mut again = Vec::new();
+        write_image(&image, &mut again).unwrap();
+        assert!(again == before);
+    }
+
     /// Sessions 1 and 2; 1 holds `/l`, 2 waits for it.
     fn with_waiter() -> State {
         let mut st = State::new(Config::default());
@@ -370,7 +462,7 @@ mod tests {
         // Version 2 is version 3 without the lock section.
         let mut v2 = Vec::new();
         write_parts(
-            &st.tree,
+            st.tree.nodes(),
             &st.sessions,
             st.zxid,
             &LockImage::default(),
@@ -394,14 +486,14 @@ mod tests {
         let mut image = st.locks.image();
         image.locks[0].1[0].name = "x-0000000007".into();
         let mut b = Vec::new();
-        write_parts(&st.tree, &st.sessions, st.zxid, &image, &mut b).unwrap();
+        write_parts(st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockEntry(p)) if p == "/l/x-0000000007"
         ));
         image.locks[0].0 = "/nope".into();
         let mut b = Vec::new();
-        write_parts(&st.tree, &st.sessions, st.zxid, &image, &mut b).unwrap();
+        write_parts(st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockPath(p)) if p == "/nope"

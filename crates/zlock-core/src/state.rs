@@ -1,13 +1,12 @@
 //! The replicated state machine: tree + sessions + last zxid, plus the in-memory watch
 //! registry. [`State::apply`] is the apply stage: deterministic, no clock, no I/O.
 
-use std::collections::BTreeMap;
-
 use zlock_proto::records::{event_type, Id};
 use zlock_proto::{ErrorCode, OpCode, Request};
 
 use crate::ids::{LogIndex, MemberId, Zxid};
 use crate::locks::{Grant, LockIndex};
+use crate::read::LongRead;
 use crate::tree::{DataTree, SessionId};
 use crate::txn::{Txn, TxnBody};
 use crate::watches::{Notification, Trigger, Watches};
@@ -28,6 +27,11 @@ pub struct Session {
     pub passwd: Vec<u8>,
 }
 
+/// The sessions by id, in id order: a persistent map (`imbl`) like the tree's
+/// [`Nodes`](crate::tree::Nodes), so that a snapshot image copies it in O(1) however
+/// many sessions there are.
+pub type Sessions = imbl::OrdMap<SessionId, Session>;
+
 /// The reply to one request: error code (0 = ok) and the encoded response record.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Reply {
@@ -45,6 +49,15 @@ impl Reply {
             body: Vec::new(),
         }
     }
+}
+
+/// What [`State::read_within`] made of a read.
+#[derive(Debug)]
+pub enum Answer {
+    /// Served in full.
+    Now(Reply),
+    /// Served as of now, with a walk left to finish (see [`LongRead`]).
+    Later(LongRead),
 }
 
 /// An entry offered out of log order: the log and the state disagree.
@@ -75,7 +88,7 @@ pub struct Applied {
 #[derive(Debug, Clone, Default)]
 pub struct State {
     pub tree: DataTree,
-    pub sessions: BTreeMap<SessionId, Session>,
+    pub sessions: Sessions,
     /// zxid of the last applied Txn: a counter of applied Txns, so it is the same on
     /// every member whatever else the log holds.
     pub zxid: Zxid,
@@ -94,7 +107,7 @@ impl State {
     pub fn new(config: Config) -> State {
         State {
             tree: DataTree::new(),
-            sessions: BTreeMap::new(),
+            sessions: Sessions::new(),
             zxid: Zxid(0),
             applied: LogIndex(0),
             watches: Watches::default(),
@@ -309,9 +322,27 @@ impl State {
     /// Serves a read-only request for `session` (identities `auth`), registering any
     /// watch it asks for. Writes must go through [`State::apply`].
     pub fn read(&mut self, session: SessionId, auth: &[Id], req: &Request) -> Reply {
-        match crate::read::read(self, session, auth, req) {
-            Ok(body) => Reply::ok(body),
-            Err(e) => Reply::error(e),
+        match self.read_within(session, auth, req, usize::MAX) {
+            Answer::Now(r) => r,
+            Answer::Later(rest) => rest.finish(),
+        }
+    }
+
+    /// Serves a read like [`State::read`], except that one that would look up more
+    /// than `budget` nodes (getAllChildrenNumber of a big subtree) stops there: what it
+    /// checks (the node, its ACL) is checked now, and the rest comes back as a
+    /// [`LongRead`] on an O(1) copy of the tree as it is now, for the caller to finish
+    /// once it has released whatever lock guards this state.
+    pub fn read_within(
+        &mut self,
+        session: SessionId,
+        auth: &[Id],
+        req: &Request,
+        budget: usize,
+    ) -> Answer {
+        match crate::read::read(self, session, auth, req, budget) {
+            Ok(a) => a,
+            Err(e) => Answer::Now(Reply::error(e)),
         }
     }
 

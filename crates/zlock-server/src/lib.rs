@@ -129,7 +129,11 @@ pub async fn serve(
         .map_or(pipeline::core::STANDALONE, |e| zlock_core::MemberId(e.me));
     let mut core = pipeline::core::Core {
         state,
-        router: pipeline::router::Router::new(me, stats.clone()),
+        router: pipeline::router::Router::new(
+            me,
+            stats.clone(),
+            pipeline::long_read::LongReads::start().map_err(ServerError::Thread)?,
+        ),
         sessions: zlock_core::sessions::SessionTracker::new(
             pipeline::ticker::TICK.as_millis() as u64
         ),

@@ -1,6 +1,7 @@
-//! Background snapshots: the core takes a cheap copy-on-write image of the state
-//! (pointer copies, see `zlock_core::tree::DataTree`), a worker thread encodes it
-//! straight into the file, then lets the commit stage drop log segments older than the
+//! Background snapshots: the core takes an image of the state under its lock, O(1) in
+//! the number of znodes and sessions (both are persistent maps shared with the live
+//! state, see `zlock_core::tree::Nodes`; only the lock waiters are copied), a worker
+//! thread encodes it straight into the file, then lets the commit stage drop log segments older than the
 //! previous snapshot (one older snapshot and its log are kept as a fallback). Neither the
 //! commit stage nor the core waits for the encoding or the disk.
 

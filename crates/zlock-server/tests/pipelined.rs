@@ -2,7 +2,8 @@
 //! answered by the connection task, writes (and reads queued behind them) by the commit
 //! thread, and bytes the socket does not take at once by the connection's writer task.
 //! A client that pipelines hundreds of requests and reads nothing until the end forces
-//! all three paths on one connection.
+//! all three paths on one connection. Long reads (getAllChildrenNumber of a big subtree)
+//! add a fourth writer, the long-read thread, filling in replies whose place was held.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,11 +12,14 @@ mod common;
 use std::time::Duration;
 
 use common::rawclient::{handshake, read_frame, request_frame, send_bytes};
-use zlock_proto::records::{GetDataResponse, ReplyHeader};
+use zlock_proto::records::{
+    event_type, GetAllChildrenNumberResponse, GetDataResponse, PathRequest, PathWatchRequest,
+    ReplyHeader, WatcherEvent, XID_NOTIFICATION,
+};
 use zlock_proto::{Reader, Record, Request};
 use zlock_testkit::TestServer;
 
-use common::rawclient::{create_req, get_data_req, set_data_req};
+use common::rawclient::{create_req, delete_req, get_data_req, set_data_req};
 
 fn encode(req: &Request) -> (i32, Vec<u8>) {
     let mut body = Vec::new();
@@ -161,4 +165,175 @@ async fn more_in_flight_than_the_queue_holds_all_answered_in_order() {
     })
     .await
     .expect("every pipelined request answered within 120 s");
+}
+
+fn count_req(path: &str) -> Request {
+    Request::GetAllChildrenNumber(PathRequest { path: path.into() })
+}
+
+/// Sends `reqs` pipelined on `s` (xids from `first`), then reads every reply in order;
+/// returns the bodies, each checked for its xid and for error 0.
+async fn pipeline(s: &mut tokio::net::TcpStream, first: i32, reqs: &[Request]) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    for (i, req) in reqs.iter().enumerate() {
+        let (op, body) = encode(req);
+        frames.extend_from_slice(&request_frame(first + i as i32, op, &body));
+    }
+    send_bytes(s, &frames).await.unwrap();
+    let mut bodies = Vec::new();
+    for (i, req) in reqs.iter().enumerate() {
+        let want = first + i as i32;
+        let f = tokio::time::timeout(Duration::from_secs(60), read_frame(s))
+            .await
+            .expect("reply did not arrive")
+            .unwrap();
+        let mut r = Reader::new(&f);
+        let h = ReplyHeader::decode(&mut r).unwrap();
+        assert_eq!(h.xid, want, "replies out of order");
+        assert_eq!(h.err, 0, "xid {want} ({:?}) failed", req.op_code());
+        bodies.push(r.rest().to_vec());
+    }
+    bodies
+}
+
+fn total(body: &[u8]) -> i32 {
+    GetAllChildrenNumberResponse::decode(&mut Reader::new(body))
+        .unwrap()
+        .total_number
+}
+
+/// getAllChildrenNumber of a subtree too big to walk under the core's lock (its walk is
+/// finished by the long-read thread, its reply's place held on the connection),
+/// pipelined with writes of the same session that change the count: served in place
+/// (nothing in flight) and behind writes, every count is the one after exactly the
+/// writes sent before it, and every reply leaves in xid order, short reads included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_reads_pipelined_with_writes_count_in_order() {
+    let server = TestServer::start().await.unwrap();
+    let (mut s, _) = handshake(server.addr).await.unwrap();
+    let mut setup = vec![create_req("/big", b""), create_req("/big/sub", b"")];
+    setup.extend((0..10).map(|i| create_req(&format!("/big/sub/x{i}"), b"")));
+    setup.extend((0..3000).map(|i| create_req(&format!("/big/n{i}"), b"x")));
+    let mut xid = 1;
+    pipeline(&mut s, xid, &setup).await;
+    xid += setup.len() as i32;
+    let mut count = 3000 + 1 + 10;
+
+    // A long read of an idle session first (answered by the connection task), then
+    // writes with long and short reads behind them.
+    let mut reqs = vec![count_req("/big")];
+    let mut want: Vec<Option<i32>> = vec![Some(count)];
+    for i in 0..40 {
+        reqs.push(create_req(&format!("/big/a{i}"), b""));
+        want.push(None);
+        count += 1;
+        if i % 3 == 0 {
+            reqs.push(delete_req(&format!("/big/n{i}"), -1));
+            want.push(None);
+            count -= 1;
+        }
+        reqs.push(count_req("/big"));
+        want.push(Some(count));
+        reqs.push(count_req("/big/sub"));
+        want.push(Some(10));
+        reqs.push(get_data_req(&format!("/big/n{}", 2999 - i)));
+        want.push(None);
+    }
+    let bodies = pipeline(&mut s, xid, &reqs).await;
+    xid += reqs.len() as i32;
+    for (i, (body, want)) in bodies.iter().zip(&want).enumerate() {
+        if let Some(n) = want {
+            assert_eq!(total(body), *n, "request {i} of the batch");
+        }
+    }
+    // Idle again: one more, in place.
+    let bodies = pipeline(&mut s, xid, &[count_req("/big")]).await;
+    assert_eq!(total(&bodies[0]), count);
+}
+
+/// A watch event and a long read of the watching session keep the order in which the
+/// core produced them: a create of another session either was applied before the read
+/// was served (then its NodeChildrenChanged comes first and the count includes it) or
+/// after (then the reply comes first, without it, and the event waits behind the
+/// reply's held place). Every other round sends the write and the read at once, and
+/// either may win (here usually the read: the write waits for an fsync); the rounds
+/// between send the write first and wait for its answer, so the event comes first.
+/// Whatever happened, it must be one of the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_event_and_a_long_read_leave_in_the_order_served() {
+    let server = TestServer::start().await.unwrap();
+    let (mut a, _) = handshake(server.addr).await.unwrap();
+    let (mut b, _) = handshake(server.addr).await.unwrap();
+    let mut setup = vec![create_req("/w", b"")];
+    setup.extend((0..2000).map(|i| create_req(&format!("/w/n{i}"), b"")));
+    pipeline(&mut a, 1, &setup).await;
+    let mut xid = 1 + setup.len() as i32;
+    for round in 0..30 {
+        // Children of /w before this round's create.
+        let before = 2000 + round;
+        let watch = Request::GetChildren(PathWatchRequest {
+            path: "/w".into(),
+            watch: true,
+        });
+        pipeline(&mut a, xid, &[watch]).await;
+        xid += 1;
+        let (op, body) = encode(&count_req("/w"));
+        let read = request_frame(xid, op, &body);
+        let (op, body) = encode(&create_req(&format!("/w/r{round}"), b""));
+        let write = request_frame(round + 1, op, &body);
+        let mut b_answered = false;
+        if round % 2 == 0 {
+            tokio::join!(async { send_bytes(&mut a, &read).await.unwrap() }, async {
+                send_bytes(&mut b, &write).await.unwrap()
+            },);
+        } else {
+            // The write first, answered before the read is sent: the event comes first.
+            send_bytes(&mut b, &write).await.unwrap();
+            let f = read_frame(&mut b).await.unwrap();
+            assert_eq!(ReplyHeader::decode(&mut Reader::new(&f)).unwrap().err, 0);
+            b_answered = true;
+            send_bytes(&mut a, &read).await.unwrap();
+        }
+        let mut event_first = None;
+        let mut counted = None;
+        while counted.is_none() {
+            let f = tokio::time::timeout(Duration::from_secs(60), read_frame(&mut a))
+                .await
+                .expect("frame did not arrive")
+                .unwrap();
+            let mut r = Reader::new(&f);
+            let h = ReplyHeader::decode(&mut r).unwrap();
+            if h.xid == XID_NOTIFICATION {
+                let ev = WatcherEvent::decode(&mut r).unwrap();
+                assert_eq!(ev.event_type, event_type::NODE_CHILDREN_CHANGED);
+                event_first.get_or_insert(true);
+            } else {
+                assert_eq!(h.xid, xid);
+                event_first.get_or_insert(false);
+                counted = Some(GetAllChildrenNumberResponse::decode(&mut r).unwrap());
+            }
+        }
+        let n = counted.unwrap().total_number;
+        if event_first == Some(true) {
+            assert_eq!(
+                n,
+                before + 1,
+                "round {round}: event first, count without its node"
+            );
+        } else {
+            assert_eq!(
+                n, before,
+                "round {round}: reply first, count with the new node"
+            );
+            // The event follows.
+            let f = read_frame(&mut a).await.unwrap();
+            let h = ReplyHeader::decode(&mut Reader::new(&f)).unwrap();
+            assert_eq!(h.xid, XID_NOTIFICATION);
+        }
+        if !b_answered {
+            let f = read_frame(&mut b).await.unwrap();
+            assert_eq!(ReplyHeader::decode(&mut Reader::new(&f)).unwrap().err, 0);
+        }
+        xid += 1;
+    }
 }

@@ -23,6 +23,7 @@ mod t55_session_tracker;
 mod t60_acl;
 mod t70_container_ttl;
 mod t80_snapshot;
+mod t85_long_read;
 mod t90_model;
 mod t95_native_lock;
 mod t96_native_lock_replicated;

@@ -7,7 +7,12 @@
 //! when the socket's send buffer is full (a slow reader) does the rest go to the
 //! connection's writer task, which waits for the socket to drain. Order is kept by one
 //! rule: nobody writes directly while the writer task holds unwritten bytes.
+//!
+//! A reply computed after its place in the stream was decided (a long read, finished
+//! off the core's lock) holds that place with a [`Reserved`] slot: frames queued after
+//! the slot wait behind it, unwritten, until its reply is filled in.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -54,6 +59,78 @@ struct Queue {
     close: bool,
     /// The socket failed: drop whatever comes.
     dead: bool,
+    /// Replies whose place is held (see [`Reserved`]), in stream order, each with what
+    /// was queued after it; none of it is in `bytes` until every slot before it is filled.
+    held: VecDeque<Held>,
+    next_slot: u64,
+}
+
+/// A held place in the stream and the frames queued behind it.
+struct Held {
+    slot: u64,
+    /// Its reply, once filled in (it still waits while an earlier slot is open).
+    reply: Option<Vec<u8>>,
+    /// Frames queued after the slot (and before the next one).
+    behind: Vec<u8>,
+    /// Budget slots of the reply and of the replies in `behind`.
+    permits: Vec<Permit>,
+}
+
+impl Queue {
+    /// Close now: asked for, and no held reply still to go before the close.
+    fn closing(&self) -> bool {
+        self.close && self.held.is_empty()
+    }
+
+    /// Moves the filled slots at the front, with what waits behind them, to `bytes`.
+    /// True when anything moved.
+    fn release(&mut self) -> bool {
+        let mut moved = false;
+        while self.held.front().is_some_and(|h| h.reply.is_some()) {
+            let Some(h) = self.held.pop_front() else {
+                break;
+            };
+            self.bytes
+                .extend_from_slice(h.reply.as_deref().unwrap_or_default());
+            self.bytes.extend_from_slice(&h.behind);
+            self.permits.extend(h.permits);
+            moved = true;
+        }
+        moved
+    }
+}
+
+/// A held place in a connection's stream for a reply that will be filled in later (by
+/// another thread, with no lock of the core's). Whatever is queued after the slot was
+/// taken, replies and watch events alike, is written only after that reply. Dropped
+/// unfilled (the server stopping), the slot is given up and what waits behind it goes.
+pub(crate) struct Reserved {
+    conn: ConnHandle,
+    slot: u64,
+    filled: bool,
+}
+
+impl Reserved {
+    /// Fills in the reply (`encode` appends the whole frame). Returns the connection
+    /// when frames became writable and nobody has it to flush yet: the caller must
+    /// [`ConnOut::flush`] it.
+    pub fn fill(mut self, permit: Permit, encode: impl FnOnce(&mut Vec<u8>)) -> Option<ConnHandle> {
+        self.filled = true;
+        let mut frame = Vec::new();
+        encode(&mut frame);
+        self.conn
+            .settle(self.slot, Some((frame, permit)))
+            .then(|| self.conn.clone())
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if !self.filled && self.conn.settle(self.slot, None) {
+            // Whoever drops it may hold the core's lock: the writer task writes.
+            self.conn.hand_off();
+        }
+    }
 }
 
 impl ConnOut {
@@ -79,17 +156,71 @@ impl ConnOut {
     /// slot of its request, for a reply. Returns true when the connection was not dirty
     /// yet: the caller must [`ConnOut::flush`] it.
     pub fn push_with(&self, permit: Permit, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
-        let mut q = self.lock();
+        let mut guard = self.lock();
+        let q = &mut *guard;
         if q.dead || q.close {
             return false;
         }
         self.info.sent.fetch_add(1, Ordering::Relaxed);
         self.stats.packets_sent.fetch_add(1, Ordering::Relaxed);
-        encode(&mut q.bytes);
+        let (bytes, permits) = match q.held.back_mut() {
+            Some(h) => (&mut h.behind, &mut h.permits),
+            None => (&mut q.bytes, &mut q.permits),
+        };
+        encode(bytes);
         if permit.is_some() {
-            q.permits.push(permit);
+            permits.push(permit);
         }
+        // Behind a held slot nothing is writable yet, but the caller's flush is
+        // harmless (it writes what is before the slot).
         !std::mem::replace(&mut q.dirty, true)
+    }
+
+    /// Holds the next place in the stream for a reply to fill in later; `None` when
+    /// the connection is closing or gone (nothing queued now would be written).
+    pub fn reserve(self: &Arc<Self>) -> Option<Reserved> {
+        let mut q = self.lock();
+        if q.dead || q.close {
+            return None;
+        }
+        let slot = q.next_slot;
+        q.next_slot += 1;
+        q.held.push_back(Held {
+            slot,
+            reply: None,
+            behind: Vec::new(),
+            permits: Vec::new(),
+        });
+        Some(Reserved {
+            conn: self.clone(),
+            slot,
+            filled: false,
+        })
+    }
+
+    /// Fills in (or, with `None`, gives up) a held slot. True when frames became
+    /// writable and the connection was not dirty yet: the caller must flush it.
+    fn settle(&self, slot: u64, reply: Option<(Vec<u8>, Permit)>) -> bool {
+        let mut q = self.lock();
+        let Some(h) = q.held.iter_mut().find(|h| h.slot == slot) else {
+            return false;
+        };
+        match reply {
+            Some((frame, permit)) => {
+                self.info.sent.fetch_add(1, Ordering::Relaxed);
+                self.stats.packets_sent.fetch_add(1, Ordering::Relaxed);
+                h.reply = Some(frame);
+                if permit.is_some() {
+                    h.permits.push(permit);
+                }
+            }
+            None => h.reply = Some(Vec::new()),
+        }
+        if q.dead {
+            q.held.clear();
+            return false;
+        }
+        q.release() && !std::mem::replace(&mut q.dirty, true)
     }
 
     /// Asks for the connection to be closed once everything queued before is written.
@@ -128,7 +259,7 @@ impl ConnOut {
             if q.bytes.capacity() > OUT_KEEP {
                 q.bytes = Vec::new();
             }
-            if !q.close {
+            if !q.closing() {
                 return;
             }
         } else {
@@ -144,7 +275,7 @@ impl ConnOut {
     pub fn hand_off(&self) {
         let mut q = self.lock();
         q.dirty = false;
-        if q.writer_busy || q.dead || (q.bytes.is_empty() && !q.close) {
+        if q.writer_busy || q.dead || (q.bytes.is_empty() && !q.closing()) {
             return;
         }
         q.writer_busy = true;
@@ -163,14 +294,14 @@ impl ConnOut {
                     if q.dead {
                         break 'run;
                     }
-                    if q.bytes.is_empty() && !q.close {
+                    if q.bytes.is_empty() && !q.closing() {
                         q.writer_busy = false;
                         break;
                     }
                     (
                         std::mem::take(&mut q.bytes),
                         std::mem::take(&mut q.permits),
-                        q.close,
+                        q.closing(),
                     )
                 };
                 if write_all(&self.stream, &bytes).await.is_err() {
@@ -180,7 +311,8 @@ impl ConnOut {
                 // The replies are on the wire: their requests no longer count.
                 drop(permits);
                 if close {
-                    // Nothing is queued after a close (push refuses it).
+                    // Nothing is queued after a close (push refuses it), and no held
+                    // reply was still to come before it.
                     let sock = socket2::SockRef::from(&*self.stream);
                     let _ = sock.shutdown(std::net::Shutdown::Write);
                     self.lock().dead = true;
@@ -237,5 +369,90 @@ pub(crate) async fn read_some(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A connection's write side on a loopback socket, its writer task running, and
+    /// the peer's end to read what it writes.
+    async fn pair() -> (ConnHandle, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (ours, addr) = listener.accept().await.unwrap();
+        let stats = Arc::new(Stats::default());
+        let info = stats.add_conn(1, addr);
+        let conn = Arc::new(ConnOut::new(1, Arc::new(ours), info, stats));
+        let (closed, _) = oneshot::channel();
+        tokio::spawn(conn.clone().writer(closed));
+        (conn, peer)
+    }
+
+    fn push(conn: &ConnHandle, bytes: &[u8]) {
+        if conn.push_with(None, |out| out.extend_from_slice(bytes)) {
+            conn.flush();
+        }
+    }
+
+    fn fill(slot: Reserved, bytes: &[u8]) {
+        if let Some(c) = slot.fill(None, |out| out.extend_from_slice(bytes)) {
+            c.flush();
+        }
+    }
+
+    async fn read_n(peer: &mut tokio::net::TcpStream, n: usize) -> Vec<u8> {
+        let mut b = vec![0; n];
+        peer.read_exact(&mut b).await.unwrap();
+        b
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_place_keeps_what_follows_behind_it() {
+        let (conn, mut peer) = pair().await;
+        push(&conn, b"a");
+        let first = conn.reserve().unwrap();
+        push(&conn, b"c");
+        let second = conn.reserve().unwrap();
+        push(&conn, b"e");
+        // What was queued before the first place leaves at once.
+        assert_eq!(read_n(&mut peer, 1).await, b"a");
+        // Filled out of order: the second waits for the first.
+        fill(second, b"d");
+        fill(first, b"b");
+        assert_eq!(read_n(&mut peer, 4).await, b"bcde");
+        // A place given up lets what waits behind it go.
+        let dropped = conn.reserve().unwrap();
+        push(&conn, b"f");
+        drop(dropped);
+        assert_eq!(read_n(&mut peer, 1).await, b"f");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_waits_for_the_held_reply_before_it() {
+        let (conn, mut peer) = pair().await;
+        push(&conn, b"a");
+        let slot = conn.reserve().unwrap();
+        push(&conn, b"c");
+        if conn.close() {
+            conn.flush();
+        }
+        // Closing: nothing more is queued, and no new place is held.
+        assert!(!conn.push_with(None, |out| out.extend_from_slice(b"x")));
+        assert!(conn.reserve().is_none());
+        assert_eq!(read_n(&mut peer, 1).await, b"a");
+        fill(slot, b"b");
+        let mut rest = Vec::new();
+        peer.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(
+            rest, b"bc",
+            "the held reply, what followed it, then the close"
+        );
     }
 }

@@ -335,6 +335,7 @@ impl Core {
     pub fn finish(&mut self) {
         self.stopped = true;
         self.snapshots.stop();
+        self.router.long_reads.stop();
         let state = std::mem::take(&mut self.state);
         let _ = std::thread::Builder::new()
             .name("zlock-free".into())

@@ -24,10 +24,14 @@
 //!   A read that follows a write of its session is queued by the router behind that
 //!   write and answered right after it. Each connection counts its items inside the
 //!   commit stage ([`InFlight`](crate::net::InFlight)).
+//! - Either way a read holds the lock for a bounded walk: a long one (getAllChildrenNumber
+//!   of a big subtree) is served there on an O(1) copy of the tree and finished by the
+//!   [`long_read`] thread, its reply's place on the connection held meanwhile.
 //! - A ticker thread asks the session tracker which sessions are past their timeout and
 //!   proposes their expiries, and container removals, like any other write.
 
 pub(crate) mod core;
+pub(crate) mod long_read;
 pub(crate) mod router;
 pub(crate) mod sequencer;
 pub(crate) mod ticker;

@@ -10,16 +10,21 @@
 //! requests by session and cxid, answers it, then answers the reads queued behind it.
 //! Results for sessions connected elsewhere produce only their events and grants here.
 //! A new session's handshake is matched by the ticket in its CreateSession's origin.
+//!
+//! A read whose walk is long is served here and finished by the [`long_read`] thread:
+//! its reply's place on the connection is held from the moment it is served, so the
+//! order above holds for it too.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
-use zlock_core::{Applied, MemberId, Origin, SessionId, State};
+use zlock_core::{Answer, Applied, MemberId, Origin, Reply, SessionId, State};
 use zlock_proto::records::{ConnectResponse, Id, WatcherEvent, FEATURE_NATIVE_LOCK};
 use zlock_proto::Request;
 
+use super::long_read::{self, LongReads};
 use super::{Asker, Handshake};
 use crate::net::frames::{write_connect, write_event, write_grant, write_reply};
 use crate::net::{ConnHandle, InFlight, Permit};
@@ -75,6 +80,8 @@ pub(crate) struct Router {
     pub dirty: Vec<ConnHandle>,
     pub stats: Arc<Stats>,
     pub latency: Latency,
+    /// The thread that finishes long reads.
+    pub long_reads: LongReads,
 }
 
 /// The feature bits this server answers a zlock client with (none to other clients).
@@ -95,7 +102,7 @@ pub(crate) fn queue(
 }
 
 impl Router {
-    pub fn new(me: MemberId, stats: Arc<Stats>) -> Router {
+    pub fn new(me: MemberId, stats: Arc<Stats>, long_reads: LongReads) -> Router {
         Router {
             me,
             routes: HashMap::new(),
@@ -105,6 +112,7 @@ impl Router {
             dirty: Vec::new(),
             stats,
             latency: Latency::default(),
+            long_reads,
         }
     }
 
@@ -310,11 +318,9 @@ impl Router {
     fn answer(&mut self, state: &mut State, session: SessionId, w: Waiting) {
         match w {
             Waiting::Read { asker, auth, req } => {
-                let (zxid, err, body) = self.read(state, session, &auth, &req);
-                self.reply(session, asker, |out, xid| {
-                    write_reply(out, xid, zxid, err, &body)
-                })
-                .fetch_sub(1, Ordering::SeqCst);
+                let (zxid, answer) = self.read(state, session, &auth, &req);
+                self.reply_read(session, asker, zxid, answer)
+                    .fetch_sub(1, Ordering::SeqCst);
             }
             // Not a request the state answers: no latency to record.
             Waiting::Reply {
@@ -350,33 +356,71 @@ impl Router {
         auth: &[Id],
         req: &Request,
     ) {
-        let (zxid, err, body) = self.read(state, session, auth, req);
-        self.reply(session, asker, |out, xid| {
-            write_reply(out, xid, zxid, err, &body)
-        });
+        let (zxid, answer) = self.read(state, session, auth, req);
+        self.reply_read(session, asker, zxid, answer);
     }
 
-    /// Serves a read from the applied state: the reply's zxid, error code and body.
+    /// Serves a read from the applied state: the reply's zxid, and its answer (or what
+    /// is left of a long one).
     fn read(
         &mut self,
         state: &mut State,
         session: SessionId,
         auth: &[Id],
         req: &Request,
-    ) -> (i64, i32, Vec<u8>) {
+    ) -> (i64, Answer) {
         let zxid = state.zxid.0;
         match req {
-            Request::Ping => (zxid, 0, Vec::new()),
+            Request::Ping => (zxid, Answer::Now(Reply::default())),
             Request::SetWatches(w) => {
                 let events = zlock_core::read::set_watches(state, session, auth, w);
                 self.deliver(&events);
-                (zxid, 0, Vec::new())
+                (zxid, Answer::Now(Reply::default()))
             }
-            other => {
-                let r = state.read(session, auth, other);
-                (zxid, r.err, r.body)
+            other => (
+                zxid,
+                state.read_within(session, auth, other, long_read::IN_PLACE),
+            ),
+        }
+    }
+
+    /// Queues the reply to a read served at `zxid`; for a long read, holds its place on
+    /// the connection and hands the rest of the walk to the long-read thread. Returns
+    /// the connection's count of items in the commit stage, as [`Router::reply`] does: a
+    /// held place counts as a queued reply (nothing queued later can overtake it).
+    fn reply_read(
+        &mut self,
+        session: SessionId,
+        asker: Asker,
+        zxid: i64,
+        answer: Answer,
+    ) -> InFlight {
+        let read = match answer {
+            Answer::Now(r) => {
+                return self.reply(session, asker, |out, xid| {
+                    write_reply(out, xid, zxid, r.err, &r.body)
+                })
+            }
+            Answer::Later(read) => read,
+        };
+        // Not on the session's connection any more: nobody to answer (as `send_to_conn`).
+        let slot = self.conn(session, asker.conn_id).and_then(|c| c.reserve());
+        if let Some(slot) = slot {
+            let job = long_read::Job {
+                read,
+                slot,
+                permit: asker.permit,
+                xid: asker.xid,
+                zxid,
+            };
+            if let Some(c) = self.long_reads.submit(job) {
+                self.dirty.push(c);
             }
         }
+        // Its latency counts to the moment it was served, not to its reply.
+        self.latency
+            .record(asker.received.elapsed().as_secs_f64() * 1000.0);
+        asker.inflight
     }
 
     /// A CreateSession proposed here was applied: answer its handshake.
