@@ -32,7 +32,8 @@ struct Member {
 }
 
 fn spawn(exe: &PathBuf, m: &Member) -> anyhow::Result<Child> {
-    let log = std::fs::File::create(&m.log).with_context(|| format!("creating {}", m.log.display()))?;
+    let log =
+        std::fs::File::create(&m.log).with_context(|| format!("creating {}", m.log.display()))?;
     let err = log.try_clone()?;
     Command::new(exe)
         .args(&m.args)
@@ -45,10 +46,7 @@ fn spawn(exe: &PathBuf, m: &Member) -> anyhow::Result<Child> {
 }
 
 pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        (1..=255).contains(&a.members),
-        "--members must be 1 to 255"
-    );
+    anyhow::ensure!((1..=255).contains(&a.members), "--members must be 1 to 255");
     if a.members.is_multiple_of(2) {
         eprintln!(
             "note: {} members tolerate no more failures than {}",
@@ -171,7 +169,9 @@ fn pids(members: &[Member]) -> String {
 }
 
 fn shell_quote(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:".contains(c)) {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./=:".contains(c))
+    {
         s.to_string()
     } else {
         format!("'{s}'")
