@@ -20,6 +20,8 @@ pub(crate) struct Facts<'a> {
     pub latency: &'a Latency,
     /// `standalone`, `leader` or `follower` (ZooKeeper's `Mode:` and `zk_server_state`).
     pub mode: &'a str,
+    /// In an ensemble: what this member last saw of it.
+    pub ensemble: Option<&'a crate::commit::raft::RaftFacts>,
 }
 
 /// The version string: ZooKeeper's format, so tools that parse it (kazoo's
@@ -64,7 +66,7 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
             let _ = writeln!(s, "Node count: {}", st.state.tree.len());
         }
         AdminQuery::Mntr => {
-            let kv: Vec<(&str, String)> = vec![
+            let mut kv: Vec<(&str, String)> = vec![
                 ("zk_version", VERSION.to_string()),
                 ("zk_server_state", st.mode.into()),
                 ("zk_avg_latency", format!("{:.4}", st.latency.avg())),
@@ -118,6 +120,31 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
                     st.stats.started.elapsed().as_millis().to_string(),
                 ),
             ];
+            if let Some(e) = st.ensemble {
+                let leads = st.mode == "leader";
+                kv.push((
+                    "zk_peer_state",
+                    if leads {
+                        "leading - broadcast"
+                    } else {
+                        "following - broadcast"
+                    }
+                    .into(),
+                ));
+                kv.push(("zk_quorum_size", e.voters.to_string()));
+                if leads {
+                    // ZooKeeper reports these on the leader only (3.6+ says learners;
+                    // 3.4/3.5 said followers: both are given).
+                    kv.push(("zk_learners", e.followers.to_string()));
+                    kv.push(("zk_followers", e.followers.to_string()));
+                    kv.push(("zk_synced_followers", e.synced_followers.to_string()));
+                    kv.push(("zk_synced_non_voting_followers", "0".into()));
+                    kv.push(("zk_synced_observers", "0".into()));
+                    kv.push(("zk_pending_syncs", e.pending_syncs.to_string()));
+                }
+                kv.push(("zlock_raft_term", e.term.to_string()));
+                kv.push(("zlock_raft_last_log_index", e.last_log_index.to_string()));
+            }
             for (k, v) in kv {
                 let _ = writeln!(s, "{k}\t{v}");
             }

@@ -120,7 +120,11 @@ pub(crate) async fn start(
             loop {
                 every.tick().await;
                 let mut dirty = Vec::new();
-                let fresh = with_core(&core, &mut dirty, |c| c.take_touched());
+                let facts = r.facts();
+                let fresh = with_core(&core, &mut dirty, |c| {
+                    c.ensemble = Some(facts);
+                    c.take_touched()
+                });
                 if r.leads() {
                     pending.clear();
                     continue;

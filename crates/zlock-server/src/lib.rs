@@ -152,6 +152,7 @@ pub async fn serve(
         },
         touched: config.ensemble.as_ref().map(|_| Default::default()),
         snapshot_self: config.ensemble.is_none(),
+        ensemble: None,
     };
     core.start_clocks();
     let core = Arc::new(std::sync::Mutex::new(core));
@@ -163,6 +164,7 @@ pub async fn serve(
     let spin = config.commit_spin();
     let mut member_tasks = Vec::new();
     let mut barrier = None;
+    let mut raft_handle = None;
     let commit_thread = match recovered {
         Some((wal, last)) => spawn_sequencer(
             commit::WalCommit::new(wal, last, apply),
@@ -175,6 +177,7 @@ pub async fn serve(
             let (raft, tasks) = ensemble::start(&config, apply, core.clone()).await?;
             member_tasks = tasks;
             barrier = Some(Arc::new(raft.barrier()));
+            raft_handle = Some(raft.raft().clone());
             spawn_sequencer(raft, commit_rx, core.clone(), spin, fatal_tx)?
         }
     };
@@ -214,6 +217,10 @@ pub async fn serve(
         let _ = ticker.join();
     })
     .await;
+    if let Some(raft) = raft_handle {
+        // openraft's tasks apply into the core: they stop before serve returns.
+        let _ = raft.shutdown().await;
+    }
     match fatal {
         Some(e) => Err(ServerError::Log(e)),
         None => Ok(()),

@@ -62,6 +62,7 @@ async fn start_ensemble(n: u64) -> Vec<Member> {
         let dir = tempfile::tempdir().unwrap();
         let config = ServerConfig {
             data_dir: dir.path().to_path_buf(),
+            four_letter_words: vec!["*".into()],
             ensemble: Some(EnsembleConfig {
                 me: id,
                 members: members.clone(),
@@ -128,12 +129,23 @@ async fn eventually_data(c: &zk::Client, path: &str, want: &[u8]) {
     }
 }
 
-async fn mode(addr: SocketAddr) -> String {
+async fn four(addr: SocketAddr, word: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"srvr").await.unwrap();
+    s.write_all(word.as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// `key\tvalue` of `mntr`.
+fn mntr_value(out: &str, key: &str) -> Option<String> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('\t').map(str::to_string))
+}
+
+async fn mode(addr: SocketAddr) -> String {
+    let out = four(addr, "srvr").await;
     out.lines()
         .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
         .unwrap_or_default()
@@ -168,6 +180,38 @@ async fn an_ensemble_serves_zookeeper_clients_through_a_leader_change() {
         modes.iter().filter(|m| *m == "follower").count(),
         2,
         "{modes:?}"
+    );
+
+    // mntr and conf as ZooKeeper's in an ensemble (the leader's view is sampled every
+    // 100 ms, so wait for it).
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let m = four(ms[l].client, "mntr").await;
+        if mntr_value(&m, "zk_synced_followers").as_deref() == Some("2") {
+            assert_eq!(mntr_value(&m, "zk_server_state").as_deref(), Some("leader"));
+            assert_eq!(mntr_value(&m, "zk_followers").as_deref(), Some("2"));
+            assert_eq!(mntr_value(&m, "zk_quorum_size").as_deref(), Some("3"));
+            assert!(mntr_value(&m, "zk_pending_syncs").is_some());
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the leader never saw two synced followers:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fm = four(ms[f].client, "mntr").await;
+    assert_eq!(
+        mntr_value(&fm, "zk_server_state").as_deref(),
+        Some("follower")
+    );
+    assert_eq!(mntr_value(&fm, "zk_followers"), None, "leader-only keys");
+    let conf = four(ms[f].client, "conf").await;
+    assert!(conf.contains(&format!("serverId={}", f + 1)), "{conf}");
+    assert_eq!(
+        conf.lines().filter(|l| l.starts_with("server.")).count(),
+        3,
+        "{conf}"
     );
 
     // A write through the leader, read on a follower; a write through a follower

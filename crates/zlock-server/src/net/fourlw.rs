@@ -50,7 +50,25 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
             let _ = writeln!(s, "jute.maxbuffer={}", cfg.max_packet);
             let _ = writeln!(s, "globalOutstandingLimit={}", cfg.global_outstanding_limit);
             let _ = writeln!(s, "extendedTypesEnabled={}", cfg.extended_types);
-            let _ = writeln!(s, "serverId=0");
+            match &cfg.ensemble {
+                None => {
+                    let _ = writeln!(s, "serverId=0");
+                }
+                Some(e) => {
+                    let _ = writeln!(s, "serverId={}", e.me);
+                    let _ = writeln!(s, "initLimit={}", cfg.init_limit);
+                    let _ = writeln!(s, "syncLimit={}", cfg.sync_limit);
+                    let _ = writeln!(s, "zlock.raftHeartbeatMs={}", e.heartbeat_ms);
+                    let _ = writeln!(
+                        s,
+                        "zlock.electionTimeoutMs={}-{}",
+                        e.election_min_ms, e.election_max_ms
+                    );
+                    for m in e.members.values() {
+                        let _ = writeln!(s, "server.{}={m}", m.id);
+                    }
+                }
+            }
             return s;
         }
         "envi" => {

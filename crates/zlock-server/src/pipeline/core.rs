@@ -47,6 +47,8 @@ pub(crate) struct Core {
     /// In an ensemble, the sessions active here since the last report to the leader
     /// (whose tracker is the one that expires); `None` on the single node.
     pub touched: Option<std::collections::HashSet<SessionId>>,
+    /// In an ensemble: the ensemble as this member last saw it (for `mntr`).
+    pub ensemble: Option<crate::commit::raft::RaftFacts>,
     /// Whether the core takes snapshots itself (the single node; in an ensemble the
     /// Raft log asks for them).
     pub snapshot_self: bool,
@@ -241,6 +243,7 @@ impl Core {
                     stats: &self.router.stats,
                     latency: &self.router.latency,
                     mode: self.mode,
+                    ensemble: self.ensemble.as_ref(),
                 };
                 let _ = done.send(admin::answer(query, &facts));
             }
@@ -253,6 +256,12 @@ impl Core {
 
     /// Applies committed entries in log order (the commit stage's [`Apply`]).
     pub fn apply_entries(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
+        if self.stopped {
+            // Stopping: the state is gone (see `finish`). In an ensemble openraft may
+            // still apply committed entries until it stops; they are in its log, and a
+            // restart applies them again.
+            return;
+        }
         for (index, entry) in entries {
             let txn = match entry {
                 Entry::Txn(t) => t,

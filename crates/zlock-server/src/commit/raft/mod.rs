@@ -98,6 +98,8 @@ pub struct RaftCommit {
     applied: watch::Receiver<u64>,
     patience: Duration,
     failed: bool,
+    /// Barrier waits (syncs, session checks) in progress on this member.
+    pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
     /// Stops the peer server and its connections.
     stop: watch::Sender<bool>,
 }
@@ -173,6 +175,7 @@ impl RaftCommit {
             applied,
             patience: opts.patience(),
             failed: false,
+            pending_syncs: Arc::default(),
             stop,
         })
     }
@@ -189,6 +192,7 @@ impl RaftCommit {
             id: self.id.clone(),
             addrs: self.addrs.clone(),
             peer: None,
+            pending_syncs: self.pending_syncs.clone(),
         }
     }
 
@@ -202,6 +206,7 @@ impl RaftCommit {
             applied: self.applied.clone(),
             peer: tokio::sync::Mutex::new(None),
             patience: self.patience,
+            pending: self.pending_syncs.clone(),
         }
     }
 
@@ -316,6 +321,16 @@ pub struct Barrier {
     applied: watch::Receiver<u64>,
     peer: tokio::sync::Mutex<Option<Peer>>,
     patience: Duration,
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts a barrier wait while it lasts.
+struct Pending<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Barrier {
@@ -323,6 +338,9 @@ impl Barrier {
     /// the call was made, the leader's leadership confirmed by a quorum meanwhile (so
     /// a deposed leader cannot answer it). Linearizable, stronger than ZooKeeper's sync.
     pub async fn wait(&self) -> Result<(), String> {
+        self.pending
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _counted = Pending(&self.pending);
         let work = async {
             let leader = loop {
                 if let Some(l) = self.raft.metrics().borrow().current_leader {
@@ -370,9 +388,53 @@ pub struct Reporter {
     id: Arc<Identity>,
     addrs: BTreeMap<u64, String>,
     peer: Option<Peer>,
+    pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// What `mntr` and `srvr` report of the ensemble, as this member sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RaftFacts {
+    pub term: u64,
+    pub leader: Option<u64>,
+    pub voters: usize,
+    /// On the leader: the other voters, and those replicating close behind it.
+    pub followers: usize,
+    pub synced_followers: usize,
+    pub pending_syncs: usize,
+    pub last_log_index: u64,
+}
+
+/// A follower at most this many entries behind the leader counts as synced.
+const SYNCED_WITHIN: u64 = 1_000;
+
 impl Reporter {
+    /// The ensemble as this member sees it now.
+    pub fn facts(&self) -> RaftFacts {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let voters = m.membership_config.membership().voter_ids().count();
+        let last = m.last_log_index.unwrap_or(0);
+        let leads = m.state == openraft::ServerState::Leader;
+        let synced = m.replication.as_ref().map_or(0, |r| {
+            r.iter()
+                .filter(|(id, matched)| {
+                    **id != self.id.me && matched.is_some_and(|l| l.index + SYNCED_WITHIN >= last)
+                })
+                .count()
+        });
+        RaftFacts {
+            term: m.current_term,
+            leader: m.current_leader,
+            voters,
+            followers: if leads { voters.saturating_sub(1) } else { 0 },
+            synced_followers: if leads { synced } else { 0 },
+            pending_syncs: self
+                .pending_syncs
+                .load(std::sync::atomic::Ordering::Relaxed),
+            last_log_index: last,
+        }
+    }
+
     /// Whether this member leads now.
     pub fn leads(&self) -> bool {
         let m = self.raft.metrics();
