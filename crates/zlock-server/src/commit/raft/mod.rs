@@ -472,22 +472,37 @@ impl Reporter {
     pub async fn on_leadership(&self, mut f: impl FnMut(bool)) {
         let mut m = self.raft.metrics();
         let mut leads = false;
+        let mut seen: Option<(u64, Option<u64>)> = None;
         loop {
-            let now = {
+            let (now, term, leader, members) = {
                 let x = m.borrow_and_update();
-                x.state == openraft::ServerState::Leader
+                (
+                    x.state == openraft::ServerState::Leader,
+                    x.current_term,
+                    x.current_leader,
+                    x.membership_config
+                        .membership()
+                        .voter_ids()
+                        .collect::<Vec<_>>(),
+                )
             };
+            // Every election's outcome, as this member sees it, with the term.
+            if seen != Some((term, leader)) {
+                seen = Some((term, leader));
+                match leader {
+                    Some(l) if l == self.id.me => {
+                        tracing::info!(member = self.id.me, term, ?members, "leading the ensemble")
+                    }
+                    Some(l) => {
+                        tracing::info!(member = self.id.me, term, leader = l, ?members, "following")
+                    }
+                    None => {
+                        tracing::info!(member = self.id.me, term, ?members, "no leader: electing")
+                    }
+                }
+            }
             if now != leads {
                 leads = now;
-                let x = m.borrow().clone();
-                tracing::info!(
-                    member = self.id.me,
-                    term = x.current_term,
-                    leader = ?x.current_leader,
-                    members = ?x.membership_config.membership().voter_ids().collect::<Vec<_>>(),
-                    "{}",
-                    if leads { "leading the ensemble" } else { "following" }
-                );
                 f(leads);
             }
             if m.changed().await.is_err() {
