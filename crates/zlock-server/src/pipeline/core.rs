@@ -155,6 +155,7 @@ impl Core {
             } => {
                 let ticket = self.router.expect_session(Handshaking {
                     conn,
+                    passwd: passwd.clone(),
                     read_only,
                     features,
                     done,
