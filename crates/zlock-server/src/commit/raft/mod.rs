@@ -21,6 +21,8 @@
 
 pub mod log;
 pub mod peer;
+#[cfg(test)]
+mod peer_tests;
 pub mod sm;
 pub mod types;
 
@@ -263,14 +265,9 @@ impl RaftCommit {
             Some(Ok(_)) => Err(ForwardError::Failed("unexpected reply".into())),
             Some(Err(peer::FrameError::NotSent(e))) => Err(ForwardError::NotSent(e.to_string())),
             Some(Err(e)) => Err(ForwardError::Failed(e.to_string())),
-            None => {
-                // The call was cut short: its connection may hold half a request or a
-                // late reply.
-                self.forward.remove(&leader);
-                Err(ForwardError::Failed(format!(
-                    "member {leader} was replaced as leader while it held a forwarded batch"
-                )))
-            }
+            None => Err(ForwardError::Failed(format!(
+                "member {leader} was replaced as leader while it held a forwarded batch"
+            ))),
         }
     }
 
@@ -409,11 +406,7 @@ impl Barrier {
             Some(Ok(Reply::ReadIndex(r))) => Some(r),
             Some(Ok(_)) => Some(Err("unexpected reply".into())),
             Some(Err(e)) => Some(Err(e.to_string())),
-            None => {
-                // Cut short: the connection may hold half a request or a late reply.
-                *p = None;
-                None
-            }
+            None => None,
         }
     }
 }

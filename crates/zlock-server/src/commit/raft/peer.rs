@@ -283,7 +283,8 @@ pub struct Network {
     pub id: Arc<Identity>,
 }
 
-/// One connection to one member, opened on first use and again after a failure.
+/// One connection to one member, opened on first use and again after a failed or
+/// cancelled call.
 pub struct Peer {
     id: Arc<Identity>,
     target: u64,
@@ -306,58 +307,62 @@ impl Peer {
         self.target
     }
 
-    async fn connect(&mut self) -> Result<&mut TcpStream, FrameError> {
-        if self.conn.is_none() {
-            let addr: SocketAddr = tokio::net::lookup_host(&self.addr)
-                .await?
-                .next()
-                .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", self.addr)))?;
-            let mut s = TcpStream::connect(addr).await?;
-            let _ = s.set_nodelay(true);
-            write_frame(
-                &mut s,
-                &Hello {
-                    ensemble: self.id.ensemble.clone(),
-                    from: self.id.me,
-                    to: self.target,
-                },
-            )
-            .await?;
-            match read_frame::<Reply>(&mut s).await? {
-                Reply::Hello(Ok(())) => {}
-                Reply::Hello(Err(why)) => return Err(FrameError::Refused(why)),
-                _ => return Err(FrameError::Unexpected),
-            }
-            self.conn = Some(s);
+    /// The open connection, taken out of `self` (a new one if there is none); put back
+    /// by [`Peer::call`] only after a whole exchange.
+    async fn connect(&mut self) -> Result<TcpStream, FrameError> {
+        if let Some(s) = self.conn.take() {
+            return Ok(s);
         }
-        self.conn.as_mut().ok_or(FrameError::Unexpected)
+        let addr: SocketAddr = tokio::net::lookup_host(&self.addr)
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", self.addr)))?;
+        let mut s = TcpStream::connect(addr).await?;
+        let _ = s.set_nodelay(true);
+        write_frame(
+            &mut s,
+            &Hello {
+                ensemble: self.id.ensemble.clone(),
+                from: self.id.me,
+                to: self.target,
+            },
+        )
+        .await?;
+        match read_frame::<Reply>(&mut s).await? {
+            Reply::Hello(Ok(())) => Ok(s),
+            Reply::Hello(Err(why)) => Err(FrameError::Refused(why)),
+            _ => Err(FrameError::Unexpected),
+        }
     }
 
     /// Sends `req` and waits for its reply, within `ttl`. Any failure drops the
     /// connection (the next call opens a new one).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future (openraft does at its own timeout) drops the connection
+    /// too: it is kept only after a whole request and reply, so a late reply is never
+    /// read as the answer to the next request.
     pub async fn call(&mut self, req: &Request, ttl: Duration) -> Result<Reply, FrameError> {
         let r = tokio::time::timeout(ttl, async {
-            let s = self
+            let mut s = self
                 .connect()
                 .await
                 .map_err(|e| FrameError::NotSent(Box::new(e)))?;
-            write_frame(s, req).await?;
-            read_frame::<Reply>(s).await
+            write_frame(&mut s, req).await?;
+            let reply = read_frame::<Reply>(&mut s).await?;
+            Ok((s, reply))
         })
         .await;
         match r {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => {
-                self.conn = None;
-                Err(e)
+            Ok(Ok((s, reply))) => {
+                self.conn = Some(s);
+                Ok(reply)
             }
-            Err(_) => {
-                self.conn = None;
-                Err(FrameError::Io(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no reply from member {} within {ttl:?}", self.target),
-                )))
-            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(FrameError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no reply from member {} within {ttl:?}", self.target),
+            ))),
         }
     }
 }
