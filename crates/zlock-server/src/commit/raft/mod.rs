@@ -102,6 +102,9 @@ pub struct RaftCommit {
     failed: bool,
     /// Stops the peer server and its connections.
     stop: watch::Sender<bool>,
+    /// The peer server's task, awaited by [`RaftCommit::shutdown`] so that the quorum
+    /// port is free once it returns.
+    server: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl RaftCommit {
@@ -142,7 +145,7 @@ impl RaftCommit {
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(peer::serve(
+        let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
             id.clone(),
@@ -176,6 +179,7 @@ impl RaftCommit {
             patience: opts.patience(),
             failed: false,
             stop,
+            server: std::sync::Mutex::new(Some(server)),
         })
     }
 
@@ -207,10 +211,18 @@ impl RaftCommit {
         }
     }
 
-    /// Stops openraft and the peer server.
+    /// Stops openraft and the peer server; once it returns the quorum port is closed.
     pub async fn shutdown(&self) {
         self.stop.send_replace(true);
         let _ = self.raft.shutdown().await;
+        let server = self
+            .server
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(s) = server {
+            let _ = s.await;
+        }
     }
 
     async fn leader(&self) -> Result<u64, CommitError> {
