@@ -346,8 +346,8 @@ async fn other_leader(raft: &Raft, leader: u64) {
     }
 }
 
-/// Waits until this member has caught up with the leader: for `sync`, and for a
-/// session this member has not heard of yet.
+/// Waits until this member has caught up with the leader: for `sync`, and before a
+/// session resumes here.
 pub struct Barrier {
     raft: Raft,
     id: Arc<Identity>,
