@@ -143,6 +143,11 @@ impl Router {
         }
     }
 
+    /// Whether `session` is connected here through connection `conn_id`.
+    pub fn routes_to(&self, session: SessionId, conn_id: u64) -> bool {
+        self.conn(session, conn_id).is_some()
+    }
+
     /// The connection of `session` if it is still `conn_id`.
     fn conn(&self, session: SessionId, conn_id: u64) -> Option<&ConnHandle> {
         self.routes.get(&session).filter(|c| c.id == conn_id)
