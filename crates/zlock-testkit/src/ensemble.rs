@@ -21,7 +21,7 @@ use anyhow::{bail, Context};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{free_port, zlock_bin};
+use crate::zlock_bin;
 
 /// How the members are tuned (written to their shared `zoo.cfg`).
 #[derive(Debug, Clone)]
@@ -86,17 +86,41 @@ impl ChildEnsemble {
         Self::start_with(EnsembleOptions::default()).await
     }
 
+    /// As [`ChildEnsemble::start`], tuned. Ports are picked free, then bound by the
+    /// members a moment later; if one was taken meanwhile (by a test running beside
+    /// this one) and a member exits at start, the whole ensemble is started again on
+    /// other ports, up to three times.
     pub async fn start_with(opts: EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
+        let mut attempt = 1;
+        loop {
+            match Self::try_start(&opts).await {
+                Ok(e) => return Ok(e),
+                Err(e) if attempt < 3 => {
+                    eprintln!("testkit: the ensemble did not start ({e:#}); again on other ports");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn try_start(opts: &EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
         let root = tempfile::tempdir()?;
+        // Every port bound at once, then released: one at a time, the kernel may hand
+        // out the same free port twice.
+        let held = (0..opts.members * 3)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut ports = Vec::new();
+        for l in &held {
+            ports.push(l.local_addr()?.port());
+        }
+        drop(held);
         let mut servers = Vec::new();
         let mut members = Vec::new();
-        for id in 1..=opts.members {
-            let client = free_port();
-            servers.push(format!(
-                "{id}=127.0.0.1:{}:{};{client}",
-                free_port(),
-                free_port()
-            ));
+        for (id, p) in (1..=opts.members).zip(ports.chunks(3)) {
+            let client = p[0];
+            servers.push(format!("{id}=127.0.0.1:{}:{};{client}", p[1], p[2]));
             let data_dir = root.path().join(format!("m{id}"));
             std::fs::create_dir_all(&data_dir)?;
             members.push(Member {
