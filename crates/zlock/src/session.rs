@@ -551,12 +551,16 @@ impl Actor {
         // Native lock waiters: the grant may have been pushed while we were away, and
         // the server knows waiters by connection. Re-send each request with RESUME: it
         // finds the node and answers granted, or queued (registered again).
+        // Their xids: if this connection breaks before they are answered, they go back
+        // to `grants` (still waiting) to be re-sent on the next one.
+        let mut resent: Vec<i32> = Vec::new();
         self.grants.retain(|_, w| !w.sink.is_closed());
         for (node, w) in self.grants.drain() {
             let mut req = w.req;
             req.flags |= lock_flags::RESUME;
             let xid = next_xid;
             next_xid = next_xid.wrapping_add(1).max(1);
+            resent.push(xid);
             let at = frame::begin(&mut out);
             RequestHeader {
                 xid,
@@ -694,8 +698,19 @@ impl Actor {
                 }
             }
         };
-        for (_, done, _) in pending {
-            let _ = done.send(Err(Error::ConnectionLoss));
+        for (xid, done, reg) in pending {
+            match reg {
+                Some(WatchReg {
+                    kind: WatchKind::LockGrant,
+                    path,
+                    sink: Sink::Grant(sink, Some(req)),
+                }) if resent.contains(&xid) => {
+                    self.grants.insert(path, GrantWait { sink, req });
+                }
+                _ => {
+                    let _ = done.send(Err(Error::ConnectionLoss));
+                }
+            }
         }
         for done in auth_pending.into_iter().filter_map(|(d, _)| d) {
             let _ = done.send(Err(Error::ConnectionLoss));

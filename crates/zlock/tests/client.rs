@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // not every test binary uses every knob
 mod proxy;
 
 use std::net::SocketAddr;

@@ -3,7 +3,8 @@
 //! waiters re-registered after a reconnect, recipe contenders sharing the queue, and a
 //! queue of 10,000 waiters handed over with one message per hand-over. `native/`: the
 //! queue order the server and the recipes share; a failed multi keeps the index;
-//! a grant made while the waiter is disconnected.
+//! a grant made while the waiter is disconnected, and a second break before the
+//! waiter's re-sent request is answered.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

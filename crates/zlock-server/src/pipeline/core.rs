@@ -157,6 +157,7 @@ impl Core {
             } => {
                 let ticket = self.router.expect_session(Handshaking {
                     conn,
+                    passwd: passwd.clone(),
                     read_only,
                     features,
                     done,
@@ -189,6 +190,19 @@ impl Core {
                 auth,
                 req,
             } => {
+                if State::is_write(&req) && !self.router.routes_to(session, asker.conn_id) {
+                    // Its connection is closed here (dropped when a proposal's outcome
+                    // was unknown, replaced by a newer connection of its session, or
+                    // its session ended) and its client told ConnectionLoss: proposing
+                    // it now would let it land after the client, reconnected, decided
+                    // it was not applied (a lock recipe would create a second node).
+                    // A ZooKeeper follower that loses its leader drops its queued
+                    // requests the same way.
+                    asker
+                        .inflight
+                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    return Flow::Go;
+                }
                 self.touch(session);
                 if State::is_write(&req) {
                     let body = match req {

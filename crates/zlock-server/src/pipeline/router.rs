@@ -9,7 +9,9 @@
 //! waiting write by (session, xid), as ZooKeeper's CommitProcessor matches committed
 //! requests by session and cxid, answers it, then answers the reads queued behind it.
 //! Results for sessions connected elsewhere produce only their events and grants here.
-//! A new session's handshake is matched by the ticket in its CreateSession's origin.
+//! A new session's handshake is matched by the ticket in its CreateSession's origin
+//! and the password fixed in it (a restarted member replays CreateSessions it proposed
+//! before, with tickets it hands out again).
 //!
 //! A read whose walk is long is served here and finished by the [`long_read`] thread:
 //! its reply's place on the connection is held from the moment it is served, so the
@@ -62,6 +64,11 @@ impl Waiting {
 /// A handshake waiting for its CreateSession.
 pub(crate) struct Handshaking {
     pub conn: ConnHandle,
+    /// The new session's password, as fixed in its CreateSession: what tells this
+    /// handshake's CreateSession from one with the same ticket that an earlier run of
+    /// this member proposed (tickets start again from 1 at every start, and a restarted
+    /// member replays its log).
+    pub passwd: Vec<u8>,
     pub read_only: Option<bool>,
     pub features: Option<i32>,
     pub done: oneshot::Sender<Option<Handshake>>,
@@ -142,6 +149,11 @@ impl Router {
         if conn.close() {
             self.dirty.push(conn.clone());
         }
+    }
+
+    /// Whether `session` is connected here through connection `conn_id`.
+    pub fn routes_to(&self, session: SessionId, conn_id: u64) -> bool {
+        self.conn(session, conn_id).is_some()
     }
 
     /// The connection of `session` if it is still `conn_id`.
@@ -425,10 +437,19 @@ impl Router {
 
     /// A CreateSession proposed here was applied: answer its handshake.
     fn created(&mut self, ticket: i32, session: SessionId, state: &State) {
-        let Some(h) = self.handshakes.remove(&ticket) else {
+        let Some(s) = state.sessions.get(&session) else {
             return;
         };
-        let Some(s) = state.sessions.get(&session) else {
+        if self
+            .handshakes
+            .get(&ticket)
+            .is_none_or(|h| h.passwd != s.passwd)
+        {
+            // Nobody here waits for it: proposed before this member restarted (or by a
+            // handshake already given up).
+            return;
+        }
+        let Some(h) = self.handshakes.remove(&ticket) else {
             return;
         };
         self.accept(h.conn, session, s, (h.read_only, h.features));

@@ -1,4 +1,5 @@
-//! A native waiter granted while its connection is down gets the grant on reconnect.
+//! A native waiter granted while its connection is down gets the grant on reconnect;
+//! a waiter whose re-sent request is cut off by a second break keeps waiting.
 
 use zlock::{ConnectionState, NativeLock};
 use zlock_testkit::TestServer;
@@ -60,4 +61,49 @@ async fn grant_made_while_disconnected_arrives_on_reconnect() {
         holder.lock_native(t).await.unwrap(),
         NativeLock::Granted { .. }
     ));
+}
+
+/// The connection breaks again after a reconnect, before the server has answered the
+/// waiter's re-sent request (RESUME): the waiter still waits, is re-sent on the next
+/// reconnect, and gets its grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_survives_a_second_break_before_its_resume_is_answered() {
+    let s = TestServer::start().await.unwrap();
+    let holder = connect(&s.connect_string()).await;
+    let waiter_proxy = Proxy::start(s.addr).await;
+    let waiter = connect(&waiter_proxy.addr.to_string()).await;
+    let NativeLock::Granted { node: held, .. } = holder.lock_native(req("/db", "h")).await.unwrap()
+    else {
+        panic!("uncontended: granted")
+    };
+    let NativeLock::Queued { node, grant, .. } = waiter.lock_native(req("/db", "w")).await.unwrap()
+    else {
+        panic!("behind the holder: queued")
+    };
+
+    // First break: the waiter reconnects, and its re-sent request is held by the proxy.
+    waiter_proxy.stall_after_hello(true);
+    let mut st = waiter.state_stream();
+    st.borrow_and_update();
+    waiter_proxy.cut();
+    within(
+        "waiter reconnected",
+        st.wait_for(|s| *s == ConnectionState::Reconnected),
+    )
+    .await
+    .unwrap();
+    // Second break, with the re-sent request unanswered.
+    waiter_proxy.stall_after_hello(false);
+    st.borrow_and_update();
+    waiter_proxy.cut();
+    within(
+        "waiter reconnected again",
+        st.wait_for(|s| *s == ConnectionState::Reconnected),
+    )
+    .await
+    .unwrap();
+
+    holder.delete(&held, -1).await.unwrap();
+    let g = within("grant after two breaks", grant).await.unwrap();
+    assert_eq!(g.node, node);
 }

@@ -15,6 +15,10 @@ struct Shared {
     blocked: AtomicBool,
     /// Stop forwarding client → server bytes.
     stalled: AtomicBool,
+    /// Stop forwarding client → server bytes after a connection's first read (its
+    /// ConnectRequest, once the client waits for the answer): a handshake succeeds,
+    /// what follows it is held.
+    stall_after_hello: AtomicBool,
     conns: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -65,6 +69,12 @@ impl Proxy {
     pub fn stall(&self, on: bool) {
         self.shared.stalled.store(on, Ordering::SeqCst);
     }
+
+    /// New and open connections forward their first read (the handshake) and hold
+    /// every later client → server byte while `on`.
+    pub fn stall_after_hello(&self, on: bool) {
+        self.shared.stall_after_hello.store(on, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Proxy {
@@ -79,14 +89,18 @@ async fn pump(c: TcpStream, s: TcpStream, sh: Arc<Shared>) {
     let (mut sr, mut sw) = s.into_split();
     let up = async {
         let mut b = vec![0u8; 64 * 1024];
+        let mut first = true;
         loop {
             let n = match cr.read(&mut b).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            while sh.stalled.load(Ordering::SeqCst) {
+            while sh.stalled.load(Ordering::SeqCst)
+                || (!first && sh.stall_after_hello.load(Ordering::SeqCst))
+            {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
+            first = false;
             if sw.write_all(&b[..n]).await.is_err() {
                 return;
             }

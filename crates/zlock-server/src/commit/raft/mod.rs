@@ -21,6 +21,8 @@
 
 pub mod log;
 pub mod peer;
+#[cfg(test)]
+mod peer_tests;
 pub mod sm;
 pub mod types;
 
@@ -102,6 +104,9 @@ pub struct RaftCommit {
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
     /// Stops the peer server and its connections.
     stop: watch::Sender<bool>,
+    /// The peer server's task, awaited by [`RaftCommit::shutdown`] so that the quorum
+    /// port is free once it returns.
+    server: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl RaftCommit {
@@ -142,7 +147,7 @@ impl RaftCommit {
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(peer::serve(
+        let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
             id.clone(),
@@ -177,6 +182,7 @@ impl RaftCommit {
             failed: false,
             pending_syncs: Arc::default(),
             stop,
+            server: std::sync::Mutex::new(Some(server)),
         })
     }
 
@@ -210,10 +216,18 @@ impl RaftCommit {
         }
     }
 
-    /// Stops openraft and the peer server.
+    /// Stops openraft and the peer server; once it returns the quorum port is closed.
     pub async fn shutdown(&self) {
         self.stop.send_replace(true);
         let _ = self.raft.shutdown().await;
+        let server = self
+            .server
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(s) = server {
+            let _ = s.await;
+        }
     }
 
     async fn leader(&self) -> Result<u64, CommitError> {
@@ -245,24 +259,32 @@ impl RaftCommit {
         }
     }
 
-    /// Forwards `batch` to member `leader`.
+    /// Forwards `batch` to member `leader`. Gives up as soon as this member learns of
+    /// another leader: the old one may have gone silent (stopped, cut off) holding the
+    /// batch, and its answer would only come when it wakes up, or never.
     async fn forward_to(&mut self, leader: u64, batch: &[Proposal]) -> Result<u64, ForwardError> {
         let Some(addr) = self.addrs.get(&leader).cloned() else {
             return Err(ForwardError::Failed(format!("unknown leader {leader}")));
         };
         let id = self.id.clone();
+        let raft = self.raft.clone();
         let p = self
             .forward
             .entry(leader)
             .or_insert_with(|| Peer::new(id, leader, addr));
-        match p
-            .call(&Request::Forward(batch.to_vec()), self.patience)
-            .await
-        {
-            Ok(Reply::Forward(r)) => r,
-            Ok(_) => Err(ForwardError::Failed("unexpected reply".into())),
-            Err(peer::FrameError::NotSent(e)) => Err(ForwardError::NotSent(e.to_string())),
-            Err(e) => Err(ForwardError::Failed(e.to_string())),
+        let req = Request::Forward(batch.to_vec());
+        let answered = tokio::select! {
+            r = p.call(&req, self.patience) => Some(r),
+            () = other_leader(&raft, leader) => None,
+        };
+        match answered {
+            Some(Ok(Reply::Forward(r))) => r,
+            Some(Ok(_)) => Err(ForwardError::Failed("unexpected reply".into())),
+            Some(Err(peer::FrameError::NotSent(e))) => Err(ForwardError::NotSent(e.to_string())),
+            Some(Err(e)) => Err(ForwardError::Failed(e.to_string())),
+            None => Err(ForwardError::Failed(format!(
+                "member {leader} was replaced as leader while it held a forwarded batch"
+            ))),
         }
     }
 
@@ -312,8 +334,25 @@ impl RaftCommit {
     }
 }
 
-/// Waits until this member has caught up with the leader: for `sync`, and for a
-/// session this member has not heard of yet.
+/// Resolves once this member knows of a leader other than `leader` (elected in a later
+/// term: `leader` can commit nothing more of its own). Never, if openraft stops.
+async fn other_leader(raft: &Raft, leader: u64) {
+    let mut m = raft.metrics();
+    loop {
+        if m.borrow_and_update()
+            .current_leader
+            .is_some_and(|l| l != leader)
+        {
+            return;
+        }
+        if m.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Waits until this member has caught up with the leader: for `sync`, and before a
+/// session resumes here.
 pub struct Barrier {
     raft: Raft,
     id: Arc<Identity>,
@@ -337,36 +376,33 @@ impl Barrier {
     /// Returns once this member has applied every entry the leader had committed when
     /// the call was made, the leader's leadership confirmed by a quorum meanwhile (so
     /// a deposed leader cannot answer it). Linearizable, stronger than ZooKeeper's sync.
+    ///
+    /// A leader that fails or goes silent meanwhile is asked no more: the read index is
+    /// asked again of the next leader, within the same patience.
     pub async fn wait(&self) -> Result<(), String> {
         self.pending
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _counted = Pending(&self.pending);
         let work = async {
-            let leader = loop {
-                if let Some(l) = self.raft.metrics().borrow().current_leader {
-                    break l;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            };
-            let index = if leader == self.id.me {
-                peer::read_index(&self.raft).await?
-            } else {
-                let addr = self
-                    .addrs
-                    .get(&leader)
-                    .cloned()
-                    .ok_or_else(|| format!("unknown leader {leader}"))?;
-                let mut p = self.peer.lock().await;
-                if p.as_ref().is_none_or(|p| p.target() != leader) {
-                    *p = Some(Peer::new(self.id.clone(), leader, addr));
-                }
-                let Some(p) = p.as_mut() else {
-                    return Err("no connection".to_string());
+            let index = loop {
+                let leader = loop {
+                    if let Some(l) = self.raft.metrics().borrow().current_leader {
+                        break l;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 };
-                match p.call(&Request::ReadIndex, self.patience).await {
-                    Ok(Reply::ReadIndex(r)) => r?,
-                    Ok(_) => return Err("unexpected reply".into()),
-                    Err(e) => return Err(e.to_string()),
+                if leader == self.id.me {
+                    break peer::read_index(&self.raft).await?;
+                }
+                match self.ask(leader).await {
+                    Some(Ok(index)) => break index,
+                    // Replaced while asked: ask the new one.
+                    None => continue,
+                    Some(Err(e)) => {
+                        // Failed (e.g. it is down): ask its successor, once there is one.
+                        tracing::debug!(leader, error = %e, "read index not given");
+                        other_leader(&self.raft, leader).await;
+                    }
                 }
             };
             let mut applied = self.applied.clone();
@@ -379,6 +415,29 @@ impl Barrier {
         tokio::time::timeout(self.patience, work)
             .await
             .unwrap_or_else(|_| Err("the leader did not answer in time".into()))
+    }
+
+    /// Asks member `leader` for its read index; `None` if this member learns of another
+    /// leader first.
+    async fn ask(&self, leader: u64) -> Option<Result<u64, String>> {
+        let Some(addr) = self.addrs.get(&leader).cloned() else {
+            return Some(Err(format!("unknown leader {leader}")));
+        };
+        let mut p = self.peer.lock().await;
+        if p.as_ref().is_none_or(|p| p.target() != leader) {
+            *p = Some(Peer::new(self.id.clone(), leader, addr));
+        }
+        let peer = p.as_mut()?;
+        let answered = tokio::select! {
+            r = peer.call(&Request::ReadIndex, self.patience) => Some(r),
+            () = other_leader(&self.raft, leader) => None,
+        };
+        match answered {
+            Some(Ok(Reply::ReadIndex(r))) => Some(r),
+            Some(Ok(_)) => Some(Err("unexpected reply".into())),
+            Some(Err(e)) => Some(Err(e.to_string())),
+            None => None,
+        }
     }
 }
 

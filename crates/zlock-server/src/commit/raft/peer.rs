@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{RPCOption, RPCTypes, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -117,6 +117,10 @@ pub enum FrameError {
     Refused(String),
     #[error("unexpected reply")]
     Unexpected,
+    /// Sent (or being sent), no reply within the call's time: the member may be slow
+    /// rather than gone.
+    #[error("no reply from member {target} within {ttl:?}")]
+    Timeout { target: u64, ttl: Duration },
     /// The request was never sent (no connection, or the hello was refused): safe to
     /// send elsewhere.
     #[error("not sent: {0}")]
@@ -283,7 +287,8 @@ pub struct Network {
     pub id: Arc<Identity>,
 }
 
-/// One connection to one member, opened on first use and again after a failure.
+/// One connection to one member, opened on first use and again after a failed or
+/// cancelled call.
 pub struct Peer {
     id: Arc<Identity>,
     target: u64,
@@ -306,58 +311,73 @@ impl Peer {
         self.target
     }
 
-    async fn connect(&mut self) -> Result<&mut TcpStream, FrameError> {
-        if self.conn.is_none() {
-            let addr: SocketAddr = tokio::net::lookup_host(&self.addr)
-                .await?
-                .next()
-                .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", self.addr)))?;
-            let mut s = TcpStream::connect(addr).await?;
-            let _ = s.set_nodelay(true);
-            write_frame(
-                &mut s,
-                &Hello {
-                    ensemble: self.id.ensemble.clone(),
-                    from: self.id.me,
-                    to: self.target,
-                },
-            )
-            .await?;
-            match read_frame::<Reply>(&mut s).await? {
-                Reply::Hello(Ok(())) => {}
-                Reply::Hello(Err(why)) => return Err(FrameError::Refused(why)),
-                _ => return Err(FrameError::Unexpected),
-            }
-            self.conn = Some(s);
+    /// The open connection, taken out of `self` (a new one if there is none); put back
+    /// by [`Peer::call`] only after a whole exchange.
+    async fn connect(&mut self) -> Result<TcpStream, FrameError> {
+        if let Some(s) = self.conn.take() {
+            return Ok(s);
         }
-        self.conn.as_mut().ok_or(FrameError::Unexpected)
+        let addr: SocketAddr = tokio::net::lookup_host(&self.addr)
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", self.addr)))?;
+        let mut s = TcpStream::connect(addr).await?;
+        let _ = s.set_nodelay(true);
+        write_frame(
+            &mut s,
+            &Hello {
+                ensemble: self.id.ensemble.clone(),
+                from: self.id.me,
+                to: self.target,
+            },
+        )
+        .await?;
+        match read_frame::<Reply>(&mut s).await? {
+            Reply::Hello(Ok(())) => Ok(s),
+            Reply::Hello(Err(why)) => Err(FrameError::Refused(why)),
+            _ => Err(FrameError::Unexpected),
+        }
     }
 
     /// Sends `req` and waits for its reply, within `ttl`. Any failure drops the
     /// connection (the next call opens a new one).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future (openraft does at its own timeout) drops the connection
+    /// too: it is kept only after a whole request and reply, so a late reply is never
+    /// read as the answer to the next request.
     pub async fn call(&mut self, req: &Request, ttl: Duration) -> Result<Reply, FrameError> {
-        let r = tokio::time::timeout(ttl, async {
-            let s = self
-                .connect()
-                .await
-                .map_err(|e| FrameError::NotSent(Box::new(e)))?;
-            write_frame(s, req).await?;
-            read_frame::<Reply>(s).await
+        let deadline = tokio::time::Instant::now() + ttl;
+        let mut s = match tokio::time::timeout_at(deadline, self.connect()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(FrameError::NotSent(Box::new(e))),
+            Err(_) => {
+                return Err(FrameError::NotSent(Box::new(FrameError::Io(
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "member {} did not answer the hello within {ttl:?}",
+                            self.target
+                        ),
+                    ),
+                ))))
+            }
+        };
+        let r = tokio::time::timeout_at(deadline, async {
+            write_frame(&mut s, req).await?;
+            read_frame::<Reply>(&mut s).await
         })
         .await;
         match r {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => {
-                self.conn = None;
-                Err(e)
+            Ok(Ok(reply)) => {
+                self.conn = Some(s);
+                Ok(reply)
             }
-            Err(_) => {
-                self.conn = None;
-                Err(FrameError::Io(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no reply from member {} within {ttl:?}", self.target),
-                )))
-            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(FrameError::Timeout {
+                target: self.target,
+                ttl,
+            }),
         }
     }
 }
@@ -372,8 +392,23 @@ impl RaftNetworkFactory<Zraft> for Network {
 
 type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
 
-fn rpc_err<E: std::error::Error>(e: FrameError) -> RPCError<u64, BasicNode, E> {
+/// How openraft should take a failed call: `Unreachable` (the member is down or does
+/// not answer at all: openraft backs off, 500 ms) when no connection could be opened or
+/// one broke, `Timeout` (retried at the next heartbeat) when a request sent on a working
+/// connection got no reply in time (a slow member: backing off would stall its
+/// clients for 500 ms), `Network` otherwise.
+fn rpc_err<E: std::error::Error>(
+    e: FrameError,
+    me: u64,
+    action: RPCTypes,
+) -> RPCError<u64, BasicNode, E> {
     match e {
+        FrameError::Timeout { target, ttl } => RPCError::Timeout(Timeout {
+            action,
+            id: me,
+            target,
+            timeout: ttl,
+        }),
         FrameError::Io(io) => RPCError::Unreachable(Unreachable::new(&io)),
         FrameError::NotSent(e) => RPCError::Unreachable(Unreachable::new(&e)),
         other => RPCError::Network(NetworkError::new(&other)),
@@ -391,8 +426,12 @@ impl RaftNetwork<Zraft> for Peer {
             Ok(Reply::Append(Err(e))) => {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Ok(_) => Err(rpc_err(FrameError::Unexpected)),
-            Err(e) => Err(rpc_err(e)),
+            Ok(_) => Err(rpc_err(
+                FrameError::Unexpected,
+                self.id.me,
+                RPCTypes::AppendEntries,
+            )),
+            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::AppendEntries)),
         }
     }
 
@@ -406,8 +445,12 @@ impl RaftNetwork<Zraft> for Peer {
             Ok(Reply::Snapshot(Err(e))) => {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Ok(_) => Err(rpc_err(FrameError::Unexpected)),
-            Err(e) => Err(rpc_err(e)),
+            Ok(_) => Err(rpc_err(
+                FrameError::Unexpected,
+                self.id.me,
+                RPCTypes::InstallSnapshot,
+            )),
+            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::InstallSnapshot)),
         }
     }
 
@@ -419,8 +462,8 @@ impl RaftNetwork<Zraft> for Peer {
         match self.call(&Request::Vote(rpc), option.hard_ttl()).await {
             Ok(Reply::Vote(Ok(r))) => Ok(r),
             Ok(Reply::Vote(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
-            Ok(_) => Err(rpc_err(FrameError::Unexpected)),
-            Err(e) => Err(rpc_err(e)),
+            Ok(_) => Err(rpc_err(FrameError::Unexpected, self.id.me, RPCTypes::Vote)),
+            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::Vote)),
         }
     }
 }

@@ -1,0 +1,438 @@
+//! [`ChildEnsemble`]: three (or more) `zlock server` processes forming one ensemble on
+//! loopback ports, for fault tests: `kill -9`, `SIGSTOP`/`SIGCONT`, restart on the same
+//! ports and data, restart with the data directory wiped.
+//!
+//! Every member gets the same `zoo.cfg` (tuning and the `server.N` lines) and its own
+//! `--myid` and `--data-dir`; the config file and each member's log (`m<id>.log`, all
+//! its runs appended) sit beside the data directories in one temporary root, so a wiped
+//! member keeps its identity and its earlier log. When the handle drops, every process
+//! is SIGKILLed by its pid (a stopped one too) and reaped; if the thread is panicking,
+//! the tail of each member's log is printed. With `ZLOCK_TEST_KEEP` set in the
+//! environment the temporary root is kept (its path printed), logs and data included.
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::zlock_bin;
+
+/// How the members are tuned (written to their shared `zoo.cfg`).
+#[derive(Debug, Clone)]
+pub struct EnsembleOptions {
+    pub members: u64,
+    /// `tickTime`; session timeouts may range from 2 ticks to `maxSessionTimeout`.
+    pub tick_time_ms: u64,
+    /// `zlock.raftHeartbeatMs`.
+    pub heartbeat_ms: u64,
+    /// `zlock.electionTimeoutMs`: the shortest election timeout (the longest is twice
+    /// that).
+    pub election_timeout_ms: u64,
+    /// `snapCount`: a Raft snapshot after this many entries.
+    pub snap_count: u64,
+    /// Extra `zoo.cfg` lines.
+    pub extra: Vec<String>,
+}
+
+impl Default for EnsembleOptions {
+    /// Three members; heartbeat 50 ms, election timeout 250 to 500 ms (a margin for a
+    /// loaded test machine); session timeouts up to 60 s; snapshots every 100,000.
+    fn default() -> Self {
+        EnsembleOptions {
+            members: 3,
+            tick_time_ms: 100,
+            heartbeat_ms: 50,
+            election_timeout_ms: 250,
+            snap_count: 100_000,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// One member: its addresses, its directories and its process.
+struct Member {
+    id: u64,
+    client: SocketAddr,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    /// SIGSTOPped (and not yet continued).
+    stopped: bool,
+}
+
+/// An ensemble of `zlock server` child processes; members are indexed from 0 (member
+/// `i` has `myid` `i + 1`).
+pub struct ChildEnsemble {
+    members: Vec<Member>,
+    config: PathBuf,
+    /// The same `--server` list for every member.
+    servers: Vec<String>,
+    /// Holds `root_path`; taken (kept on disk) when `ZLOCK_TEST_KEEP` is set.
+    root: Option<TempDir>,
+    root_path: PathBuf,
+}
+
+impl ChildEnsemble {
+    /// Starts the members with [`EnsembleOptions::default`] and waits until each
+    /// accepts connections on its client port (not until a leader is elected; see
+    /// [`ChildEnsemble::leader`]).
+    pub async fn start() -> anyhow::Result<ChildEnsemble> {
+        Self::start_with(EnsembleOptions::default()).await
+    }
+
+    /// As [`ChildEnsemble::start`], tuned. Ports are picked free, then bound by the
+    /// members a moment later; if one was taken meanwhile (by a test running beside
+    /// this one) and a member exits at start, the whole ensemble is started again on
+    /// other ports, up to three times.
+    pub async fn start_with(opts: EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
+        let mut attempt = 1;
+        loop {
+            match Self::try_start(&opts).await {
+                Ok(e) => return Ok(e),
+                Err(e) if attempt < 3 => {
+                    eprintln!("testkit: the ensemble did not start ({e:#}); again on other ports");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn try_start(opts: &EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
+        let root = tempfile::tempdir()?;
+        // Every port bound at once, then released: one at a time, the kernel may hand
+        // out the same free port twice.
+        let held = (0..opts.members * 3)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut ports = Vec::new();
+        for l in &held {
+            ports.push(l.local_addr()?.port());
+        }
+        drop(held);
+        let mut servers = Vec::new();
+        let mut members = Vec::new();
+        for (id, p) in (1..=opts.members).zip(ports.chunks(3)) {
+            let client = p[0];
+            servers.push(format!("{id}=127.0.0.1:{}:{};{client}", p[1], p[2]));
+            let data_dir = root.path().join(format!("m{id}"));
+            std::fs::create_dir_all(&data_dir)?;
+            members.push(Member {
+                id,
+                client: SocketAddr::from(([127, 0, 0, 1], client)),
+                data_dir,
+                log: root.path().join(format!("m{id}.log")),
+                child: None,
+                stopped: false,
+            });
+        }
+        let config = root.path().join("zoo.cfg");
+        let mut cfg = format!(
+            "tickTime={}\nminSessionTimeout={}\nmaxSessionTimeout=60000\n\
+             4lw.commands.whitelist=*\nmaxClientCnxns=0\nsnapCount={}\n\
+             zlock.raftHeartbeatMs={}\nzlock.electionTimeoutMs={}\n",
+            opts.tick_time_ms,
+            opts.tick_time_ms * 2,
+            opts.snap_count,
+            opts.heartbeat_ms,
+            opts.election_timeout_ms,
+        );
+        for l in &opts.extra {
+            cfg.push_str(l);
+            cfg.push('\n');
+        }
+        std::fs::write(&config, cfg)?;
+        let mut e = ChildEnsemble {
+            members,
+            config,
+            servers,
+            root_path: root.path().to_owned(),
+            root: Some(root),
+        };
+        for i in 0..e.members.len() {
+            e.spawn(i)?;
+        }
+        for i in 0..e.members.len() {
+            e.wait_serving(i).await?;
+        }
+        Ok(e)
+    }
+
+    /// How many members there are.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Member `i`'s client address.
+    pub fn client_addr(&self, i: usize) -> SocketAddr {
+        self.members[i].client
+    }
+
+    /// Every member's client address, member `first` first then the others in order:
+    /// a client given this connects to `first` (if it is up).
+    pub fn connect_string_from(&self, first: usize) -> String {
+        let n = self.members.len();
+        (0..n)
+            .map(|k| self.members[(first + k) % n].client.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every member's client address, member 0 first.
+    pub fn connect_string(&self) -> String {
+        self.connect_string_from(0)
+    }
+
+    /// Member `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.members[i].data_dir
+    }
+
+    /// The pid of member `i`, if it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].child.as_ref().map(|c| c.id())
+    }
+
+    /// Whether member `i`'s process runs and is not stopped.
+    pub fn is_up(&self, i: usize) -> bool {
+        self.members[i].child.is_some() && !self.members[i].stopped
+    }
+
+    /// SIGKILL member `i` (no chance to flush anything) and reap it.
+    pub fn kill9(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        if let Some(mut c) = m.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        m.stopped = false;
+    }
+
+    /// SIGSTOP member `i`: it keeps its sockets but runs nothing until
+    /// [`ChildEnsemble::sigcont`].
+    pub fn sigstop(&mut self, i: usize) -> anyhow::Result<()> {
+        self.signal(i, "STOP")?;
+        self.members[i].stopped = true;
+        Ok(())
+    }
+
+    /// SIGCONT member `i`.
+    pub fn sigcont(&mut self, i: usize) -> anyhow::Result<()> {
+        self.signal(i, "CONT")?;
+        self.members[i].stopped = false;
+        Ok(())
+    }
+
+    fn signal(&self, i: usize, sig: &str) -> anyhow::Result<()> {
+        let pid = self.pid(i).context("member not running")?;
+        let st = Command::new("kill")
+            .args([&format!("-{sig}"), &pid.to_string()])
+            .status()
+            .context("running kill")?;
+        if !st.success() {
+            bail!("kill -{sig} {pid}: {st}");
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs member `i` if it runs, then starts it again on the same ports and data
+    /// directory and waits until it accepts client connections.
+    pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.kill9(i);
+        self.spawn(i)?;
+        self.wait_serving(i).await
+    }
+
+    /// Restarts every member (SIGKILLing those that run), all spawned before waiting
+    /// for any, as after a power cut.
+    pub async fn restart_all(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.members.len() {
+            self.kill9(i);
+        }
+        for i in 0..self.members.len() {
+            self.spawn(i)?;
+        }
+        for i in 0..self.members.len() {
+            self.wait_serving(i).await?;
+        }
+        Ok(())
+    }
+
+    /// As [`ChildEnsemble::restart`], with member `i`'s data directory emptied first:
+    /// it comes back knowing nothing but its id and the members.
+    pub async fn wipe_and_restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.kill9(i);
+        let d = &self.members[i].data_dir;
+        std::fs::remove_dir_all(d).with_context(|| format!("wiping {}", d.display()))?;
+        std::fs::create_dir_all(d)?;
+        self.spawn(i)?;
+        self.wait_serving(i).await
+    }
+
+    fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
+        let bin = zlock_bin()?;
+        let m = &mut self.members[i];
+        let mut log = OpenOptions::new().create(true).append(true).open(&m.log)?;
+        writeln!(log, "==== testkit: starting member {} ====", m.id)?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("server")
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--myid", &m.id.to_string(), "--data-dir"])
+            .arg(&m.data_dir);
+        for s in &self.servers {
+            cmd.args(["--server", s]);
+        }
+        let child = cmd
+            .env(
+                "ZLOCK_LOG",
+                std::env::var("ZLOCK_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting zlock server")?;
+        m.child = Some(child);
+        m.stopped = false;
+        Ok(())
+    }
+
+    /// Waits (at most 60 s) until member `i` accepts client connections; fails at once
+    /// if its process exits.
+    async fn wait_serving(&mut self, i: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let addr = self.members[i].client;
+        loop {
+            if let Some(c) = self.members[i].child.as_mut() {
+                if let Some(st) = c.try_wait()? {
+                    self.members[i].child = None;
+                    bail!(
+                        "member {i} (myid {}) exited at start ({st}); its log:\n{}",
+                        self.members[i].id,
+                        self.log_tail(i, 40)
+                    );
+                }
+            }
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("member {i} not listening on {addr} after 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A four-letter word's answer from member `i` (`None` if it does not answer
+    /// within `within`, e.g. while stopped).
+    pub async fn four_letters(&self, i: usize, word: &str, within: Duration) -> Option<String> {
+        let addr = self.members[i].client;
+        let ask = async {
+            let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+            s.write_all(word.as_bytes()).await.ok()?;
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.ok()?;
+            Some(out)
+        };
+        tokio::time::timeout(within, ask).await.ok().flatten()
+    }
+
+    /// What member `i`'s `srvr` says after `Mode:` (`leader`, `follower`), if it
+    /// answers within 500 ms.
+    pub async fn mode(&self, i: usize) -> Option<String> {
+        let out = self
+            .four_letters(i, "srvr", Duration::from_millis(500))
+            .await?;
+        out.lines()
+            .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
+    }
+
+    /// The one member (among those up) that says it leads, once exactly one does and
+    /// every other member up says `follower`; waits at most `within`.
+    pub async fn leader_within(&self, within: Duration) -> anyhow::Result<usize> {
+        let deadline = Instant::now() + within;
+        let mut last = Vec::new();
+        loop {
+            last.clear();
+            for i in 0..self.members.len() {
+                if self.is_up(i) {
+                    last.push((i, self.mode(i).await));
+                }
+            }
+            let leaders: Vec<usize> = last
+                .iter()
+                .filter(|(_, m)| m.as_deref() == Some("leader"))
+                .map(|(i, _)| *i)
+                .collect();
+            let followers = last
+                .iter()
+                .filter(|(_, m)| m.as_deref() == Some("follower"))
+                .count();
+            if leaders.len() == 1 && followers + 1 == last.len() {
+                return Ok(leaders[0]);
+            }
+            if Instant::now() > deadline {
+                bail!("no single leader after {within:?}: {last:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// [`ChildEnsemble::leader_within`] 30 s.
+    pub async fn leader(&self) -> anyhow::Result<usize> {
+        self.leader_within(Duration::from_secs(30)).await
+    }
+
+    /// The last `lines` lines of member `i`'s log (all its runs).
+    pub fn log_tail(&self, i: usize, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.members[i].log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Member `i`'s whole log (all its runs).
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.members[i].log).unwrap_or_default()
+    }
+
+    /// The temporary directory holding the config, the logs and the data directories.
+    pub fn root(&self) -> &Path {
+        &self.root_path
+    }
+}
+
+impl Drop for ChildEnsemble {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill9(i);
+        }
+        if std::env::var_os("ZLOCK_TEST_KEEP").is_some() {
+            if let Some(dir) = self.root.take() {
+                eprintln!(
+                    "ZLOCK_TEST_KEEP: logs and data kept in {}",
+                    dir.keep().display()
+                );
+            }
+        }
+        if std::thread::panicking() {
+            for i in 0..self.members.len() {
+                eprintln!(
+                    "---- member {i} (myid {}) log, last 60 lines ----\n{}",
+                    self.members[i].id,
+                    self.log_tail(i, 60)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Faults in an ensemble of three `zlock server` processes ([`ChildEnsemble`]), under
+//! lock and write traffic from the `zlock` client, every client given all three members:
+//!
+//! 1. `kill -9` of the leader during native-lock and during recipe-lock traffic.
+//! 2. `kill -9` of a follower.
+//! 3. `SIGSTOP` of the leader shorter than the election timeout, then longer.
+//! 4. All three members killed at once and restarted: the sessions resume.
+//! 5. A member's data directory wiped: it rejoins by snapshot and serves the same data.
+//! 6. A client whose member dies moves to another one, keeping its session, its
+//!    ephemeral node and its watch.
+//! 7. A restarted member gives new clients new sessions (not those it replays).
+//!
+//! Under faults 1 to 4 the load of `traffic.rs` runs: four lock workers (overlap
+//! detector, fencing tokens, a compare-and-set counter inside the critical section) and
+//! plain writers; traffic must resume (bounded wait), and afterwards, on every member
+//! after `sync`, every acknowledged write is there and the members agree. Failover
+//! times (from the fault to the first answer to a request made after it: an
+//! acknowledged create, a lock grant, an acknowledged increment) are printed, not
+//! asserted: run with `--nocapture` to see them (`FAILOVER` lines).
+//!
+//! Deadlines only bound a broken run; nothing asserts on timing. The servers run from
+//! the built binary (`cargo build --release -p zlock-cli`, or `ZLOCK_BIN`); their logs
+//! are printed when a test fails, and kept with `ZLOCK_TEST_KEEP=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "ensemble_faults/traffic.rs"]
+mod traffic;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use zlock::{Client, ConnectionState, CreateMode, Error, ErrorCode, EventType, LockPath};
+use zlock_proto::records::PathRequest;
+use zlock_proto::Request;
+use zlock_testkit::{ChildEnsemble, EnsembleOptions};
+
+use traffic::{verify, Traffic};
+
+/// The session timeout every client asks for.
+const SESSION_MS: i32 = 10_000;
+/// The lock the workers contend for.
+const LOCK: &str = "/locks/faults";
+/// Where the plain writers create their nodes.
+const PLAIN: &str = "/plain";
+/// Bounds one step, so that a hang fails with a name.
+const T: Duration = Duration::from_secs(30);
+
+/// Bounds a whole test (its ensemble is stopped when the future is dropped).
+async fn bounded<F: Future<Output = ()>>(test: F) {
+    if tokio::time::timeout(Duration::from_secs(120), test)
+        .await
+        .is_err()
+    {
+        panic!("the test did not finish within 120 s");
+    }
+}
+
+async fn within<F: Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(T, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: timed out after {T:?}"))
+}
+
+/// Connects (session timeout [`SESSION_MS`]), retrying while no member takes the new
+/// session yet (e.g. no leader elected).
+async fn connect(hosts: &str) -> Client {
+    let start = Instant::now();
+    loop {
+        let attempt =
+            tokio::time::timeout(Duration::from_secs(10), Client::connect(hosts, SESSION_MS));
+        match attempt.await.unwrap_or(Err(Error::ConnectionLoss)) {
+            Ok((c, _)) => return c,
+            Err(e) if start.elapsed() < T => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("connect {hosts}: {e}"),
+        }
+    }
+}
+
+/// `sync("/")`: afterwards the client's member has applied everything committed before.
+async fn sync(zk: &Client) -> zlock::Result<()> {
+    let (h, _) = zk
+        .send(&Request::Sync(PathRequest { path: "/".into() }))
+        .await?;
+    match h.err {
+        0 => Ok(()),
+        e => {
+            Err(ErrorCode::from_i32(e).map_or(Error::Protocol(format!("code {e}")), Error::Server))
+        }
+    }
+}
+
+/// The counter's value and version.
+async fn read_counter(zk: &Client) -> zlock::Result<(u64, i32)> {
+    let (d, st) = zk.get_data(traffic::COUNTER, false).await?;
+    let v = std::str::from_utf8(&d)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("counter holds {d:?}"));
+    Ok((v, st.version))
+}
+
+/// The children of `path` (none if it does not exist), retried after a connection loss.
+async fn children(zk: &Client, path: &str) -> Vec<String> {
+    within(&format!("children of {path}"), async {
+        loop {
+            match zk.get_children(path, false).await {
+                Ok(c) => return c,
+                Err(Error::Server(ErrorCode::NoNode)) => return Vec::new(),
+                Err(Error::ConnectionLoss) => continue,
+                Err(e) => panic!("get_children {path}: {e}"),
+            }
+        }
+    })
+    .await
+}
+
+/// Waits (bounded) until every member that is up reports the same zxid and node count
+/// (`srvr`): one history. Call it once the load has stopped.
+async fn converged(ens: &ChildEnsemble) {
+    let fact = |out: &str, key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
+    };
+    let mut seen = Vec::new();
+    let done = tokio::time::timeout(T, async {
+        loop {
+            seen.clear();
+            for i in (0..ens.len()).filter(|i| ens.is_up(*i)) {
+                let out = ens.four_letters(i, "srvr", Duration::from_secs(1)).await;
+                let out = out.unwrap_or_default();
+                seen.push((fact(&out, "Zxid:"), fact(&out, "Node count:")));
+            }
+            if seen[0].0.is_some() && seen.iter().all(|s| *s == seen[0]) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "members never agreed on (zxid, nodes): {seen:?}"
+    );
+}
+
+async fn start() -> (ChildEnsemble, usize) {
+    let ens = ChildEnsemble::start().await.unwrap();
+    let l = ens.leader().await.unwrap();
+    (ens, l)
+}
+
+/// 1: the leader is SIGKILLed while four sessions take turns on a lock; writers on the
+/// leader and on a follower. Traffic resumes under the new leader; the killed member,
+/// restarted, catches up; nothing acknowledged is lost, no overlap.
+async fn leader_killed(path: LockPath, name: &str) {
+    let (mut ens, l) = start().await;
+    let t = Traffic::start(&ens, path, 4, &[l, (l + 1) % 3]).await;
+    ens.kill9(l);
+    let fault = Instant::now();
+    t.progress_since(fault, 20, 20).await;
+    let new = ens.leader().await.unwrap();
+    assert_ne!(new, l);
+    eprintln!(
+        "FAILOVER leader kill -9 ({name} locks): {}",
+        t.failover(fault)
+    );
+    ens.restart(l).await.unwrap();
+    let rec = t.stop().await;
+    verify(&ens, &rec).await;
+    converged(&ens).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_kill9_during_native_lock_traffic() {
+    bounded(leader_killed(LockPath::Native, "native")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_kill9_during_recipe_lock_traffic() {
+    bounded(leader_killed(LockPath::Recipe, "recipe")).await;
+}
+
+/// 2: a follower is SIGKILLed; the two others go on; a session that was on it moves
+/// with its ephemeral node; restarted, it catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_kill9() {
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let f = (l + 1) % 3;
+        let mover = connect(&ens.connect_string_from(f)).await;
+        mover
+            .create("/on-follower", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        let t = Traffic::start(&ens, LockPath::Native, 4, &[l, f]).await;
+        ens.kill9(f);
+        let fault = Instant::now();
+        t.progress_since(fault, 20, 20).await;
+        eprintln!("FAILOVER follower kill -9: {}", t.failover(fault));
+        moved_with_its_node(&ens, &mover, "/on-follower").await;
+        ens.restart(f).await.unwrap();
+        let rec = t.stop().await;
+        verify(&ens, &rec).await;
+        converged(&ens).await;
+    })
+    .await;
+}
+
+/// `mover` reconnected (same session) and its ephemeral `node` is still its own, as
+/// every member up sees it after `sync`.
+async fn moved_with_its_node(ens: &ChildEnsemble, mover: &Client, node: &str) {
+    let mut st = mover.state_stream();
+    within(
+        "the session to resume elsewhere",
+        st.wait_for(|s| *s == ConnectionState::Reconnected),
+    )
+    .await
+    .unwrap();
+    for i in (0..ens.len()).filter(|i| ens.is_up(*i)) {
+        let zk = connect(&ens.client_addr(i).to_string()).await;
+        within("sync", sync(&zk)).await.unwrap();
+        let owner = zk
+            .exists(node, false)
+            .await
+            .unwrap()
+            .map(|s| s.ephemeral_owner);
+        assert_eq!(
+            owner,
+            Some(mover.session_id()),
+            "member {i}: {node} still owned by the moved session"
+        );
+        zk.close().await.unwrap();
+    }
+}
+
+/// 3: the leader is SIGSTOPped for 100 ms (under the 250 ms election timeout: no new
+/// election is needed), then for 2 s (the others elect a new leader; the old one comes
+/// back as a follower). One history afterwards, no overlap, nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_sigstop_short_and_long() {
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let t = Traffic::start(&ens, LockPath::Native, 4, &[l, (l + 1) % 3]).await;
+        for pause in [Duration::from_millis(100), Duration::from_secs(2)] {
+            let l = ens.leader().await.unwrap();
+            ens.sigstop(l).unwrap();
+            let fault = Instant::now();
+            tokio::time::sleep(pause).await;
+            ens.sigcont(l).unwrap();
+            t.progress_since(fault, 20, 20).await;
+            let now = ens.leader().await.unwrap();
+            eprintln!(
+                "FAILOVER leader SIGSTOP {pause:?} (leader {}): {}",
+                if now == l { "kept" } else { "changed" },
+                t.failover(fault)
+            );
+        }
+        let rec = t.stop().await;
+        verify(&ens, &rec).await;
+        converged(&ens).await;
+    })
+    .await;
+}
+
+/// 4: all three members SIGKILLed at once and restarted 1 s later. Every acknowledged
+/// write is there; the sessions alive before resume (within their 10 s timeout; a new
+/// leader gives every session a full timeout) with their ephemeral nodes, and the load
+/// goes on in them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_members_kill9_and_restart() {
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let mover = connect(&ens.connect_string_from(l)).await;
+        mover
+            .create("/before-power-cut", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        let t = Traffic::start(&ens, LockPath::Native, 4, &[l, (l + 1) % 3]).await;
+        for i in 0..ens.len() {
+            ens.kill9(i);
+        }
+        let fault = Instant::now();
+        // Down for a while: every client finds every member gone.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ens.restart_all().await.unwrap();
+        t.progress_since(fault, 20, 20).await;
+        eprintln!(
+            "FAILOVER all members kill -9, restarted after 1 s: {}",
+            t.failover(fault)
+        );
+        // Every session lives on (a lost one would fail its worker's next call).
+        for c in t.lock_clients.iter().chain(&t.writer_clients) {
+            assert_ne!(c.state(), ConnectionState::Lost, "a session expired");
+        }
+        moved_with_its_node(&ens, &mover, "/before-power-cut").await;
+        let rec = t.stop().await;
+        verify(&ens, &rec).await;
+        converged(&ens).await;
+    })
+    .await;
+}
+
+/// 5: with snapshots every 50 entries and more than the 1,000 entries kept behind a
+/// snapshot written, a follower's data directory is wiped: it rejoins by installing
+/// the leader's snapshot, serves the same data to a client connected to it alone, and
+/// counts in the quorum (a write succeeds with the third member killed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wiped_member_rejoins_by_snapshot() {
+    bounded(async {
+        let mut ens = ChildEnsemble::start_with(EnsembleOptions {
+            snap_count: 50,
+            ..EnsembleOptions::default()
+        })
+        .await
+        .unwrap();
+        let l = ens.leader().await.unwrap();
+        let (f, other) = ((l + 1) % 3, (l + 2) % 3);
+        let zk = connect(&ens.connect_string_from(l)).await;
+        zk.create("/data", b"", CreateMode::Persistent)
+            .await
+            .unwrap();
+        const N: usize = 1_200;
+        within("the writes", async {
+            for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
+                let mut set = tokio::task::JoinSet::new();
+                for &i in chunk {
+                    let zk = zk.clone();
+                    set.spawn(async move {
+                        let p = format!("/data/n{i:05}");
+                        zk.create(&p, i.to_string().as_bytes(), CreateMode::Persistent)
+                            .await
+                            .unwrap();
+                    });
+                }
+                while let Some(r) = set.join_next().await {
+                    r.unwrap();
+                }
+            }
+        })
+        .await;
+        ens.wipe_and_restart(f).await.unwrap();
+        let own = connect(&ens.client_addr(f).to_string()).await;
+        within("sync on the wiped member", sync(&own))
+            .await
+            .unwrap();
+        let mut kids = children(&own, "/data").await;
+        kids.sort();
+        assert_eq!(kids.len(), N, "the wiped member serves every node");
+        for (i, k) in kids.iter().enumerate() {
+            assert_eq!(*k, format!("n{i:05}"));
+        }
+        let (d, _) = own.get_data("/data/n01199", false).await.unwrap();
+        assert_eq!(d, b"1199");
+        let log = ens.log(f);
+        let this_run = log.rsplit("==== testkit: starting").next().unwrap_or("");
+        assert!(
+            this_run.contains("installed a snapshot from the leader"),
+            "the wiped member caught up without a snapshot (the log was not purged?)"
+        );
+        // It is a voter again: with the third member gone, the leader and it make the quorum.
+        ens.kill9(other);
+        let fault = Instant::now();
+        within(
+            "a write with the wiped member in the quorum",
+            own.create("/after-wipe", b"", CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+        eprintln!(
+            "  wiped member: a write with it in the quorum took {:?}",
+            fault.elapsed()
+        );
+        own.close().await.unwrap();
+        zk.close().await.unwrap();
+        converged(&ens).await;
+    })
+    .await;
+}
+
+/// 6: a client connected to the leader, holding an ephemeral node and a watch: the
+/// leader is SIGKILLed; the client resumes its session at another member within the
+/// session timeout, keeps the node, its watch fires for a change made elsewhere, and
+/// it writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_moves_when_its_member_dies() {
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let mover = connect(&ens.connect_string_from(l)).await;
+        mover
+            .create("/mine", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        let (none, watch) = mover.exists_watch("/watched").await.unwrap();
+        assert!(none.is_none());
+        let other = connect(&ens.connect_string_from((l + 1) % 3)).await;
+        ens.kill9(l);
+        let fault = Instant::now();
+        moved_with_its_node(&ens, &mover, "/mine").await;
+        eprintln!(
+            "FAILOVER client's member (leader) kill -9: session resumed after {:?}",
+            fault.elapsed()
+        );
+        within(
+            "a write from another session",
+            other.create("/watched", b"", CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+        let ev = within("the watch set before the move", watch)
+            .await
+            .unwrap();
+        assert_eq!(ev.event_type, EventType::NodeCreated);
+        within(
+            "a write from the moved session",
+            mover.create("/moved", b"", CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+        mover.close().await.unwrap();
+        other.close().await.unwrap();
+    })
+    .await;
+}
+
+/// A member restarted on its data replays its log, the CreateSessions it proposed
+/// before included: new clients connecting to it meanwhile must get new sessions, not
+/// the sessions those replayed entries created (a handshake is matched to its
+/// CreateSession by a per-process ticket that restarts from 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_member_gives_new_clients_new_sessions() {
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let f = (l + 1) % 3;
+        let only_f = ens.client_addr(f).to_string();
+        let mut before = Vec::new();
+        for _ in 0..3 {
+            let c = connect(&only_f).await;
+            before.push(c.session_id());
+            c.close().await.unwrap();
+        }
+        ens.restart(f).await.unwrap();
+        for _ in 0..3 {
+            let c = connect(&only_f).await;
+            assert!(
+                !before.contains(&c.session_id()),
+                "a new client got the session {:#x} created before the restart ({before:x?})",
+                c.session_id()
+            );
+            c.close().await.unwrap();
+        }
+    })
+    .await;
+}
