@@ -117,7 +117,8 @@ async fn run(
     let writer = tokio::spawn(conn.clone().writer(closed_tx));
     let hs = handshake(shared, conn, connect).await;
     let Some(hs) = hs else {
-        // The core queued the refusal and a close; let the writer finish.
+        // The core queued the refusal and a close, or the handshake closed the
+        // connection itself; let the writer finish.
         let _ = writer.await;
         return Err(Closed::Handshake);
     };
@@ -241,6 +242,7 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
         if let Some(b) = &shared.barrier {
             if let Err(e) = b.wait().await {
                 tracing::info!(error = %e, "cannot check a session with the leader");
+                close_now(&conn);
                 return None;
             }
         }
@@ -254,8 +256,21 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
             done,
         }
     };
-    shared.commit.send(item).await.ok()?;
+    if let Err(refused) = shared.commit.send(item).await {
+        // Stopping: no core will answer it.
+        if let Item::Connect { conn, .. } | Item::Resume { conn, .. } = refused.0 {
+            close_now(&conn);
+        }
+        return None;
+    }
     wait.await.ok().flatten()
+}
+
+/// Closes a connection the core has not seen (nothing queued on it): its writer task
+/// shuts the socket, so the client learns at once that it should try elsewhere.
+fn close_now(conn: &ConnHandle) {
+    conn.close();
+    conn.flush();
 }
 
 /// Decodes one request frame into the item for the pipeline (auth, unknown opcodes and
