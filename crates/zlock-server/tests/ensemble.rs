@@ -29,6 +29,10 @@ struct Member {
     _dir: tempfile::TempDir,
 }
 
+/// The tests here start ensembles on ports picked one at a time: run them one at a time
+/// so that two ensembles never pick the same free port.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -167,6 +171,7 @@ async fn leader(ms: &[Member]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_ensemble_serves_zookeeper_clients_through_a_leader_change() {
+    let _one_at_a_time = SERIAL.lock().await;
     let mut ms = start_ensemble(3).await;
     let l = leader(&ms).await;
     let f = (l + 1) % 3;
@@ -338,6 +343,7 @@ async fn bad_input_on_the_peer_port_is_refused() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use zlock_server::commit::raft::peer::{read_frame, write_frame, Hello, Reply, Request};
 
+    let _one_at_a_time = SERIAL.lock().await;
     let mut ms = start_ensemble(3).await;
     let l = leader(&ms).await;
     let c = connect(&[ms[l].client]).await;
