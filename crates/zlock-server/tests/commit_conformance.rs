@@ -92,27 +92,10 @@ impl Apply for Recorder {
 impl Snapshots for Recorder {
     fn image(&mut self) -> SnapshotJob {
         let seen = self.seen.lock().unwrap().clone();
-        Box::new(move |w| {
-            for (i, t) in seen {
-                let mut b = Vec::new();
-                t.encode(&mut b);
-                w.write_all(&i.0.to_le_bytes())?;
-                w.write_all(&(b.len() as u32).to_le_bytes())?;
-                w.write_all(&b)?;
-            }
-            Ok(())
-        })
+        Box::new(move |w| common::write_history(&seen, w))
     }
-    fn install(&mut self, _index: LogIndex, mut payload: &[u8]) -> Result<(), String> {
-        let mut seen = Vec::new();
-        while payload.len() >= 12 {
-            let i = u64::from_le_bytes(payload[..8].try_into().unwrap());
-            let n = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
-            let t = Txn::decode(&payload[12..12 + n]).map_err(|e| e.to_string())?;
-            seen.push((LogIndex(i), t));
-            payload = &payload[12 + n..];
-        }
-        *self.seen.lock().unwrap() = seen;
+    fn install(&mut self, _index: LogIndex, payload: &[u8]) -> Result<(), String> {
+        *self.seen.lock().unwrap() = common::read_history(payload)?;
         Ok(())
     }
 }

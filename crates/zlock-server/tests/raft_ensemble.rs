@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,29 +45,10 @@ impl Apply for Member {
 impl Snapshots for Member {
     fn image(&mut self) -> SnapshotJob {
         let h = self.history.lock().unwrap().clone();
-        Box::new(move |w| {
-            for (i, t) in h {
-                let mut b = Vec::new();
-                t.encode(&mut b);
-                w.write_all(&i.0.to_le_bytes())?;
-                w.write_all(&(b.len() as u32).to_le_bytes())?;
-                w.write_all(&b)?;
-            }
-            Ok(())
-        })
+        Box::new(move |w| common::write_history(&h, w))
     }
-    fn install(&mut self, _index: LogIndex, mut p: &[u8]) -> Result<(), String> {
-        let mut h = Vec::new();
-        while p.len() >= 12 {
-            let i = u64::from_le_bytes(p[..8].try_into().unwrap());
-            let n = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
-            h.push((
-                LogIndex(i),
-                Txn::decode(&p[12..12 + n]).map_err(|e| e.to_string())?,
-            ));
-            p = &p[12 + n..];
-        }
-        *self.history.lock().unwrap() = h;
+    fn install(&mut self, _index: LogIndex, p: &[u8]) -> Result<(), String> {
+        *self.history.lock().unwrap() = common::read_history(p)?;
         self.installs
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())

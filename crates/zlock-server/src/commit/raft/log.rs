@@ -42,6 +42,13 @@ struct Tail {
     last_purged: Option<LogId>,
 }
 
+impl Tail {
+    /// Copies of the entries in `range` (what openraft's log readers ask for).
+    fn range(&self, range: impl RangeBounds<u64>) -> Vec<Entry> {
+        self.entries.range(range).map(|(_, e)| e.clone()).collect()
+    }
+}
+
 /// Work for the writer thread, in the order openraft submitted it.
 enum Op {
     Append {
@@ -245,11 +252,7 @@ impl RaftLogReader<Zraft> for TailReader {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        Ok(lock(&self.tail)
-            .entries
-            .range(range)
-            .map(|(_, e)| e.clone())
-            .collect())
+        Ok(lock(&self.tail).range(range))
     }
 }
 
@@ -258,11 +261,7 @@ impl RaftLogReader<Zraft> for RaftLog {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        Ok(lock(&self.tail)
-            .entries
-            .range(range)
-            .map(|(_, e)| e.clone())
-            .collect())
+        Ok(lock(&self.tail).range(range))
     }
 }
 
