@@ -190,7 +190,8 @@ impl Core {
                 auth,
                 req,
             } => {
-                if State::is_write(&req) && !self.router.routes_to(session, asker.conn_id) {
+                let write = State::is_write(&req);
+                if write && !self.router.routes_to(session, asker.conn_id) {
                     // Its connection is closed here (dropped when a proposal's outcome
                     // was unknown, replaced by a newer connection of its session, or
                     // its session ended) and its client told ConnectionLoss: proposing
@@ -204,7 +205,7 @@ impl Core {
                     return Flow::Go;
                 }
                 self.touch(session);
-                if State::is_write(&req) {
+                if write {
                     let body = match req {
                         Request::CloseSession => TxnBody::CloseSession {
                             session_id: session,
