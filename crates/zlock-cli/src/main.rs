@@ -94,9 +94,9 @@ client port of that line (;2181) is the one it serves clients on:
   zlock server --myid 2 --data-dir /tmp/zl2 --server ... (the same three)
   zlock server --myid 3 --data-dir /tmp/zl3 --server ... (the same three)
 Members reach each other on their quorum port (2888, 2889, 2890); the election port is
-read for ZooKeeper compatibility. Followers start electing a new leader 150-300 ms
-after they last heard from the old one (tickTime / 40 is the heartbeat; see
-zlock.raftHeartbeatMs and zlock.electionTimeoutMs). Use 3 or 5 members: 2 tolerate no
+read for ZooKeeper compatibility. Followers elect a new leader 350-400 ms after they
+last heard from a silent one, 150-200 ms after one whose process died (tickTime / 40 is
+the heartbeat; see zlock.raftHeartbeatMs and zlock.electionTimeoutMs). Use 3 or 5 members: 2 tolerate no
 failure. Observers are not supported yet.
 
 A ZooKeeper ensemble's files work too, read as ZooKeeper reads them: lines like

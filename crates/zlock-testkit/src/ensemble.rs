@@ -31,8 +31,8 @@ pub struct EnsembleOptions {
     pub tick_time_ms: u64,
     /// `zlock.raftHeartbeatMs`.
     pub heartbeat_ms: u64,
-    /// `zlock.electionTimeoutMs`: the shortest election timeout (the longest is twice
-    /// that).
+    /// `zlock.electionTimeoutMs`: the shortest election timeout (the longest, which is
+    /// also the leader's lease, is a third more).
     pub election_timeout_ms: u64,
     /// `snapCount`: a Raft snapshot after this many entries.
     pub snap_count: u64,
@@ -41,14 +41,14 @@ pub struct EnsembleOptions {
 }
 
 impl Default for EnsembleOptions {
-    /// Three members; heartbeat 50 ms, election timeout 250 to 500 ms (a margin for a
-    /// loaded test machine); session timeouts up to 60 s; snapshots every 100,000.
+    /// Three members; heartbeat 50 ms and election timeout 150 to 200 ms (the defaults
+    /// at `tickTime=2000`); session timeouts up to 60 s; snapshots every 100,000.
     fn default() -> Self {
         EnsembleOptions {
             members: 3,
             tick_time_ms: 100,
             heartbeat_ms: 50,
-            election_timeout_ms: 250,
+            election_timeout_ms: 150,
             snap_count: 100_000,
             extra: Vec::new(),
         }

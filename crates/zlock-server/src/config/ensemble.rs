@@ -329,8 +329,11 @@ pub struct RaftTiming {
 
 impl RaftTiming {
     /// See [`EnsembleConfig`]: the heartbeat is `tickTime / 40` (at least 10 ms) unless
-    /// `heartbeat_ms` is given; the election timeout 3 to 6 heartbeats unless
-    /// `election_min_ms` is given (then up to twice that).
+    /// `heartbeat_ms` is given; the election timeout 3 to 4 heartbeats unless
+    /// `election_min_ms` is given (then up to a third more). openraft's leader lease is
+    /// the longest election timeout, so a follower that hears nothing campaigns after
+    /// lease + timeout: 7 to 8 heartbeats (350-400 ms at tickTime 2000); after a
+    /// leader's process died, after the lease alone (`commit::raft::failover`).
     pub fn derive(
         tick_time_ms: u64,
         heartbeat_ms: Option<u64>,
@@ -341,7 +344,7 @@ impl RaftTiming {
         RaftTiming {
             heartbeat_ms,
             election_min_ms,
-            election_max_ms: election_min_ms.saturating_mul(2),
+            election_max_ms: election_min_ms.saturating_add((election_min_ms / 3).max(1)),
         }
     }
 }

@@ -69,7 +69,7 @@ fn resolve_reads_myid_and_derives_the_timing() {
     assert_eq!(e.members[&1].quorum_addr(), "10.0.0.1:2888");
     assert_eq!(
         (e.heartbeat_ms, e.election_min_ms, e.election_max_ms),
-        (50, 150, 300)
+        (50, 150, 200)
     );
     assert_eq!((c.init_limit, c.sync_limit), (10, 5));
     c.validate().unwrap();
@@ -307,7 +307,7 @@ fn raft_timing_keys() {
     let e = c.ensemble.as_ref().unwrap();
     assert_eq!(
         (e.heartbeat_ms, e.election_min_ms, e.election_max_ms),
-        (20, 60, 120)
+        (20, 60, 80)
     );
 
     let (_dir, mut c) = config(
@@ -319,7 +319,7 @@ fn raft_timing_keys() {
     let e = c.ensemble.as_ref().unwrap();
     assert_eq!(
         (e.heartbeat_ms, e.election_min_ms, e.election_max_ms),
-        (100, 1000, 2000)
+        (100, 1000, 1333)
     );
 
     // An election timeout within a heartbeat would depose every healthy leader.
@@ -331,7 +331,7 @@ fn raft_timing_keys() {
     assert!(matches!(e, ConfigError::RaftTiming(_)), "{e}");
     assert!(e
         .to_string()
-        .contains("(50-100 ms) must be longer than its heartbeat (50 ms)"));
+        .contains("(50-66 ms) must be longer than its heartbeat (50 ms)"));
 
     for bad in [
         "zlock.raftHeartbeatMs=0",
@@ -547,16 +547,16 @@ mod members {
         let t = RaftTiming::derive(2000, None, None);
         assert_eq!(
             (t.heartbeat_ms, t.election_min_ms, t.election_max_ms),
-            (50, 150, 300)
+            (50, 150, 200)
         );
         assert_eq!(RaftTiming::derive(100, None, None).heartbeat_ms, 10);
         assert_eq!(RaftTiming::derive(3000, None, None).heartbeat_ms, 75);
         let t = RaftTiming::derive(2000, Some(20), None);
-        assert_eq!((t.election_min_ms, t.election_max_ms), (60, 120));
+        assert_eq!((t.election_min_ms, t.election_max_ms), (60, 80));
         let t = RaftTiming::derive(2000, None, Some(500));
         assert_eq!(
             (t.heartbeat_ms, t.election_min_ms, t.election_max_ms),
-            (50, 500, 1000)
+            (50, 500, 666)
         );
     }
 

@@ -19,6 +19,7 @@
 // openraft's error types are large by design (its examples allow the same).
 #![allow(clippy::result_large_err)]
 
+mod failover;
 pub mod log;
 pub mod peer;
 #[cfg(test)]
@@ -147,13 +148,24 @@ impl RaftCommit {
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
+        let (contact, broke) = failover::Contact::new();
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
             id.clone(),
             hooks,
-            stopped,
+            contact.clone(),
+            stopped.clone(),
         ));
+        let watcher = failover::Watcher {
+            raft: raft.clone(),
+            id: id.clone(),
+            addrs: opts.members.clone(),
+            contact,
+            lease: Duration::from_millis(opts.election_max_ms),
+            heartbeat: Duration::from_millis(opts.heartbeat_ms),
+        };
+        tokio::spawn(watcher.run(broke, stopped));
         let fresh = !raft
             .is_initialized()
             .await

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::failover::Contact;
 use super::types::{Proposal, Raft, Zraft};
 
 /// The largest frame either side accepts (a snapshot chunk is 3 MiB by default).
@@ -162,6 +163,7 @@ pub async fn serve(
     raft: Raft,
     id: Arc<Identity>,
     hooks: Hooks,
+    contact: Arc<Contact>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -177,10 +179,11 @@ pub async fn serve(
         let raft = raft.clone();
         let id = id.clone();
         let hooks = hooks.clone();
+        let contact = contact.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let served = tokio::select! {
-                r = serve_peer(stream, raft, &id, &hooks) => r,
+                r = serve_peer(stream, raft, &id, &hooks, &contact) => r,
                 _ = stop.wait_for(|s| *s) => Ok(()),
             };
             if let Err(e) = served {
@@ -198,6 +201,7 @@ async fn serve_peer(
     raft: Raft,
     id: &Identity,
     hooks: &Hooks,
+    contact: &Contact,
 ) -> Result<(), FrameError> {
     let hello: Hello = read_frame(&mut s).await?;
     let refusal = if hello.ensemble != id.ensemble {
@@ -217,11 +221,27 @@ async fn serve_peer(
         return Err(FrameError::Refused(why));
     }
     write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
+    let served = serve_requests(&mut s, raft, id, hooks, contact).await;
+    // A broken connection may be a dead leader (see `failover`).
+    contact.broke(hello.from);
+    served
+}
+
+async fn serve_requests(
+    s: &mut TcpStream,
+    raft: Raft,
+    id: &Identity,
+    hooks: &Hooks,
+    contact: &Contact,
+) -> Result<(), FrameError> {
     loop {
-        let req: Request = read_frame(&mut s).await?;
+        let req: Request = read_frame(s).await?;
         let reply = match req {
             Request::Append(r) => Reply::Append(raft.append_entries(r).await),
-            Request::Vote(r) => Reply::Vote(raft.vote(r).await),
+            Request::Vote(r) => {
+                contact.asked(r.vote.leader_id().term);
+                Reply::Vote(raft.vote(r).await)
+            }
             Request::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
             Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
             Request::Touch(sessions) => {
@@ -230,7 +250,7 @@ async fn serve_peer(
             }
             Request::ReadIndex => Reply::ReadIndex(read_index(&raft).await),
         };
-        write_frame(&mut s, &reply).await?;
+        write_frame(s, &reply).await?;
     }
 }
 
@@ -379,6 +399,38 @@ impl Peer {
                 ttl,
             }),
         }
+    }
+}
+
+/// What knocking on a member's quorum port found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knock {
+    /// It answered the hello.
+    Answered,
+    /// It refused the connection, or reset or closed it before answering: its process
+    /// is gone (or going: a dying process's listening socket may still complete a
+    /// handshake, then reset it).
+    Gone,
+    /// No answer in time, or another failure: it may be slow, paused or cut off.
+    Silent,
+}
+
+/// Opens a connection to `target` at `addr` and waits for the answer to the hello,
+/// within `ttl`.
+pub async fn knock(id: Arc<Identity>, target: u64, addr: String, ttl: Duration) -> Knock {
+    use std::io::ErrorKind::{ConnectionRefused, ConnectionReset, UnexpectedEof};
+    let mut p = Peer::new(id, target, addr);
+    match tokio::time::timeout(ttl, p.connect()).await {
+        Ok(Ok(_)) => Knock::Answered,
+        Ok(Err(FrameError::Io(e)))
+            if matches!(
+                e.kind(),
+                ConnectionRefused | ConnectionReset | UnexpectedEof
+            ) =>
+        {
+            Knock::Gone
+        }
+        _ => Knock::Silent,
     }
 }
 
