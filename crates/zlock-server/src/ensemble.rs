@@ -1,17 +1,20 @@
-//! A member of an ensemble: the Raft commit stage started over the core, and the two
-//! member tasks beside it (leadership into the core, session activity to the leader).
+//! A member of an ensemble: the Raft commit stage started over the core, and the three
+//! member tasks beside it (leadership into the core, session activity to the leader,
+//! whether a quorum answers).
 //!
 //! Data directory: `<dataDir>/raft/` holds the vote, the purge point and
 //! `snapshots/`; the log is `<dataLogDir or dataDir>/raft/log/`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zlock_core::SessionId;
 use zlock_store::WalOptions;
 
-use crate::commit::raft::{log, peer, RaftCommit, RaftOptions};
+use crate::commit::raft::{log, peer, RaftCommit, RaftOptions, Reporter};
 use crate::config::ServerConfig;
 use crate::pipeline::core::{with_core, Core, CoreApply};
 use crate::pipeline::ticker::TICK;
@@ -31,13 +34,28 @@ fn raft_log_dir(config: &ServerConfig) -> PathBuf {
         .join("log")
 }
 
-/// Starts this member's Raft over `apply` and the member tasks; returns the commit
-/// stage for the sequencer and the tasks to stop at shutdown.
+/// Whether this member is in touch with a quorum (see [`Reporter::in_touch`]), and how
+/// long it may go without before it is not.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Touch {
+    pub in_touch: bool,
+    pub silent: Duration,
+}
+
+/// A started member: the commit stage for the sequencer, the tasks to stop at
+/// shutdown, and whether a quorum answers it.
+pub(crate) struct Member {
+    pub raft: RaftCommit,
+    pub tasks: Vec<JoinHandle<()>>,
+    pub touch: watch::Receiver<Touch>,
+}
+
+/// Starts this member's Raft over `apply` and the member tasks.
 pub(crate) async fn start(
     config: &ServerConfig,
     apply: CoreApply,
     core: Arc<Mutex<Core>>,
-) -> Result<(RaftCommit, Vec<JoinHandle<()>>), ServerError> {
+) -> Result<Member, ServerError> {
     let Some(e) = &config.ensemble else {
         return Err(ServerError::Ensemble("no ensemble configured".into()));
     };
@@ -112,6 +130,16 @@ pub(crate) async fn start(
             .await
         })
     };
+    let (touch_tx, touch) = watch::channel(Touch {
+        in_touch: false,
+        silent: raft.reporter().silent(),
+    });
+    let quorum = {
+        let r = raft.reporter();
+        let core = core.clone();
+        let every = Duration::from_millis(e.heartbeat_ms);
+        tokio::spawn(watch_quorum(r, core, touch_tx, every))
+    };
     let reports = {
         let mut r = raft.reporter();
         tokio::spawn(async move {
@@ -141,5 +169,49 @@ pub(crate) async fn start(
             }
         })
     };
-    Ok((raft, vec![leadership, reports]))
+    Ok(Member {
+        raft,
+        tasks: vec![leadership, reports, quorum],
+        touch,
+    })
+}
+
+/// Checks every heartbeat whether a quorum answers this member. On losing touch the
+/// member closes every client connection (they move to a member that can serve them,
+/// as from a ZooKeeper server that lost its quorum) and, if it leads, stops expiring
+/// sessions; new sessions wait for touch (see `net::connection`).
+async fn watch_quorum(
+    r: Reporter,
+    core: Arc<Mutex<Core>>,
+    tx: watch::Sender<Touch>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut was = false;
+    loop {
+        tick.tick().await;
+        let now = r.in_touch();
+        if now == was {
+            continue;
+        }
+        was = now;
+        let mut dirty = Vec::new();
+        with_core(&core, &mut dirty, |c| {
+            c.set_in_touch(now);
+            if !now {
+                c.router.drop_all();
+            }
+        });
+        crate::net::out::flush(&mut dirty);
+        if now {
+            tracing::info!("in touch with a quorum");
+        } else {
+            tracing::warn!(
+                silent = ?r.silent(),
+                "out of touch with the quorum: closing client connections"
+            );
+        }
+        tx.send_modify(|t| t.in_touch = now);
+    }
 }

@@ -145,6 +145,7 @@ pub async fn serve(
             + Duration::from_millis(config.container_check_interval_ms),
         stopped: false,
         leads: config.ensemble.is_none(),
+        in_touch: config.ensemble.is_none(),
         mode: if config.ensemble.is_none() {
             "standalone"
         } else {
@@ -164,6 +165,7 @@ pub async fn serve(
     let spin = config.commit_spin();
     let mut member_tasks = Vec::new();
     let mut barrier = None;
+    let mut quorum = None;
     let mut raft_handle = None;
     let commit_thread = match recovered {
         Some((wal, last)) => spawn_sequencer(
@@ -174,8 +176,10 @@ pub async fn serve(
             fatal_tx,
         )?,
         None => {
-            let (raft, tasks) = ensemble::start(&config, apply, core.clone()).await?;
+            let ensemble::Member { raft, tasks, touch } =
+                ensemble::start(&config, apply, core.clone()).await?;
             member_tasks = tasks;
+            quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));
             raft_handle = Some(raft.raft().clone());
             spawn_sequencer(raft, commit_rx, core.clone(), spin, fatal_tx)?
@@ -192,6 +196,7 @@ pub async fn serve(
         stats,
         next_conn_id: AtomicU64::new(1),
         barrier,
+        quorum,
     });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "zlock serving");

@@ -326,6 +326,56 @@ async fn an_ensemble_serves_zookeeper_clients_through_a_leader_change() {
     }
 }
 
+/// A member that loses its quorum (here the leader, both followers stopped) closes its
+/// clients' connections once a follower would have given up on it (lease plus election
+/// timeout), and starts no session, as a ZooKeeper server that lost its quorum does: a
+/// client that can reach only it gets no possibly stale reads from it. Four-letter
+/// words still answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_without_its_quorum_serves_no_client() {
+    let _serial = SERIAL.lock().await;
+    let mut ms = start_ensemble(3).await;
+    let l = leader(&ms).await;
+    let c = connect(&[ms[l].client]).await;
+    c.create("/before", b"x", &persistent()).await.unwrap();
+    let mut state = c.state_watcher();
+    for (i, m) in ms.iter_mut().enumerate() {
+        if i != l {
+            m.stop.take().unwrap().send(()).unwrap();
+            let d = tokio::time::timeout(DEADLINE, m.done.take().unwrap()).await;
+            assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+        }
+    }
+    let closed = tokio::time::timeout(DEADLINE, async {
+        while state.changed().await != zk::SessionState::Disconnected {}
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the member kept its client without a quorum"
+    );
+    let read = tokio::time::timeout(Duration::from_secs(3), c.get_data("/before")).await;
+    assert!(
+        !matches!(read, Ok(Ok(_))),
+        "a read was served without a quorum: {read:?}"
+    );
+    let fresh = tokio::time::timeout(
+        Duration::from_secs(3),
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .connect(&ms[l].client.to_string()),
+    )
+    .await;
+    assert!(
+        !matches!(fresh, Ok(Ok(_))),
+        "a session was started without a quorum"
+    );
+    assert!(four(ms[l].client, "ruok").await.contains("imok"));
+    ms[l].stop.take().unwrap().send(()).unwrap();
+    let d = tokio::time::timeout(DEADLINE, ms[l].done.take().unwrap()).await;
+    assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+}
+
 async fn futures_modes(ms: &[Member]) -> Vec<String> {
     let mut out = Vec::new();
     for m in ms {

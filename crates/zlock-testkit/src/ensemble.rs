@@ -41,14 +41,16 @@ pub struct EnsembleOptions {
 }
 
 impl Default for EnsembleOptions {
-    /// Three members; heartbeat 50 ms and election timeout 150 to 200 ms (the defaults
-    /// at `tickTime=2000`); session timeouts up to 60 s; snapshots every 100,000.
+    /// Three members; heartbeat 50 ms and election timeout 300 to 400 ms (twice the
+    /// defaults at `tickTime=2000`: a loaded 2-core test machine, two tests at a time,
+    /// each with three debug-built members, can stall a member for 400 ms, which the
+    /// defaults would take for a dead leader); session timeouts up to 60 s; snapshots every 100,000.
     fn default() -> Self {
         EnsembleOptions {
             members: 3,
             tick_time_ms: 100,
             heartbeat_ms: 50,
-            election_timeout_ms: 150,
+            election_timeout_ms: 300,
             snap_count: 100_000,
             extra: Vec::new(),
         }

@@ -210,6 +210,20 @@ fn bad_frame(e: frame::FrameError) -> Closed {
 }
 
 async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) -> Option<Handshake> {
+    if let Some(q) = &shared.quorum {
+        // A member out of touch with its quorum serves nobody; it waits a little (an
+        // election is usually over by then), then the client tries the next server.
+        let mut q = q.clone();
+        let silent = q.borrow().silent;
+        if tokio::time::timeout(silent, q.wait_for(|t| t.in_touch))
+            .await
+            .is_err()
+        {
+            tracing::info!("out of touch with the quorum: refusing a session");
+            close_now(&conn);
+            return None;
+        }
+    }
     let cfg = &shared.config;
     let (done, wait) = oneshot::channel();
     let item = if c.session_id == 0 {

@@ -40,8 +40,10 @@ pub(crate) struct Core {
     pub next_container_check: Instant,
     /// Set by [`Core::finish`]: the state is gone.
     pub stopped: bool,
-    /// This member may expire sessions: the single node, or an ensemble's leader.
+    /// This member may expire sessions: the single node, or an ensemble's leader...
     pub leads: bool,
+    /// ... while it is in touch with a quorum (always, on the single node).
+    pub in_touch: bool,
     /// In an ensemble: `leader` or `follower`; `standalone` otherwise.
     pub mode: &'static str,
     /// In an ensemble, the sessions active here since the last report to the leader
@@ -123,6 +125,16 @@ impl Core {
         }
         self.leads = leads;
         self.mode = if leads { "leader" } else { "follower" };
+    }
+
+    /// Whether a quorum answers this member. Back in touch, every session gets a full
+    /// timeout, as under a new leader: while cut off, the leader heard nothing of the
+    /// sessions that other members serve.
+    pub fn set_in_touch(&mut self, in_touch: bool) {
+        if in_touch && !self.in_touch {
+            self.sessions.restart_all(self.clock.now());
+        }
+        self.in_touch = in_touch;
     }
 
     /// The sessions active here since the last call.
@@ -415,9 +427,9 @@ impl Core {
         if self.stopped {
             return;
         }
-        // Only the member that leads expires (in an ensemble, the others' trackers
-        // only keep the sessions for when they lead).
-        if self.leads {
+        // Only the member that leads expires, and only while a quorum answers it (in an
+        // ensemble, the others' trackers only keep the sessions for when they lead).
+        if self.leads && self.in_touch {
             for session in self.sessions.expired(self.clock.at(now)) {
                 out.push(Item::Expire { session });
             }

@@ -31,9 +31,10 @@ use tokio::time::Instant;
 use super::peer::{self, Identity, Knock};
 use super::types::Raft;
 
-/// What the peer server saw of the other members: the highest term a candidate asked
-/// for, and connections that broke.
+/// What the peer server saw of the other members: when each last sent an append, the
+/// highest term a candidate asked for, and connections that broke.
 pub struct Contact {
+    heard: Mutex<BTreeMap<u64, Instant>>,
     asked_term: Mutex<u64>,
     broke: mpsc::Sender<u64>,
 }
@@ -43,6 +44,7 @@ impl Contact {
     pub fn new() -> (Arc<Contact>, mpsc::Receiver<u64>) {
         let (broke, rx) = mpsc::channel(16);
         let c = Contact {
+            heard: Mutex::new(BTreeMap::new()),
             asked_term: Mutex::new(0),
             broke,
         };
@@ -53,6 +55,18 @@ impl Contact {
         self.asked_term
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Member `from` sent an append (entries or a heartbeat).
+    pub fn heard(&self, from: u64) {
+        let mut h = self.heard.lock().unwrap_or_else(PoisonError::into_inner);
+        h.insert(from, Instant::now());
+    }
+
+    /// When any member last sent an append (only a leader sends them).
+    pub fn last_heard_any(&self) -> Option<Instant> {
+        let h = self.heard.lock().unwrap_or_else(PoisonError::into_inner);
+        h.values().max().copied()
     }
 
     /// A candidate asked for this member's vote in `term`.

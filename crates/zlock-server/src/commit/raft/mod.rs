@@ -103,6 +103,9 @@ pub struct RaftCommit {
     failed: bool,
     /// Barrier waits (syncs, session checks) in progress on this member.
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
+    contact: Arc<failover::Contact>,
+    /// The lease plus the longest election timeout (see [`Reporter::in_touch`]).
+    silent: Duration,
     /// Stops the peer server and its connections.
     stop: watch::Sender<bool>,
     /// The peer server's task, awaited by [`RaftCommit::shutdown`] so that the quorum
@@ -161,7 +164,7 @@ impl RaftCommit {
             raft: raft.clone(),
             id: id.clone(),
             addrs: opts.members.clone(),
-            contact,
+            contact: contact.clone(),
             lease: Duration::from_millis(opts.election_max_ms),
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
         };
@@ -193,6 +196,8 @@ impl RaftCommit {
             patience: opts.patience(),
             failed: false,
             pending_syncs: Arc::default(),
+            contact,
+            silent: Duration::from_millis(opts.election_max_ms * 2),
             stop,
             server: std::sync::Mutex::new(Some(server)),
         })
@@ -211,6 +216,8 @@ impl RaftCommit {
             addrs: self.addrs.clone(),
             peer: None,
             pending_syncs: self.pending_syncs.clone(),
+            contact: self.contact.clone(),
+            silent: self.silent,
         }
     }
 
@@ -243,25 +250,9 @@ impl RaftCommit {
     }
 
     async fn leader(&self) -> Result<u64, CommitError> {
-        let mut m = self.raft.metrics();
-        let found = tokio::time::timeout(self.patience, async {
-            loop {
-                {
-                    let now = m.borrow_and_update();
-                    if let Err(e) = &now.running_state {
-                        return Err(CommitError::Raft(e.to_string()));
-                    }
-                    if let Some(l) = now.current_leader {
-                        return Ok(l);
-                    }
-                }
-                if m.changed().await.is_err() {
-                    return Err(CommitError::Raft("raft stopped".into()));
-                }
-            }
-        })
-        .await;
-        found.unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
+        tokio::time::timeout(self.patience, known_leader(&self.raft))
+            .await
+            .unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
     }
 
     fn stopped(&self) -> Option<String> {
@@ -346,6 +337,25 @@ impl RaftCommit {
     }
 }
 
+/// The leader this member knows of, once it knows one.
+async fn known_leader(raft: &Raft) -> Result<u64, CommitError> {
+    let mut m = raft.metrics();
+    loop {
+        {
+            let now = m.borrow_and_update();
+            if let Err(e) = &now.running_state {
+                return Err(CommitError::Raft(e.to_string()));
+            }
+            if let Some(l) = now.current_leader {
+                return Ok(l);
+            }
+        }
+        if m.changed().await.is_err() {
+            return Err(CommitError::Raft("raft stopped".into()));
+        }
+    }
+}
+
 /// Resolves once this member knows of a leader other than `leader` (elected in a later
 /// term: `leader` can commit nothing more of its own). Never, if openraft stops.
 async fn other_leader(raft: &Raft, leader: u64) {
@@ -397,23 +407,31 @@ impl Barrier {
         let _counted = Pending(&self.pending);
         let work = async {
             let index = loop {
-                let leader = loop {
-                    if let Some(l) = self.raft.metrics().borrow().current_leader {
-                        break l;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                };
+                let leader = known_leader(&self.raft).await.map_err(|e| e.to_string())?;
                 if leader == self.id.me {
-                    break peer::read_index(&self.raft).await?;
+                    match peer::read_index(&self.raft).await {
+                        Ok(index) => break index,
+                        // Deposed, or no quorum answered in time: look again (at the
+                        // next leader, if there is one by then).
+                        Err(e) => {
+                            tracing::debug!(error = %e, "read index not confirmed here");
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    }
                 }
                 match self.ask(leader).await {
                     Some(Ok(index)) => break index,
                     // Replaced while asked: ask the new one.
                     None => continue,
                     Some(Err(e)) => {
-                        // Failed (e.g. it is down): ask its successor, once there is one.
+                        // Failed (it is down, or lost its quorum): ask its successor
+                        // once there is one, or it again a little later.
                         tracing::debug!(leader, error = %e, "read index not given");
-                        other_leader(&self.raft, leader).await;
+                        tokio::select! {
+                            () = other_leader(&self.raft, leader) => {}
+                            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        }
                     }
                 }
             };
@@ -460,6 +478,8 @@ pub struct Reporter {
     addrs: BTreeMap<u64, String>,
     peer: Option<Peer>,
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
+    contact: Arc<failover::Contact>,
+    silent: Duration,
 }
 
 /// What `mntr` and `srvr` report of the ensemble, as this member sees it.
@@ -504,6 +524,36 @@ impl Reporter {
                 .load(std::sync::atomic::Ordering::Relaxed),
             last_log_index: last,
         }
+    }
+
+    /// Whether this member is in touch with a quorum: as the leader, a quorum answered
+    /// it within the silent time; otherwise, a leader sent to it within that time. The
+    /// silent time is what a follower waits for a silent leader before it campaigns
+    /// (the lease plus the longest election timeout), so an election after a leader
+    /// failed does not take a member out of touch unless it fails too. A member out of
+    /// touch closes its clients' connections and serves no new ones, as a ZooKeeper
+    /// server that lost its quorum does, so that they move to a member that can.
+    pub fn in_touch(&self) -> bool {
+        let (leads, since_ack) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (
+                m.state == openraft::ServerState::Leader,
+                m.millis_since_quorum_ack,
+            )
+        };
+        if leads {
+            // No acknowledgement yet: it has just been elected, by a quorum.
+            return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= self.silent);
+        }
+        self.contact
+            .last_heard_any()
+            .is_some_and(|t| t.elapsed() <= self.silent)
+    }
+
+    /// How long a member may go without its quorum before it is out of touch.
+    pub fn silent(&self) -> Duration {
+        self.silent
     }
 
     /// Whether this member leads now.

@@ -221,7 +221,7 @@ async fn serve_peer(
         return Err(FrameError::Refused(why));
     }
     write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
-    let served = serve_requests(&mut s, raft, id, hooks, contact).await;
+    let served = serve_requests(&mut s, raft, id, hooks, contact, hello.from).await;
     // A broken connection may be a dead leader (see `failover`).
     contact.broke(hello.from);
     served
@@ -233,11 +233,15 @@ async fn serve_requests(
     id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
+    from: u64,
 ) -> Result<(), FrameError> {
     loop {
         let req: Request = read_frame(s).await?;
         let reply = match req {
-            Request::Append(r) => Reply::Append(raft.append_entries(r).await),
+            Request::Append(r) => {
+                contact.heard(from);
+                Reply::Append(raft.append_entries(r).await)
+            }
             Request::Vote(r) => {
                 contact.asked(r.vote.leader_id().term);
                 Reply::Vote(raft.vote(r).await)
