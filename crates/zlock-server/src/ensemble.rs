@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use zlock_core::SessionId;
 use zlock_store::WalOptions;
@@ -18,6 +18,7 @@ use crate::commit::raft::{log, peer, RaftCommit, RaftOptions, Reporter};
 use crate::config::ServerConfig;
 use crate::pipeline::core::{with_core, Core, CoreApply};
 use crate::pipeline::ticker::TICK;
+use crate::pipeline::Item;
 use crate::ServerError;
 
 /// Where a member keeps its Raft state (the vote, snapshots).
@@ -55,6 +56,7 @@ pub(crate) async fn start(
     config: &ServerConfig,
     apply: CoreApply,
     core: Arc<Mutex<Core>>,
+    items: mpsc::Sender<Item>,
 ) -> Result<Member, ServerError> {
     let Some(e) = &config.ensemble else {
         return Err(ServerError::Ensemble("no ensemble configured".into()));
@@ -138,7 +140,7 @@ pub(crate) async fn start(
         let r = raft.reporter();
         let core = core.clone();
         let every = Duration::from_millis(e.heartbeat_ms);
-        tokio::spawn(watch_quorum(r, core, touch_tx, every))
+        tokio::spawn(watch_quorum(r, core, items, touch_tx, every))
     };
     let reports = {
         let mut r = raft.reporter();
@@ -177,12 +179,14 @@ pub(crate) async fn start(
 }
 
 /// Checks every heartbeat whether a quorum answers this member. On losing touch the
-/// member closes every client connection (they move to a member that can serve them,
-/// as from a ZooKeeper server that lost its quorum) and, if it leads, stops expiring
-/// sessions; new sessions wait for touch (see `net::connection`).
+/// member stops expiring sessions (if it leads) and closes every client connection
+/// ([`Item::OutOfTouch`], in order with its proposals) so they move to a member that
+/// can serve them, as from a ZooKeeper server that lost its quorum; new sessions wait
+/// for touch (see `net::connection`).
 async fn watch_quorum(
     r: Reporter,
     core: Arc<Mutex<Core>>,
+    items: mpsc::Sender<Item>,
     tx: watch::Sender<Touch>,
     every: Duration,
 ) {
@@ -197,13 +201,11 @@ async fn watch_quorum(
         }
         was = now;
         let mut dirty = Vec::new();
-        with_core(&core, &mut dirty, |c| {
-            c.set_in_touch(now);
-            if !now {
-                c.router.drop_all();
-            }
-        });
+        with_core(&core, &mut dirty, |c| c.set_in_touch(now));
         crate::net::out::flush(&mut dirty);
+        if !now && items.send(Item::OutOfTouch).await.is_err() {
+            return; // stopping
+        }
         if now {
             tracing::info!("in touch with a quorum");
         } else {

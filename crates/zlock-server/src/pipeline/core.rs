@@ -274,6 +274,10 @@ impl Core {
                 };
                 let _ = done.send(admin::answer(query, &facts));
             }
+            Item::OutOfTouch => {
+                txns.clear();
+                self.router.drop_all();
+            }
             // The sequencer takes the log's own items as it gathers a batch.
             Item::Purge { .. } => {}
             Item::Shutdown => return Flow::Stop,

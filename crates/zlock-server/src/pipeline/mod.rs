@@ -119,6 +119,11 @@ pub(crate) enum Item {
     },
     /// A snapshot at this index was written: older log segments may go.
     Purge { through: u64 },
+    /// In an ensemble: this member lost touch with its quorum. Every client connection
+    /// is closed, and what this batch sequenced before it is not proposed: the clients
+    /// move to another member, and no write of theirs may still be on its way from
+    /// this one when they write again there.
+    OutOfTouch,
     /// Flush and stop.
     Shutdown,
 }
