@@ -1,9 +1,10 @@
 //! The state's snapshot encoding (the payload inside a snapshot file).
 //!
-//! Version 3, jute primitives:
-//! `int version (=3) | long zxid | int session count | sessions | long node count | nodes |
+//! Version 4, jute primitives:
+//! `int version (=4) | long zxid | int session count | sessions | long node count | nodes |
 //!  int lock count | locks`
-//! - session: `long id | int timeout_ms | buffer passwd`
+//! - session: `long id | int timeout_ms | buffer passwd | long owner` (the member whose
+//!   requests act for it; -1: any)
 //! - node, parents before children (depth-first from `/`):
 //!   `ustring path | buffer data (-1 = null) | vector<ACL> acl | byte kind | long kind_arg |
 //!    long czxid | long mzxid | long ctime | long mtime | int version | int cversion |
@@ -21,6 +22,7 @@
 //! rebuilds its queue from the tree, and puts the waiters back, so the restored state
 //! grants exactly what the state that was saved would have.
 //!
+//! Version 3 is version 4 without the sessions' owners (decoded as "any member").
 //! Version 2 is version 3 without the lock section; it decodes with no lock path
 //! followed and no waiter (what every restart gave before version 3: a waiter finds its
 //! node again with a RESUME request).
@@ -32,6 +34,7 @@ use zlock_proto::jute::{Field, Reader, Writer};
 use zlock_proto::records::Acl;
 use zlock_proto::DecodeError;
 
+use crate::ids::MemberId;
 use crate::locks::{mode_of_parts, mode_parts, LockImage, RestoreError, SavedWaiter};
 use crate::path;
 use crate::state::{Config, Session, Sessions, State};
@@ -41,8 +44,8 @@ use crate::tree::{DataTree, Node, NodeKind, Nodes, SessionId};
 
 /// 1: first format. 2: node data may be null (buffer length -1); cversion holds the
 /// parent's create count (the Stat's cversion is derived from it). 3: the native lock
-/// index's followed paths and waiters after the nodes.
-pub const SNAPSHOT_VERSION: i32 = 3;
+/// index's followed paths and waiters after the nodes. 4: each session's owner.
+pub const SNAPSHOT_VERSION: i32 = 4;
 
 /// The oldest version [`decode`] still reads.
 const OLDEST_VERSION: i32 = 2;
@@ -104,18 +107,34 @@ impl Image {
 pub fn encode(state: &State, out: &mut Vec<u8>) {
     let locks = state.locks.image();
     // Writing into a Vec cannot fail.
-    let _ = write_parts(state.tree.nodes(), &state.sessions, state.zxid, &locks, out);
+    let _ = write_parts(
+        SNAPSHOT_VERSION,
+        state.tree.nodes(),
+        &state.sessions,
+        state.zxid,
+        &locks,
+        out,
+    );
 }
 
 /// Streams `image` to `w` in chunks (a snapshot of a million znodes is hundreds of MB;
 /// it never needs to be in memory whole).
 pub fn write_image(image: &Image, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    write_parts(&image.nodes, &image.sessions, image.zxid, &image.locks, w)
+    write_parts(
+        SNAPSHOT_VERSION,
+        &image.nodes,
+        &image.sessions,
+        image.zxid,
+        &image.locks,
+        w,
+    )
 }
 
 const CHUNK: usize = 256 * 1024;
 
+/// Writes format `version` (the current one, or an older one for tests of decoding).
 fn write_parts(
+    version: i32,
     tree: &Nodes,
     sessions: &Sessions,
     zxid: crate::ids::Zxid,
@@ -123,13 +142,16 @@ fn write_parts(
     w: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let mut out: Vec<u8> = Vec::with_capacity(CHUNK + 4096);
-    out.write_i32(SNAPSHOT_VERSION);
+    out.write_i32(version);
     out.write_i64(zxid.0);
     out.write_i32(sessions.len() as i32);
     for (id, s) in sessions {
         out.write_i64(id.0);
         out.write_i32(s.timeout_ms);
         out.write_buffer(&s.passwd);
+        if version >= 4 {
+            out.write_i64(s.owner.0 as i64);
+        }
         if out.len() >= CHUNK {
             w.write_all(&out)?;
             out.clear();
@@ -168,6 +190,9 @@ fn write_parts(
             out.clear();
         }
     }
+    if version < 3 {
+        return w.write_all(&out);
+    }
     out.write_i32(locks.locks.len() as i32);
     for (lock, waiters) in &locks.locks {
         out.write_string(lock);
@@ -202,7 +227,19 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
         let id = SessionId(r.read_i64()?);
         let timeout_ms = r.read_i32()?;
         let passwd = r.read_buffer()?;
-        st.sessions.insert(id, Session { timeout_ms, passwd });
+        let owner = if v >= 4 {
+            MemberId(r.read_i64()? as u64)
+        } else {
+            Session::ANY_OWNER
+        };
+        st.sessions.insert(
+            id,
+            Session {
+                timeout_ms,
+                passwd,
+                owner,
+            },
+        );
     }
     let nn = r.read_i64()?;
     for _ in 0..nn.max(0) {
@@ -459,18 +496,16 @@ mod tests {
     #[test]
     fn version_2_decodes_with_no_waiters() {
         let st = with_waiter();
-        // Version 2 is version 3 without the lock section.
         let mut v2 = Vec::new();
         write_parts(
+            2,
             st.tree.nodes(),
             &st.sessions,
             st.zxid,
-            &LockImage::default(),
+            &st.locks.image(),
             &mut v2,
         )
         .unwrap();
-        v2.truncate(v2.len() - 4);
-        v2[..4].copy_from_slice(&2i32.to_be_bytes());
         let back = decode(&v2, Config::default()).unwrap();
         assert!(back.locks.is_empty() && back.locks.pending().is_empty());
         assert_eq!(back.tree.len(), st.tree.len());
@@ -481,19 +516,45 @@ mod tests {
     }
 
     #[test]
+    fn owners_are_kept_and_older_versions_decode_with_any_owner() {
+        let st = with_waiter();
+        assert!(!st.sessions.is_empty());
+        let mut v4 = Vec::new();
+        encode(&st, &mut v4);
+        let back = decode(&v4, Config::default()).unwrap();
+        assert_eq!(back.sessions, st.sessions, "owners round-trip");
+        let mut v3 = Vec::new();
+        write_parts(
+            3,
+            st.tree.nodes(),
+            &st.sessions,
+            st.zxid,
+            &st.locks.image(),
+            &mut v3,
+        )
+        .unwrap();
+        let back = decode(&v3, Config::default()).unwrap();
+        assert_eq!(back.locks.pending(), st.locks.pending());
+        assert!(back
+            .sessions
+            .values()
+            .all(|s| s.owner == Session::ANY_OWNER));
+    }
+
+    #[test]
     fn a_lock_section_that_does_not_fit_the_tree_is_refused() {
         let st = with_waiter();
         let mut image = st.locks.image();
         image.locks[0].1[0].name = "x-0000000007".into();
         let mut b = Vec::new();
-        write_parts(st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
+        write_parts(4, st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockEntry(p)) if p == "/l/x-0000000007"
         ));
         image.locks[0].0 = "/nope".into();
         let mut b = Vec::new();
-        write_parts(st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
+        write_parts(4, st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockPath(p)) if p == "/nope"

@@ -25,6 +25,15 @@ pub struct Config {
 pub struct Session {
     pub timeout_ms: i32,
     pub passwd: Vec<u8>,
+    /// The member whose requests act for the session: the one that created it, then
+    /// the one it last moved to ([`TxnBody::MoveSession`]). [`Session::ANY_OWNER`] for
+    /// a session restored from a snapshot older than owners.
+    pub owner: MemberId,
+}
+
+impl Session {
+    /// Any member may act for the session (until it moves).
+    pub const ANY_OWNER: MemberId = MemberId(u64::MAX);
 }
 
 /// The sessions by id, in id order: a persistent map (`imbl`) like the tree's
@@ -81,6 +90,9 @@ pub struct Applied {
     pub created_session: Option<SessionId>,
     /// A session that this Txn ended (close or expiry).
     pub closed_session: Option<SessionId>,
+    /// A [`TxnBody::MoveSession`]'s session, and whether it moved (false: refused, the
+    /// session is gone or the password wrong).
+    pub moved: Option<(SessionId, bool)>,
     /// Native lock grants this Txn made, to push after `events`.
     pub grants: Vec<Grant>,
 }
@@ -168,6 +180,7 @@ impl State {
                     Session {
                         timeout_ms: *timeout_ms,
                         passwd: passwd.clone(),
+                        owner: txn.origin.member,
                     },
                 );
                 out.created_session = Some(id);
@@ -180,8 +193,14 @@ impl State {
                 let session = txn.origin.session;
                 // A request logged just before its session ended must not act for a
                 // dead session (an ephemeral node would outlive its owner).
-                if !self.sessions.contains_key(&session) {
+                let Some(s) = self.sessions.get(&session) else {
                     out.reply = Reply::error(ErrorCode::SessionExpired);
+                    return out;
+                };
+                // Nor for a session that has moved to another member since: its client
+                // has gone on there, and this request would land after its newer ones.
+                if s.owner != txn.origin.member && s.owner != Session::ANY_OWNER {
+                    out.reply = Reply::error(ErrorCode::SessionMoved);
                     return out;
                 }
                 let cx = Ctx {
@@ -194,6 +213,19 @@ impl State {
             }
             TxnBody::DeleteExpired { paths } => {
                 self.delete_expired(txn.time_ms, paths, zxid, &mut out.events);
+            }
+            TxnBody::MoveSession { session_id, passwd } => {
+                let moved = match self.sessions.get_mut(session_id) {
+                    Some(s) if s.passwd == *passwd => {
+                        s.owner = txn.origin.member;
+                        true
+                    }
+                    _ => {
+                        out.reply = Reply::error(ErrorCode::SessionExpired);
+                        false
+                    }
+                };
+                out.moved = Some((*session_id, moved));
             }
         }
         self.settle_locks();

@@ -15,6 +15,7 @@
 //! - tag 2 CloseSession: `long session_id`
 //! - tag 3 Request: `vector<Id> auth | int opcode | request body`
 //! - tag 4 DeleteExpired: `vector<ustring> paths`
+//! - tag 5 MoveSession: `long session_id | buffer passwd`
 //!
 //! Version 1 (before the origin existed) carried the session id of a CreateSession,
 //! chosen from the wall clock by the single node; it is not read any more (no release
@@ -72,6 +73,16 @@ pub enum TxnBody {
     },
     /// Removal of empty containers and expired TTL nodes, re-checked at apply time.
     DeleteExpired { paths: Vec<String> },
+    /// A session resumes at `origin.member` (in an ensemble): from this Txn on, only
+    /// that member's requests act for it; one still on its way from the member it left
+    /// is answered SessionMoved, as ZooKeeper's leader answers a request from a server
+    /// that no longer owns the session. `origin.xid` is the resuming member's handshake
+    /// number. Refused (the session stays where it was) unless the session lives and
+    /// `passwd` is its password.
+    MoveSession {
+        session_id: SessionId,
+        passwd: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Error)]
@@ -111,6 +122,7 @@ impl Txn {
             TxnBody::CloseSession { .. } => 2,
             TxnBody::Request { .. } => 3,
             TxnBody::DeleteExpired { .. } => 4,
+            TxnBody::MoveSession { .. } => 5,
         });
         out.write_i64(self.origin.member.0 as i64);
         out.write_i64(self.origin.session.0);
@@ -128,6 +140,10 @@ impl Txn {
                 request.encode(out);
             }
             TxnBody::DeleteExpired { paths } => paths.put(out),
+            TxnBody::MoveSession { session_id, passwd } => {
+                out.write_i64(session_id.0);
+                out.write_buffer(passwd);
+            }
         }
     }
 
@@ -147,7 +163,7 @@ impl Txn {
         let (&tag, rest) = rest
             .split_first()
             .ok_or(DecodeError::Truncated { needed: 1 })?;
-        if !(1..=4).contains(&tag) {
+        if !(1..=5).contains(&tag) {
             return Err(TxnDecodeError::Tag(tag));
         }
         let mut r = Reader::new(rest);
@@ -174,8 +190,12 @@ impl Txn {
                 };
                 TxnBody::Request { auth, request }
             }
-            _ => TxnBody::DeleteExpired {
+            4 => TxnBody::DeleteExpired {
                 paths: Vec::<String>::get(&mut r)?,
+            },
+            _ => TxnBody::MoveSession {
+                session_id: SessionId(r.read_i64()?),
+                passwd: r.read_buffer()?,
             },
         };
         Ok(Txn {
@@ -221,6 +241,10 @@ mod tests {
             },
             TxnBody::DeleteExpired {
                 paths: vec!["/c".into()],
+            },
+            TxnBody::MoveSession {
+                session_id: SessionId(99),
+                passwd: vec![4; 16],
             },
         ];
         for body in bodies {

@@ -10,10 +10,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::rawclient::RawClient;
 use tokio::sync::oneshot;
 use zlock_server::config::{EnsembleConfig, MemberSpec};
 use zlock_server::ServerConfig;
@@ -374,6 +377,46 @@ async fn a_member_without_its_quorum_serves_no_client() {
     ms[l].stop.take().unwrap().send(()).unwrap();
     let d = tokio::time::timeout(DEADLINE, ms[l].done.take().unwrap()).await;
     assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+}
+
+/// A session that resumes at another member moves there (a MoveSession through the
+/// log): a request that the member it left still sends for it is refused with
+/// SessionMoved (-118), as ZooKeeper's leader refuses one from a server that no longer
+/// owns the session, so it cannot land after what the client does at its new member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_from_the_member_a_session_left_is_refused() {
+    let _serial = SERIAL.lock().await;
+    let mut ms = start_ensemble(3).await;
+    let l = leader(&ms).await;
+    // Both followers: their writes are forwarded.
+    let (a, b) = ((l + 1) % 3, (l + 2) % 3);
+    let old = RawClient::connect(ms[a].client).await.unwrap();
+    assert!(old.create("/before", b"1").await.unwrap().is_ok());
+    let moved = RawClient::resume(ms[b].client, old.session_id, &old.passwd)
+        .await
+        .unwrap();
+    assert_eq!(moved.session_id, old.session_id);
+    // The old connection is still open at `a`, which forwards this for the session.
+    let late = old.create("/late", b"2").await.unwrap();
+    assert_eq!(
+        late.err, -118,
+        "SessionMoved for a write from the old member"
+    );
+    assert!(moved.create("/after", b"3").await.unwrap().is_ok());
+    let check = connect(&[ms[l].client]).await;
+    eventually_data(&check, "/after", b"3").await;
+    assert!(
+        matches!(check.get_data("/late").await, Err(zk::Error::NoNode)),
+        "the refused write left no node"
+    );
+    drop((old, moved));
+    for m in &mut ms {
+        m.stop.take().unwrap().send(()).unwrap();
+    }
+    for m in ms {
+        let d = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
+        assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+    }
 }
 
 async fn futures_modes(ms: &[Member]) -> Vec<String> {

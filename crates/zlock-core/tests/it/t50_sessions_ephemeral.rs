@@ -230,3 +230,83 @@ fn a_write_logged_after_its_sessions_close_is_session_expired() {
     assert_eq!(h.dump(), before);
     check_invariants(&h.st);
 }
+
+/// A Txn of session `s` from member `m`.
+fn from_member(h: &Harness, m: u64, s: SessionId, body: TxnBody) -> zlock_core::Txn {
+    let mut t = h.txn(s, body);
+    t.origin.member = zlock_core::MemberId(m);
+    t
+}
+
+fn create_from(h: &mut Harness, m: u64, s: SessionId, path: &str) -> i32 {
+    let body = TxnBody::Request {
+        auth: vec![ip()].into(),
+        request: create2(path, b"", 0),
+    };
+    let t = from_member(h, m, s, body);
+    h.apply(&t).reply.err
+}
+
+#[test]
+fn a_session_moves_between_members_and_its_old_member_is_refused() {
+    let mut h = Harness::new();
+    let create = from_member(
+        &h,
+        1,
+        SessionId::NONE,
+        TxnBody::CreateSession {
+            passwd: vec![5; 16],
+            timeout_ms: 10_000,
+        },
+    );
+    let s = h.apply(&create).created_session.unwrap();
+    assert_eq!(h.st.sessions[&s].owner, zlock_core::MemberId(1));
+    assert_eq!(create_from(&mut h, 1, s, "/a"), OK);
+
+    // A wrong password moves nothing.
+    let bad = from_member(
+        &h,
+        2,
+        SessionId::NONE,
+        TxnBody::MoveSession {
+            session_id: s,
+            passwd: vec![6; 16],
+        },
+    );
+    let a = h.apply(&bad);
+    assert_eq!(a.moved, Some((s, false)));
+    assert_eq!(a.reply.err, zlock_proto::ErrorCode::SessionExpired as i32);
+    assert_eq!(create_from(&mut h, 1, s, "/b"), OK);
+
+    let good = from_member(
+        &h,
+        2,
+        SessionId::NONE,
+        TxnBody::MoveSession {
+            session_id: s,
+            passwd: vec![5; 16],
+        },
+    );
+    assert_eq!(h.apply(&good).moved, Some((s, true)));
+    assert_eq!(h.st.sessions[&s].owner, zlock_core::MemberId(2));
+    assert_eq!(
+        create_from(&mut h, 1, s, "/late"),
+        zlock_proto::ErrorCode::SessionMoved as i32
+    );
+    assert!(!h.has("/late"), "the refused write changed nothing");
+    assert_eq!(create_from(&mut h, 2, s, "/c"), OK);
+
+    // Moving a session that is gone is refused.
+    let close = from_member(&h, 2, s, TxnBody::CloseSession { session_id: s });
+    h.apply(&close);
+    let gone = from_member(
+        &h,
+        3,
+        SessionId::NONE,
+        TxnBody::MoveSession {
+            session_id: s,
+            passwd: vec![5; 16],
+        },
+    );
+    assert_eq!(h.apply(&gone).moved, Some((s, false)));
+}

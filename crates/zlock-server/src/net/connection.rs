@@ -242,24 +242,11 @@ async fn handshake(shared: &Arc<Shared>, conn: ConnHandle, c: ConnectRequest) ->
             done,
         }
     } else {
-        // Before a session resumes here, catch up with the leader (a read index asked
-        // now): this member may not have applied the session's creation yet (the
-        // client's lastZxidSeen stays 0 until its first reply), and above all the
-        // client's writes whose replies it lost with its last connection must be
-        // settled first: committed and applied here, or never to be. A write that a
-        // leader which since failed had taken may still be committed by its successor
-        // (with the successor's first entry, which the read index covers); a client
-        // that looked for it here before that (a lock recipe looking for its node by
-        // GUID) would not find it and create a second one. ZooKeeper gets the same from
-        // its followers syncing with a new leader before they serve. A member that
-        // cannot closes without an answer, and the client tries the next server.
-        if let Some(b) = &shared.barrier {
-            if let Err(e) = b.wait().await {
-                tracing::info!(error = %e, "cannot check a session with the leader");
-                close_now(&conn);
-                return None;
-            }
-        }
+        // In an ensemble the resume goes through the log (a MoveSession, see
+        // `Router::moved`): answered once it is applied here, so once this member has
+        // applied everything committed before it, which settles the client's writes
+        // whose replies it lost with its last connection (committed and applied here,
+        // or never to be: one still on its way from its old member is refused).
         Item::Resume {
             conn,
             session_id: SessionId(c.session_id),

@@ -170,6 +170,7 @@ impl Core {
                 let ticket = self.router.expect_session(Handshaking {
                     conn,
                     passwd: passwd.clone(),
+                    resume: None,
                     read_only,
                     features,
                     done,
@@ -178,6 +179,31 @@ impl Core {
                     origin: self.origin(SessionId::NONE, ticket),
                     time_ms: now_ms(),
                     body: TxnBody::CreateSession { passwd, timeout_ms },
+                });
+            }
+            Item::Resume {
+                conn,
+                session_id,
+                last_zxid_seen,
+                passwd,
+                read_only,
+                features,
+                done,
+            } if self.config.ensemble.is_some() => {
+                // A member of an ensemble resumes a session through the log: the
+                // session moves here (see `Router::moved`), answered once applied.
+                let ticket = self.router.expect_session(Handshaking {
+                    conn,
+                    passwd: passwd.clone(),
+                    resume: Some((session_id, last_zxid_seen)),
+                    read_only,
+                    features,
+                    done,
+                });
+                txns.push(Txn {
+                    origin: self.origin(SessionId::NONE, ticket),
+                    time_ms: now_ms(),
+                    body: TxnBody::MoveSession { session_id, passwd },
                 });
             }
             Item::Resume {
@@ -311,6 +337,11 @@ impl Core {
                 let timeout = self.state.sessions.get(&s).map_or(0, |s| s.timeout_ms);
                 self.sessions
                     .add(s, timeout.max(0) as u64, self.clock.now());
+            }
+            if let Some((s, true)) = a.moved {
+                if txn.origin.member == self.router.me {
+                    self.touch(s);
+                }
             }
             self.router.applied(&mut self.state, txn.origin, &a);
             if let Some(s) = a.closed_session {

@@ -61,14 +61,17 @@ impl Waiting {
     }
 }
 
-/// A handshake waiting for its CreateSession.
+/// A handshake waiting for its CreateSession (or, resuming a session at a member of an
+/// ensemble, for its MoveSession).
 pub(crate) struct Handshaking {
     pub conn: ConnHandle,
-    /// The new session's password, as fixed in its CreateSession: what tells this
-    /// handshake's CreateSession from one with the same ticket that an earlier run of
-    /// this member proposed (tickets start again from 1 at every start, and a restarted
-    /// member replays its log).
+    /// The new session's password, as fixed in its CreateSession (or the password the
+    /// resuming client gave): what tells this handshake's Txn from one with the same
+    /// ticket that an earlier run of this member proposed (tickets start again from 1
+    /// at every start, and a restarted member replays its log).
     pub passwd: Vec<u8>,
+    /// Resuming: the session and the client's lastZxidSeen.
+    pub resume: Option<(SessionId, i64)>,
     pub read_only: Option<bool>,
     pub features: Option<i32>,
     pub done: oneshot::Sender<Option<Handshake>>,
@@ -249,6 +252,10 @@ impl Router {
         }
         if let Some(session) = a.created_session {
             self.created(origin.xid, session, state);
+            return;
+        }
+        if let Some((session, ok)) = a.moved {
+            self.moved(origin.xid, session, ok, state);
             return;
         }
         if origin.session == SessionId::NONE {
@@ -457,6 +464,51 @@ impl Router {
             session_id: session,
             timeout_ms: s.timeout_ms,
         }));
+    }
+
+    /// A MoveSession proposed here was applied: answer its handshake (resumed here, or
+    /// refused: the session is gone or the password wrong). Everything committed before
+    /// it is applied here by now, and what its old member still sends for it is
+    /// refused, so the client finds here every write it made, and none lands later.
+    fn moved(&mut self, ticket: i32, session: SessionId, ok: bool, state: &State) {
+        let Some(h) = self.handshakes.get(&ticket) else {
+            return;
+        };
+        let Some((wanted, last_zxid_seen)) = h.resume else {
+            return;
+        };
+        if wanted != session {
+            return; // proposed before this member restarted
+        }
+        let Some(h) = self.handshakes.remove(&ticket) else {
+            return;
+        };
+        if zlock_core::Zxid(last_zxid_seen) > state.zxid {
+            // The client has seen a newer state than this ensemble's (it talked to
+            // another one): refused without an answer, as ZooKeeper does.
+            tracing::warn!(
+                session = %session,
+                client_zxid = format_args!("0x{last_zxid_seen:x}"),
+                our_zxid = %state.zxid,
+                "refusing a client that has seen a newer zxid than ours"
+            );
+            self.close(&h.conn);
+            let _ = h.done.send(None);
+            return;
+        }
+        match state.sessions.get(&session) {
+            Some(s) if ok && s.passwd == h.passwd => {
+                self.accept(h.conn, session, s, (h.read_only, h.features));
+                let _ = h.done.send(Some(Handshake {
+                    session_id: session,
+                    timeout_ms: s.timeout_ms,
+                }));
+            }
+            _ => {
+                self.refuse(&h.conn, h.read_only);
+                let _ = h.done.send(None);
+            }
+        }
     }
 
     /// Refuses a handshake: ZooKeeper answers an expired, unknown or wrongly

@@ -92,6 +92,7 @@ pub struct RawClient {
     closed: watch::Receiver<bool>,
     pub session_id: i64,
     pub timeout_ms: i32,
+    pub passwd: Vec<u8>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -146,9 +147,18 @@ pub async fn read_frame(s: &mut (impl AsyncReadExt + Unpin)) -> io::Result<Vec<u
 
 /// Connects a plain socket and completes a new-session handshake on it.
 pub async fn handshake(addr: SocketAddr) -> io::Result<(TcpStream, ConnectResponse)> {
+    handshake_with(addr, &connect_frame(30_000)).await
+}
+
+/// Connects a plain socket and completes the handshake of `connect` (a ConnectRequest
+/// frame) on it.
+pub async fn handshake_with(
+    addr: SocketAddr,
+    connect: &[u8],
+) -> io::Result<(TcpStream, ConnectResponse)> {
     let mut s = TcpStream::connect(addr).await?;
     s.set_nodelay(true)?;
-    s.write_all(&connect_frame(30_000)).await?;
+    s.write_all(connect).await?;
     let body = tokio::time::timeout(STUCK, read_frame(&mut s))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no handshake reply"))??;
@@ -191,6 +201,27 @@ impl RawClient {
     /// Opens a new session (requested timeout 30 s; the server may clamp it).
     pub async fn connect(addr: SocketAddr) -> io::Result<RawClient> {
         let (s, resp) = handshake(addr).await?;
+        Self::over(s, resp)
+    }
+
+    /// Resumes session `session_id` (with its password) on a new connection to `addr`.
+    pub async fn resume(addr: SocketAddr, session_id: i64, passwd: &[u8]) -> io::Result<RawClient> {
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out: 30_000,
+            session_id,
+            passwd: passwd.to_vec(),
+            read_only: Some(false),
+            features: None,
+        };
+        let mut frame_bytes = Vec::new();
+        frame::encode(&req.to_bytes(), &mut frame_bytes);
+        let (s, resp) = handshake_with(addr, &frame_bytes).await?;
+        Self::over(s, resp)
+    }
+
+    fn over(s: TcpStream, resp: ConnectResponse) -> io::Result<RawClient> {
         let (mut rd, wr) = s.into_split();
         let inner = Arc::new(Inner {
             writer: tokio::sync::Mutex::new(Writer {
@@ -236,6 +267,7 @@ impl RawClient {
             closed: closed_rx,
             session_id: resp.session_id,
             timeout_ms: resp.time_out,
+            passwd: resp.passwd.clone(),
             tasks: vec![reader, pinger],
         })
     }
