@@ -214,9 +214,14 @@ impl Apply for SimHost {
                 Some(f) if *f == rec.fact => {}
                 Some(f) => {
                     let f = f.clone();
+                    let origin = rec.txn.as_ref().map(|t| t.origin);
                     w.violation(format!(
-                        "member {member} applied {:?} at {}, another member {f:?}",
-                        rec.fact, rec.index
+                        "member {member} applied {origin:?} ({}) at {}, another member a Txn \
+                         of {} bytes ({})",
+                        rec.fact.outcome,
+                        rec.index,
+                        f.txn.len(),
+                        f.outcome
                     ));
                 }
             }

@@ -6,8 +6,12 @@
 //! (with torn log writes) and restarts, the clients' writes. After a faulty phase the
 //! network heals, every member comes back, and the run waits for one history.
 //!
-//! Checked at every step or applied point: at most one leader per term (every member's
-//! metrics after each step, and every AppendEntries a leader sends); every member
+//! Checked at every step or applied point: election safety as openraft defines it
+//! (every leader seen, in any member's metrics after each step or in any AppendEntries,
+//! was granted by a quorum; no member grants a vote lower than one it granted before,
+//! across its restarts: openraft's default leader ids `(term, member)` let a higher
+//! member win a term another already won, so "one leader per term" is not one of its
+//! invariants, and the runs count how often it happens); every member
 //! applies the same Txn with the same outcome at each log position (across restarts);
 //! no two sessions hold one lock at any applied point (holders: told so by their
 //! reply or a pushed grant, node still there); each lock's fencing tokens (the

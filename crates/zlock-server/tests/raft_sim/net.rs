@@ -233,9 +233,24 @@ impl RaftNetwork<Zraft> for SimPeer {
             rpc.vote,
             rpc.last_log_id.map(|l| l.index)
         );
-        self.call("vote", rpc, summary, |raft: Raft, rpc| async move {
-            raft.vote(rpc).await
-        })
+        let world = self.world.clone();
+        let to = self.to;
+        self.call(
+            "vote",
+            rpc,
+            summary,
+            move |raft: Raft, rpc: VoteRequest<u64>| {
+                let world = world.clone();
+                async move {
+                    let id = (rpc.vote.leader_id.term, rpc.vote.leader_id.node_id);
+                    let r = raft.vote(rpc).await;
+                    if r.as_ref().is_ok_and(|r| r.vote_granted) {
+                        lock(&world).saw_grant(to, id.0, id.1);
+                    }
+                    r
+                }
+            },
+        )
         .await
     }
 }

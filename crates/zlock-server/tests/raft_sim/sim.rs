@@ -40,7 +40,9 @@ pub struct Outcome {
     pub acked: usize,
     pub unknown: usize,
     pub applied: usize,
-    pub terms: usize,
+    /// Leaders elected, and terms that had more than one (openraft allows it).
+    pub leaders: usize,
+    pub shared_terms: usize,
     pub crashes: usize,
     pub partitions: usize,
 }
@@ -135,9 +137,14 @@ impl Sim {
             world: self.world.clone(),
             from: id,
         };
-        let raft = Raft::new(id, self.config.clone(), net, log, sm)
-            .await
-            .unwrap();
+        let raft = match Raft::new(id, self.config.clone(), net, log, sm).await {
+            Ok(r) => r,
+            Err(e) => {
+                // What its disk kept is not a log openraft can start from.
+                lock(&self.world).violation(format!("member {id} cannot restart: {e}"));
+                return;
+            }
+        };
         // The disk: the writer runs on its own task, as the writer thread does, so no
         // call into openraft waits on the simulation's loop.
         let writer = Arc::new(Mutex::new(writer));
@@ -418,6 +425,7 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     let n = if rng.gen_bool(0.25) { 5 } else { 3 };
     let ids: Vec<u64> = (1..=n).collect();
     let world = World::new(StdRng::seed_from_u64(rng.gen()));
+    lock(&world).voters = ids.len();
     let members = Arc::new(Mutex::new(Members {
         running: BTreeMap::new(),
     }));
@@ -605,7 +613,11 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         acked: ledger.acked.len(),
         unknown: ledger.unknown.len(),
         applied: h0.len(),
-        terms: w.leaders.len(),
+        leaders: w.leaders.len(),
+        shared_terms: {
+            let terms: BTreeSet<u64> = w.leaders.iter().map(|(t, _)| *t).collect();
+            w.leaders.len() - terms.len()
+        },
         crashes: sim.crashes,
         partitions: sim.partitions,
     })

@@ -85,8 +85,15 @@ pub struct World {
     pub trace: Trace,
     /// The first applied fact at each log position.
     pub applied: BTreeMap<u64, Fact>,
-    /// Leaders seen, by term (from every member's metrics and every AppendEntries).
-    pub leaders: BTreeMap<u64, u64>,
+    /// The voters (all members).
+    pub voters: usize,
+    /// Granted votes: who granted each leader id `(term, candidate)`.
+    pub grants: BTreeMap<(u64, u64), BTreeSet<u64>>,
+    /// Each member's latest granted vote (kept across its restarts).
+    pub granted: BTreeMap<u64, (u64, u64)>,
+    /// Leaders seen, by leader id `(term, member)` (from every member's metrics and
+    /// every AppendEntries).
+    pub leaders: BTreeSet<(u64, u64)>,
     pub violations: Vec<String>,
     /// The simulated time, in ms since the start.
     pub start: tokio::time::Instant,
@@ -104,7 +111,10 @@ impl World {
             heard: BTreeMap::new(),
             trace: Trace::default(),
             applied: BTreeMap::new(),
-            leaders: BTreeMap::new(),
+            voters: 0,
+            grants: BTreeMap::new(),
+            granted: BTreeMap::new(),
+            leaders: BTreeSet::new(),
             violations: Vec::new(),
             start: tokio::time::Instant::now(),
         }))
@@ -124,20 +134,43 @@ impl World {
         self.violations.push(v);
     }
 
-    /// Records that `leader` leads `term`; a second leader of one term is a violation.
-    pub fn saw_leader(&mut self, term: u64, leader: u64, how: &str) {
-        match self.leaders.get(&term) {
-            None => {
-                self.leaders.insert(term, leader);
-                self.event(format!("leader {leader} of term {term} ({how})"));
-            }
-            Some(l) if *l == leader => {}
-            Some(l) => {
-                let l = *l;
+    /// Records that `member` granted its vote to the leader id `(term, candidate)`:
+    /// a member's grants only rise (openraft orders leader ids by term, then member),
+    /// restarts included, or its vote was not durable.
+    pub fn saw_grant(&mut self, member: u64, term: u64, candidate: u64) {
+        let id = (term, candidate);
+        if let Some(last) = self.granted.get(&member).copied() {
+            if id < last {
                 self.violation(format!(
-                    "two leaders in term {term}: {l} and {leader} ({how})"
+                    "member {member} granted its vote to {id:?} after granting it to {last:?}"
                 ));
             }
+        }
+        self.granted.insert(member, id);
+        self.grants.entry(id).or_default().insert(member);
+    }
+
+    /// Records that `leader` leads `term`. Election safety in openraft's terms: a
+    /// leader id `(term, leader)` leads only once a quorum granted it (the grants
+    /// delivered are a superset of those the candidate counted). Two leaders of one
+    /// term are not a violation: openraft's default ("advanced") leader ids allow
+    /// that, the higher member id superseding (its `single-term-leader` feature would
+    /// not, and changes the log's format).
+    pub fn saw_leader(&mut self, term: u64, leader: u64, how: &str) {
+        if !self.leaders.insert((term, leader)) {
+            return;
+        }
+        self.event(format!("leader {leader} of term {term} ({how})"));
+        let mut voted = self
+            .grants
+            .get(&(term, leader))
+            .cloned()
+            .unwrap_or_default();
+        voted.insert(leader);
+        if voted.len() <= self.voters / 2 {
+            self.violation(format!(
+                "member {leader} leads term {term} with the votes of {voted:?} only"
+            ));
         }
     }
 
