@@ -32,10 +32,11 @@
 //! - **One thread, simulated time.** A current-thread tokio runtime with a paused
 //!   clock: tasks run in a fixed order and time jumps to the next timer when all are
 //!   idle. No real thread may touch the members: the Raft log's writer (a thread in
-//!   the server) is run by the simulation itself (`RaftLog::open_with_writer`), at
-//!   seeded steps, which is also when its fsync happens; snapshots are off (the state
-//!   machine's snapshot building and receiving go through `spawn_blocking` and
-//!   `tokio::fs`, i.e. threads).
+//!   the server) is handed to the simulation (`RaftLog::open_with_writer`), which runs
+//!   it on a task of its own after a seeded fsync latency (not in its main loop:
+//!   openraft's `initialize`, `truncate` and `shutdown` wait on the writer, and the
+//!   main loop awaits them); snapshots are off (the state machine builds, sends and
+//!   receives them through `spawn_blocking` and `tokio::fs`, i.e. threads).
 //! - **Elections.** openraft draws its election timeouts from `rand::thread_rng`,
 //!   which no seed reaches. Its own elections are off (`enable_elect: false`,
 //!   heartbeats stay on); the simulation, which sees every AppendEntries a member
@@ -61,6 +62,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod check;
 mod client;
 mod disk;
 mod host;
