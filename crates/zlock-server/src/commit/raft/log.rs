@@ -9,7 +9,9 @@
 //! whatever has queued, fsyncs once and then runs every waiting callback: one fsync for
 //! all the appends that arrived while the previous one ran. Truncations and purges go
 //! through the same queue, so every change reaches the disk in the order openraft asked
-//! for it, and the writer syncs the appends before them first.
+//! for it, and the writer syncs the appends before them first. The writer is a
+//! [`Writer`] that [`RaftLog::open`] starts on its thread; [`RaftLog::open_with_writer`]
+//! hands it to the caller instead, who then decides when it runs (the simulation).
 //!
 //! Raft indexes start at 0 (openraft's initial membership entry) and the WAL's at 1
 //! (a zero index marks its clean end), so the record of Raft entry `i` has WAL index
@@ -118,11 +120,29 @@ pub fn open_wal(
 impl RaftLog {
     /// A log store over `disk`, which recovery opened and read: `records` are its
     /// (index, payload) records in order. `meta_dir` holds the vote and purge files.
+    /// Its writer runs on the `zlock-raft-log` thread.
     pub fn open<D: LogStore>(
         disk: D,
         records: Records,
         meta_dir: &Path,
     ) -> std::io::Result<RaftLog> {
+        let (log, writer) = Self::open_with_writer(disk, records, meta_dir)?;
+        std::thread::Builder::new()
+            .name("zlock-raft-log".into())
+            .spawn(move || writer.run())?;
+        Ok(log)
+    }
+
+    /// As [`RaftLog::open`], but the writer is handed to the caller instead of being
+    /// started on its thread: nothing reaches `disk` (and no append is reported
+    /// flushed) until the caller runs it ([`Writer::run_queued`]). The deterministic
+    /// simulation (`tests/raft_sim`) does this, to decide itself when each member's
+    /// fsync happens, on its one thread.
+    pub fn open_with_writer<D: LogStore>(
+        disk: D,
+        records: Records,
+        meta_dir: &Path,
+    ) -> std::io::Result<(RaftLog, Writer<D>)> {
         let vote = MetaFile::open(meta_dir, "vote").map_err(io_err)?;
         let purged = MetaFile::open(meta_dir, "purged").map_err(io_err)?;
         let mut tail = Tail {
@@ -146,17 +166,21 @@ impl RaftLog {
         let tail = Arc::new(Mutex::new(tail));
         let failed = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std_mpsc::channel();
-        let f = failed.clone();
-        std::thread::Builder::new()
-            .name("zlock-raft-log".into())
-            .spawn(move || writer(disk, rx, f))?;
-        Ok(RaftLog {
+        let writer = Writer {
+            disk,
+            rx,
+            failed: failed.clone(),
+            waiting: Vec::new(),
+            broken: None,
+        };
+        let log = RaftLog {
             tail,
             ops: tx,
             failed,
             vote,
             purged,
-        })
+        };
+        Ok((log, writer))
     }
 
     fn send(&self, op: Op) -> Result<(), StorageError> {
@@ -176,73 +200,102 @@ fn decode_opt<T: serde::de::DeserializeOwned>(
     }
 }
 
-fn writer<D: LogStore>(mut disk: D, rx: std_mpsc::Receiver<Op>, failed: Arc<AtomicBool>) {
-    let mut waiting: Vec<LogFlushed<Zraft>> = Vec::new();
-    let mut broken: Option<String> = None;
-    // Syncs what was appended and answers its callbacks.
-    let settle =
-        |disk: &mut D, waiting: &mut Vec<LogFlushed<Zraft>>, broken: &mut Option<String>| {
-            if waiting.is_empty() {
-                return;
+/// The log's writer: appends what openraft queued, syncs once, then reports it flushed.
+/// [`RaftLog::open`] runs it on its own thread.
+pub struct Writer<D: LogStore> {
+    disk: D,
+    rx: std_mpsc::Receiver<Op>,
+    failed: Arc<AtomicBool>,
+    /// Appends written but not synced yet.
+    waiting: Vec<LogFlushed<Zraft>>,
+    /// The first failure: nothing is written after it, every later callback fails.
+    broken: Option<String>,
+}
+
+impl<D: LogStore> Writer<D> {
+    /// The writer thread: waits for work, then does everything queued by then.
+    fn run(mut self) {
+        while let Ok(first) = self.rx.recv() {
+            self.drain(first);
+        }
+    }
+
+    /// Does everything queued now, as one wake-up of the writer thread does: appends
+    /// it all, syncs once, runs the callbacks. Returns whether anything was queued.
+    pub fn run_queued(&mut self) -> bool {
+        match self.rx.try_recv() {
+            Ok(first) => {
+                self.drain(first);
+                true
             }
-            if broken.is_none() {
-                if let Err(e) = disk.sync() {
-                    tracing::error!(error = %e, "raft log sync failed");
-                    *broken = Some(e.to_string());
-                }
-            }
-            for cb in waiting.drain(..) {
-                match broken {
-                    None => cb.log_io_completed(Ok(())),
-                    Some(e) => cb.log_io_completed(Err(io_err(e.clone()))),
-                }
-            }
-        };
-    while let Ok(first) = rx.recv() {
+            Err(_) => false,
+        }
+    }
+
+    fn drain(&mut self, first: Op) {
         let mut next = Some(first);
         while let Some(op) = next.take() {
             match op {
                 Op::Append { records, done } => {
-                    if broken.is_none() {
+                    if self.broken.is_none() {
                         for (index, payload) in &records {
-                            if let Err(e) = disk.append(*index, payload) {
+                            if let Err(e) = self.disk.append(*index, payload) {
                                 tracing::error!(error = %e, "raft log append failed");
-                                broken = Some(e.to_string());
+                                self.broken = Some(e.to_string());
                                 break;
                             }
                         }
                     }
-                    waiting.push(done);
+                    self.waiting.push(done);
                 }
                 Op::Truncate { from, done } => {
-                    settle(&mut disk, &mut waiting, &mut broken);
-                    let r = match &broken {
+                    self.settle();
+                    let r = match &self.broken {
                         Some(e) => Err(io_err(e.clone())),
-                        None => disk.truncate_from(from).map_err(io_err),
+                        None => self.disk.truncate_from(from).map_err(io_err),
                     };
                     if let Err(e) = &r {
-                        broken.get_or_insert_with(|| e.to_string());
+                        self.broken.get_or_insert_with(|| e.to_string());
                     }
                     let _ = done.send(r);
                 }
                 Op::Purge { through } => {
-                    settle(&mut disk, &mut waiting, &mut broken);
-                    if broken.is_none() {
-                        if let Err(e) = disk.purge_through(through) {
+                    self.settle();
+                    if self.broken.is_none() {
+                        if let Err(e) = self.disk.purge_through(through) {
                             // Old segments left behind lose nothing.
                             tracing::warn!(error = %e, "could not remove old raft log segments");
                         }
                     }
                 }
             }
-            if broken.is_some() {
-                failed.store(true, Ordering::SeqCst);
+            if self.broken.is_some() {
+                self.failed.store(true, Ordering::SeqCst);
             }
-            next = rx.try_recv().ok();
+            next = self.rx.try_recv().ok();
         }
-        settle(&mut disk, &mut waiting, &mut broken);
-        if broken.is_some() {
-            failed.store(true, Ordering::SeqCst);
+        self.settle();
+        if self.broken.is_some() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Syncs what was appended and answers its callbacks.
+    fn settle(&mut self) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        if self.broken.is_none() {
+            if let Err(e) = self.disk.sync() {
+                tracing::error!(error = %e, "raft log sync failed");
+                self.broken = Some(e.to_string());
+            }
+        }
+        for cb in self.waiting.drain(..) {
+            match &self.broken {
+                None => cb.log_io_completed(Ok(())),
+                Some(e) => cb.log_io_completed(Err(io_err(e.clone()))),
+            }
         }
     }
 }

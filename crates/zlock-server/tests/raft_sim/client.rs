@@ -1,0 +1,261 @@
+//! The simulated clients: each has a session (created through the log, as a real
+//! member's handshake does) and sends batches of Txns, one batch at a time, to the
+//! member it believes leads, through zlock's own leader-side write
+//! (`peer::write_as_leader`). The writes: sequential creates, native lock acquires
+//! (zlock-core's lock op), releases (deleting its lock node) and, now and then, closing
+//! its session. A batch is acknowledged when the write returns Ok.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use zlock_core::{MemberId, Origin, SessionId, Txn, TxnBody};
+use zlock_proto::records::{
+    lock_mode, Acl, CreateRequest, DeleteRequest, LockRequest, LockResponse,
+};
+use zlock_proto::{OpCode, Reader, Record, Request};
+use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
+use zlock_server::commit::raft::types::Proposal;
+
+use crate::host;
+use crate::world::{lock, Shared};
+
+/// Lock paths the clients contend for.
+pub const LOCKS: usize = 2;
+
+/// How long a client waits for its batch before taking its outcome as unknown.
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// What the clients were told, for the final checks.
+#[derive(Default)]
+pub struct Ledger {
+    /// Acknowledged Txns, in acknowledgement order.
+    pub acked: Vec<Txn>,
+    /// Txns whose outcome is unknown (may or may not be in the history).
+    pub unknown: Vec<Txn>,
+    /// Batches refused by a non-leader (not in the history).
+    pub refused: usize,
+}
+
+/// Where a client finds the members.
+pub struct Members {
+    /// Running members: their Raft and their host.
+    pub running:
+        std::collections::BTreeMap<u64, (zlock_server::commit::raft::types::Raft, host::SimHost)>,
+}
+
+pub type SharedMembers = Arc<Mutex<Members>>;
+
+pub struct Client {
+    pub id: u64,
+    pub rng: StdRng,
+    pub world: Shared,
+    pub members: SharedMembers,
+    pub ledger: Arc<Mutex<Ledger>>,
+    pub stop: Arc<AtomicBool>,
+    session: Option<SessionId>,
+    xid: i32,
+    /// Lock nodes this client's session made (holding or waiting).
+    nodes: Vec<String>,
+}
+
+impl Client {
+    pub fn new(
+        id: u64,
+        rng: StdRng,
+        world: Shared,
+        members: SharedMembers,
+        ledger: Arc<Mutex<Ledger>>,
+        stop: Arc<AtomicBool>,
+    ) -> Client {
+        Client {
+            id,
+            rng,
+            world,
+            members,
+            ledger,
+            stop,
+            session: None,
+            xid: 0,
+            nodes: Vec::new(),
+        }
+    }
+
+    fn origin(&mut self) -> Origin {
+        self.xid += 1;
+        Origin {
+            // Outside the members' ids: only the session id's top byte uses it.
+            member: MemberId(100 + self.id),
+            session: self.session.unwrap_or(SessionId(0)),
+            xid: self.xid,
+        }
+    }
+
+    fn request(&mut self, now: i64, request: Request) -> Txn {
+        Txn::request(self.origin(), now, Arc::new(Vec::new()), request)
+    }
+
+    /// The next batch: a new session if there is none, else 1-3 writes.
+    fn batch(&mut self, now: i64) -> Vec<Txn> {
+        if self.session.is_none() {
+            let origin = self.origin();
+            return vec![Txn {
+                origin,
+                time_ms: now,
+                body: TxnBody::CreateSession {
+                    passwd: vec![7; 16],
+                    timeout_ms: 30_000,
+                },
+            }];
+        }
+        let n = self.rng.gen_range(1..=3);
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let roll = self.rng.gen_range(0..100);
+            let req = if roll < 40 {
+                Request::Create(
+                    OpCode::Create,
+                    CreateRequest {
+                        path: format!("/c{}-", self.id),
+                        data: Some(self.xid.to_le_bytes().to_vec()),
+                        acl: Acl::open_unsafe(),
+                        flags: 2, // SEQUENTIAL
+                    },
+                )
+            } else if roll < 70 || self.nodes.is_empty() {
+                Request::Lock(LockRequest {
+                    path: format!("/locks/l{}", self.rng.gen_range(0..LOCKS)),
+                    prefix: "lock-".into(),
+                    data: None,
+                    acl: Acl::open_unsafe(),
+                    mode: lock_mode::EXCLUSIVE,
+                    leases: 1,
+                    flags: 0,
+                    release: String::new(),
+                })
+            } else if roll < 97 {
+                let node = self.nodes.remove(0);
+                Request::Delete(DeleteRequest {
+                    path: node,
+                    version: -1,
+                })
+            } else {
+                out.push(self.request(now, Request::CloseSession));
+                break;
+            };
+            out.push(self.request(now, req));
+        }
+        out
+    }
+
+    /// The member to write to: the leader as a random member sees it (stale at times,
+    /// as a client's view is), or any member if that one knows none.
+    fn target(&mut self) -> Option<(u64, zlock_server::commit::raft::types::Raft, host::SimHost)> {
+        let m = self.members.lock().unwrap();
+        let ids: Vec<u64> = m.running.keys().copied().collect();
+        if ids.is_empty() {
+            return None;
+        }
+        let asked = ids[self.rng.gen_range(0..ids.len())];
+        let leader = m.running[&asked].0.metrics().borrow().current_leader;
+        let id = leader
+            .filter(|l| m.running.contains_key(l))
+            .unwrap_or(asked);
+        let (raft, host) = m.running[&id].clone();
+        Some((id, raft, host))
+    }
+
+    pub async fn run(mut self, max_batches: usize) {
+        for _ in 0..max_batches {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let think = self.rng.gen_range(2..60);
+            tokio::time::sleep(Duration::from_millis(think)).await;
+            let Some((to, raft, host)) = self.target() else {
+                continue;
+            };
+            let now = lock(&self.world).now_ms() as i64 + 1_700_000_000_000;
+            let batch = self.batch(now);
+            let props: Vec<Proposal> = batch.iter().cloned().map(Proposal).collect();
+            let r = tokio::time::timeout(PATIENCE, write_as_leader(&raft, to, props)).await;
+            let what = match &r {
+                Ok(Ok(i)) => format!("acked through {i}"),
+                Ok(Err(e)) => format!("failed: {e}"),
+                Err(_) => "no answer".to_string(),
+            };
+            lock(&self.world).event(format!(
+                "client {} batch of {} to {to}: {what}",
+                self.id,
+                batch.len()
+            ));
+            match r {
+                Ok(Ok(_)) => self.acked(&batch, &host),
+                Ok(Err(ForwardError::NotLeader(_))) => self.ledger.lock().unwrap().refused += 1,
+                _ => self.unknown(batch),
+            }
+        }
+    }
+
+    /// Reads what the acknowledged batch did from the member that applied it (it
+    /// applies before it answers).
+    fn acked(&mut self, batch: &[Txn], host: &host::SimHost) {
+        let h = host::lock(&host.inner);
+        for t in batch {
+            match &t.body {
+                TxnBody::CreateSession { .. } => {
+                    self.session = h.created.get(&(t.origin.member.0, t.origin.xid)).copied();
+                }
+                TxnBody::Request {
+                    request: Request::Lock(_),
+                    ..
+                } => {
+                    if let Some(reply) = h.replies.get(&(t.origin.session.0, t.origin.xid)) {
+                        if reply.err == 0 {
+                            if let Ok(resp) = LockResponse::decode(&mut Reader::new(&reply.body)) {
+                                self.nodes.push(resp.node);
+                            }
+                        }
+                    }
+                }
+                TxnBody::Request {
+                    request: Request::CloseSession,
+                    ..
+                } => self.forget_session(),
+                _ => {}
+            }
+        }
+        drop(h);
+        self.ledger
+            .lock()
+            .unwrap()
+            .acked
+            .extend(batch.iter().cloned());
+    }
+
+    /// A batch that may or may not have been committed: the client starts over with a
+    /// new session if it was making one or closing one (a real client would resume
+    /// it; its lock nodes stay with the old session until that one is closed).
+    fn unknown(&mut self, batch: Vec<Txn>) {
+        if batch.iter().any(|t| {
+            matches!(
+                t.body,
+                TxnBody::CreateSession { .. }
+                    | TxnBody::Request {
+                        request: Request::CloseSession,
+                        ..
+                    }
+            )
+        }) {
+            self.forget_session();
+        }
+        self.ledger.lock().unwrap().unknown.extend(batch);
+    }
+
+    fn forget_session(&mut self) {
+        self.session = None;
+        self.nodes.clear();
+    }
+}

@@ -1,0 +1,252 @@
+//! A member's state-machine host: the real `zlock_core::State`, behind zlock's Raft
+//! state machine (`commit::raft::sm`), so lock grants and fencing tokens are the core's
+//! own. At every applied point it checks lock exclusion and rising fencing tokens, and
+//! that the position holds what every other member applied there.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use zlock_core::{Applied, Config, LogIndex, SessionId, State, Txn, TxnBody};
+use zlock_proto::jute::Reader;
+use zlock_proto::records::LockResponse;
+use zlock_proto::{Record, Request};
+use zlock_server::commit::{Apply, Entry, SnapshotJob, Snapshots};
+
+use crate::world::{lock as wlock, Fact, Shared};
+
+/// One applied position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rec {
+    pub index: u64,
+    pub txn: Option<Txn>,
+    pub fact: Fact,
+}
+
+/// A lock holder: told it holds (granted in its reply, or pushed a grant), its node
+/// still there.
+#[derive(Debug, Clone)]
+struct Holder {
+    session: SessionId,
+    node: String,
+}
+
+pub struct Inner {
+    pub member: u64,
+    pub state: State,
+    /// Everything applied by this incarnation (a restart applies from the start).
+    pub history: Vec<Rec>,
+    /// Replies by (session, xid), and sessions created by (member, xid): what a client
+    /// learns from the member it wrote to.
+    pub replies: BTreeMap<(i64, i32), zlock_core::Reply>,
+    pub created: BTreeMap<(u64, i32), SessionId>,
+    holders: BTreeMap<String, Vec<Holder>>,
+    tokens: BTreeMap<String, i64>,
+}
+
+#[derive(Clone)]
+pub struct SimHost {
+    pub inner: Arc<Mutex<Inner>>,
+    world: Shared,
+}
+
+pub fn lock(h: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    h.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SimHost {
+    pub fn new(member: u64, world: Shared) -> SimHost {
+        SimHost {
+            inner: Arc::new(Mutex::new(Inner {
+                member,
+                state: State::new(Config::default()),
+                history: Vec::new(),
+                replies: BTreeMap::new(),
+                created: BTreeMap::new(),
+                holders: BTreeMap::new(),
+                tokens: BTreeMap::new(),
+            })),
+            world,
+        }
+    }
+}
+
+fn outcome(a: &Applied) -> String {
+    format!(
+        "zxid={} err={} body={:?} grants={:?}",
+        a.zxid.0, a.reply.err, a.reply.body, a.grants
+    )
+}
+
+impl Inner {
+    /// Applies one entry and checks the locks after it; returns what to record and
+    /// any violation.
+    fn apply_one(&mut self, index: LogIndex, entry: Entry<'_>, bad: &mut Vec<String>) -> Rec {
+        let m = self.member;
+        let Entry::Txn(t) = entry else {
+            if let Err(e) = self.state.skip(index) {
+                bad.push(format!("member {m}: {e}"));
+            }
+            return Rec {
+                index: index.0,
+                txn: None,
+                fact: Fact {
+                    txn: Vec::new(),
+                    outcome: String::new(),
+                },
+            };
+        };
+        let a = match self.state.apply(index, t) {
+            Ok(a) => a,
+            Err(e) => {
+                bad.push(format!("member {m}: {e}"));
+                Applied::default()
+            }
+        };
+        if let TxnBody::CreateSession { .. } = t.body {
+            if let Some(s) = a.created_session {
+                self.created.insert((t.origin.member.0, t.origin.xid), s);
+            }
+        }
+        if t.origin.session.0 != 0 {
+            self.replies
+                .insert((t.origin.session.0, t.origin.xid), a.reply.clone());
+        }
+        self.check_locks(index.0, t, &a, bad);
+        Rec {
+            index: index.0,
+            txn: Some(t.clone()),
+            fact: Fact {
+                txn: t.to_bytes(),
+                outcome: outcome(&a),
+            },
+        }
+    }
+
+    /// Lock exclusion and rising fencing tokens, after the Txn at `index`.
+    fn check_locks(&mut self, index: u64, t: &Txn, a: &Applied, bad: &mut Vec<String>) {
+        let m = self.member;
+        let mut told: Vec<(String, Holder, i64)> = Vec::new();
+        if let TxnBody::Request {
+            request: Request::Lock(r),
+            ..
+        } = &t.body
+        {
+            if a.reply.err == 0 {
+                match LockResponse::decode(&mut Reader::new(&a.reply.body)) {
+                    Ok(resp) if resp.granted => told.push((
+                        r.path.clone(),
+                        Holder {
+                            session: t.origin.session,
+                            node: resp.node,
+                        },
+                        resp.czxid,
+                    )),
+                    Ok(_) => {}
+                    Err(e) => bad.push(format!("member {m} at {index}: lock reply: {e}")),
+                }
+            }
+        }
+        for (session, g) in &a.grants {
+            let lock = zlock_core::path::parent(&g.node).to_string();
+            told.push((
+                lock,
+                Holder {
+                    session: *session,
+                    node: g.node.clone(),
+                },
+                g.czxid,
+            ));
+        }
+        for (lock, h, token) in told {
+            let holders = self.holders.entry(lock.clone()).or_default();
+            if holders.iter().any(|x| x.node == h.node) {
+                continue;
+            }
+            let last = self.tokens.get(&lock).copied().unwrap_or(0);
+            if token <= last {
+                bad.push(format!(
+                    "member {m} at {index}: fencing token {token} of {} on {lock} after {last}",
+                    h.node
+                ));
+            }
+            self.tokens.insert(lock, token);
+            holders.push(h);
+        }
+        let tree = &self.state.tree;
+        for (lock, holders) in self.holders.iter_mut() {
+            holders.retain(|h| tree.contains(&h.node));
+            if holders.len() > 1 {
+                let who: Vec<String> = holders
+                    .iter()
+                    .map(|h| format!("session {:#x} by {}", h.session.0, h.node))
+                    .collect();
+                bad.push(format!(
+                    "member {m} at {index}: {} hold {lock} at once: {who:?}",
+                    holders.len()
+                ));
+            }
+        }
+    }
+}
+
+impl Apply for SimHost {
+    fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
+        let mut h = lock(&self.inner);
+        let mut bad = Vec::new();
+        let mut recs = Vec::new();
+        for (index, entry) in entries {
+            let rec = h.apply_one(index, entry, &mut bad);
+            recs.push(rec.clone());
+            h.history.push(rec);
+        }
+        let member = h.member;
+        drop(h);
+        let mut w = wlock(&self.world);
+        for rec in recs {
+            w.event(format!(
+                "member {member} applied {}: {}",
+                rec.index, rec.fact.outcome
+            ));
+            match w.applied.get(&rec.index) {
+                None => {
+                    w.applied.insert(rec.index, rec.fact);
+                }
+                Some(f) if *f == rec.fact => {}
+                Some(f) => {
+                    let f = f.clone();
+                    let origin = rec.txn.as_ref().map(|t| t.origin);
+                    w.violation(format!(
+                        "member {member} applied {origin:?} ({}) at {}, another member a Txn \
+                         of {} bytes ({})",
+                        rec.fact.outcome,
+                        rec.index,
+                        f.txn.len(),
+                        f.outcome
+                    ));
+                }
+            }
+        }
+        for b in bad {
+            w.violation(b);
+        }
+    }
+}
+
+impl Snapshots for SimHost {
+    // The simulation runs with snapshots off (see the crate doc); these are what a
+    // host must offer all the same.
+    fn image(&mut self) -> SnapshotJob {
+        let mut bytes = Vec::new();
+        zlock_core::snapshot::encode(&lock(&self.inner).state, &mut bytes);
+        Box::new(move |w| w.write_all(&bytes))
+    }
+
+    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+        let mut state =
+            zlock_core::snapshot::decode(payload, Config::default()).map_err(|e| e.to_string())?;
+        state.applied = index;
+        let mut h = lock(&self.inner);
+        h.state = state;
+        Ok(())
+    }
+}

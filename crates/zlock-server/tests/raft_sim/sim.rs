@@ -1,0 +1,594 @@
+//! One seeded run: the members, the fault schedule, the elections, the convergence
+//! after healing, and the final checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::{BasicNode, ServerState};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use zlock_server::commit::raft::log::{RaftLog, Writer};
+use zlock_server::commit::raft::sm::StateMachine;
+use zlock_server::commit::raft::types::Raft;
+
+use crate::client::{Client, Ledger, Members};
+use crate::disk::MemDisk;
+use crate::host::{self, SimHost};
+use crate::net::SimNetwork;
+use crate::world::{lock, Shared, Weather, World};
+
+/// The simulation's clock step.
+const STEP: Duration = Duration::from_millis(10);
+
+/// How long a run is, in steps.
+#[derive(Debug, Clone, Copy)]
+pub struct Length {
+    /// Steps with faults and client traffic.
+    pub faulty: u64,
+    /// Steps allowed, after healing, for every member to apply the same log.
+    pub settle: u64,
+}
+
+/// What a run that passed did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub trace_hash: u64,
+    pub events: u64,
+    pub members: usize,
+    pub acked: usize,
+    pub unknown: usize,
+    pub applied: usize,
+    /// Leaders elected, and terms that had more than one (openraft allows it).
+    pub leaders: usize,
+    pub shared_terms: usize,
+    pub crashes: usize,
+    pub partitions: usize,
+}
+
+/// A failed run: what broke, and the latest events before it.
+#[derive(Debug)]
+pub struct Failure {
+    pub what: String,
+    pub recent: Vec<String>,
+}
+
+/// One member's durable things: its disk (after a crash, what survived), its vote and
+/// purge files, its snapshot directory.
+struct Durable {
+    records: Vec<(u64, Vec<u8>)>,
+    meta: tempfile::TempDir,
+    snapshots: tempfile::TempDir,
+    /// Initialized once: a restart must not initialize again.
+    started: bool,
+}
+
+/// One running member.
+struct Running {
+    raft: Raft,
+    /// The log's writer, run by `disk_task` after each (seeded) fsync latency, and by
+    /// a crash that tears a write.
+    writer: Arc<Mutex<Writer<MemDisk>>>,
+    disk_task: tokio::task::JoinHandle<()>,
+    disk: MemDisk,
+    host: SimHost,
+}
+
+struct Sim {
+    world: Shared,
+    rng: StdRng,
+    ids: Vec<u64>,
+    config: Arc<openraft::Config>,
+    boxes: BTreeMap<u64, Durable>,
+    running: BTreeMap<u64, Running>,
+    members: Arc<Mutex<Members>>,
+    /// Down members and the step they come back at.
+    down: BTreeMap<u64, u64>,
+    /// When the current partition heals.
+    heal_at: Option<u64>,
+    /// Per member: the election timeout (ms) now drawn, and when it last started one.
+    timeout: BTreeMap<u64, u64>,
+    elected_at: BTreeMap<u64, u64>,
+    /// The odds (per mille per step) of each fault in this run, and the disk's.
+    crash_odds: u32,
+    partition_odds: u32,
+    weather_odds: u32,
+    /// The longest time a member's log writer takes to get to what was queued and
+    /// fsync it, in microseconds.
+    fsync_us: u64,
+    crashes: usize,
+    partitions: usize,
+}
+
+/// A directory for a member's vote and snapshots: in memory where there is a tmpfs
+/// (the vote's fsync costs real time, not simulated time, on a disk).
+fn scratch() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+fn config() -> Arc<openraft::Config> {
+    let c = openraft::Config {
+        cluster_name: "sim".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        // Elections are the simulation's (see the crate doc).
+        enable_elect: false,
+        snapshot_policy: openraft::SnapshotPolicy::Never,
+        max_payload_entries: 16,
+        ..openraft::Config::default()
+    };
+    Arc::new(c.validate().unwrap())
+}
+
+impl Sim {
+    fn now_ms(&self) -> u64 {
+        lock(&self.world).now_ms()
+    }
+
+    fn event(&self, e: String) {
+        lock(&self.world).event(e);
+    }
+
+    async fn start(&mut self, id: u64) {
+        let b = self.boxes.get_mut(&id).unwrap();
+        let disk = MemDisk::with(&b.records);
+        let (log, writer) =
+            RaftLog::open_with_writer(disk.clone(), b.records.clone(), b.meta.path()).unwrap();
+        let host = SimHost::new(id, self.world.clone());
+        let (sm, _applied) =
+            StateMachine::open(host.clone(), b.snapshots.path().to_path_buf()).unwrap();
+        let net = SimNetwork {
+            world: self.world.clone(),
+            from: id,
+        };
+        let raft = match Raft::new(id, self.config.clone(), net, log, sm).await {
+            Ok(r) => r,
+            Err(e) => {
+                // What its disk kept is not a log openraft can start from.
+                lock(&self.world).violation(format!("member {id} cannot restart: {e}"));
+                return;
+            }
+        };
+        // The disk: the writer runs on its own task, as the writer thread does, so no
+        // call into openraft waits on the simulation's loop.
+        let writer = Arc::new(Mutex::new(writer));
+        let disk_task = {
+            let writer = writer.clone();
+            let mut rng = StdRng::seed_from_u64(self.rng.gen());
+            let max = self.fsync_us;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_micros(rng.gen_range(50..=max))).await;
+                    writer.lock().unwrap().run_queued();
+                }
+            })
+        };
+        if !b.started {
+            b.started = true;
+            let nodes: BTreeMap<u64, BasicNode> =
+                self.ids.iter().map(|i| (*i, BasicNode::new(""))).collect();
+            // Every member proposes the same membership, as RaftCommit::start does. Not
+            // awaited here: it returns once the entry is flushed, i.e. once this loop
+            // has run the member's log writer.
+            let r = raft.clone();
+            tokio::spawn(async move {
+                let _ = r.initialize(nodes).await;
+            });
+        }
+        {
+            let mut w = lock(&self.world);
+            w.rafts.insert(id, raft.clone());
+            let now = w.now_ms();
+            w.heard.insert(id, now);
+            w.event(format!("member {id} started"));
+        }
+        self.members
+            .lock()
+            .unwrap()
+            .running
+            .insert(id, (raft.clone(), host.clone()));
+        self.running.insert(
+            id,
+            Running {
+                raft,
+                writer,
+                disk_task,
+                disk,
+                host,
+            },
+        );
+    }
+
+    /// Stops `id` as a `kill -9` would: its Raft is dropped, its disk keeps what was
+    /// synced (and, if the power went during a sync, part of what was written).
+    async fn crash(&mut self, id: u64) {
+        let Some(r) = self.running.remove(&id) else {
+            return;
+        };
+        lock(&self.world).rafts.remove(&id);
+        self.members.lock().unwrap().running.remove(&id);
+        // The disk task still runs meanwhile: openraft may be waiting on its log.
+        let _ = r.raft.shutdown().await;
+        r.disk_task.abort();
+        let torn = self.rng.gen_bool(0.5);
+        if torn {
+            r.disk.fail_next_sync();
+            r.writer.lock().unwrap().run_queued();
+        }
+        let keep = if torn {
+            self.rng.gen_range(0..=r.disk.unsynced())
+        } else {
+            0
+        };
+        let left = r.disk.crash(keep);
+        self.event(format!(
+            "member {id} crashed (torn write: {torn}, kept {keep} unsynced; {} records)",
+            left.len()
+        ));
+        self.boxes.get_mut(&id).unwrap().records = left;
+        self.crashes += 1;
+    }
+
+    fn partition(&mut self, step: u64) {
+        let n = self.ids.len();
+        let mut cut = BTreeSet::new();
+        let kind = self.rng.gen_range(0..4);
+        let how = match kind {
+            0 => {
+                // One member cut off.
+                let a = self.ids[self.rng.gen_range(0..n)];
+                for &b in &self.ids {
+                    if a != b {
+                        cut.insert((a, b));
+                        cut.insert((b, a));
+                    }
+                }
+                format!("member {a} isolated")
+            }
+            1 => {
+                // Two random sides.
+                let side: BTreeSet<u64> = self
+                    .ids
+                    .iter()
+                    .copied()
+                    .filter(|_| self.rng.gen_bool(0.5))
+                    .collect();
+                for &a in &self.ids {
+                    for &b in &self.ids {
+                        if side.contains(&a) != side.contains(&b) {
+                            cut.insert((a, b));
+                        }
+                    }
+                }
+                format!("split {side:?} from the rest")
+            }
+            2 => {
+                // One direction of one link.
+                let a = self.ids[self.rng.gen_range(0..n)];
+                let b = self.ids[self.rng.gen_range(0..n)];
+                if a != b {
+                    cut.insert((a, b));
+                }
+                format!("link {a}->{b} cut")
+            }
+            _ => {
+                // A member that reaches only one other (the others cannot reach it).
+                let a = self.ids[self.rng.gen_range(0..n)];
+                let keep = self.ids[self.rng.gen_range(0..n)];
+                for &b in &self.ids {
+                    if b != a && b != keep {
+                        cut.insert((a, b));
+                        cut.insert((b, a));
+                    }
+                }
+                format!("member {a} reaches only {keep}")
+            }
+        };
+        let lasts = self.rng.gen_range(30..300);
+        self.heal_at = Some(step + lasts);
+        self.partitions += 1;
+        let mut w = lock(&self.world);
+        w.cut = cut;
+        w.event(format!("partition: {how}, for {lasts} steps"));
+    }
+
+    fn weather(&mut self) {
+        let w = Weather {
+            loss: *[0, 0, 10, 50, 200]
+                .get(self.rng.gen_range(0..5))
+                .unwrap_or(&0),
+            dup: *[0, 10, 50].get(self.rng.gen_range(0..3)).unwrap_or(&0),
+            late: *[0, 5, 30].get(self.rng.gen_range(0..3)).unwrap_or(&0),
+            max_delay: *[1, 5, 20, 45].get(self.rng.gen_range(0..4)).unwrap_or(&1),
+        };
+        let mut world = lock(&self.world);
+        world.weather = w;
+        world.event(format!("weather {w:?}"));
+    }
+
+    /// Starts an election on a member that has heard from no leader for its timeout
+    /// (and, rarely, on one that has: a spurious timeout), as openraft's own timer
+    /// would, with the seed's timeouts.
+    async fn elections(&mut self) {
+        let now = self.now_ms();
+        let ids: Vec<u64> = self.running.keys().copied().collect();
+        for id in ids {
+            let raft = self.running[&id].raft.clone();
+            if raft.metrics().borrow().state == ServerState::Leader {
+                continue;
+            }
+            let heard = lock(&self.world).heard.get(&id).copied().unwrap_or(0);
+            let since = heard.max(self.elected_at.get(&id).copied().unwrap_or(0));
+            let timeout = *self
+                .timeout
+                .entry(id)
+                .or_insert_with(|| self.rng.gen_range(150..300));
+            let spurious = self.rng.gen_range(0..1000) < 2;
+            if now >= since + timeout || spurious {
+                self.elected_at.insert(id, now);
+                self.timeout.insert(id, self.rng.gen_range(150..300));
+                self.event(format!(
+                    "member {id} starts an election (spurious: {spurious})"
+                ));
+                let _ = raft.trigger().elect().await;
+            }
+        }
+    }
+
+    /// Leaders per term from every member's metrics, disk contract breaches, members
+    /// openraft stopped.
+    fn observe(&mut self) {
+        let mut w = lock(&self.world);
+        for (id, r) in &self.running {
+            let m = r.raft.metrics().borrow().clone();
+            if m.state == ServerState::Leader {
+                w.saw_leader(m.current_term, *id, "metrics");
+            }
+            if let Err(e) = &m.running_state {
+                w.violation(format!("member {id} stopped: {e}"));
+            }
+            for e in r.disk.take_errors() {
+                w.violation(format!("member {id}'s log writer: {e}"));
+            }
+        }
+    }
+
+    fn failed(&self) -> Option<Failure> {
+        let w = lock(&self.world);
+        w.violations.first().map(|v| Failure {
+            what: v.clone(),
+            recent: w.trace.recent.iter().cloned().collect(),
+        })
+    }
+
+    /// One step of simulated time with faults.
+    async fn faulty_step(&mut self, step: u64) {
+        tokio::time::sleep(STEP).await;
+        // Members due back.
+        let back: Vec<u64> = self
+            .down
+            .iter()
+            .filter(|(_, at)| **at <= step)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in back {
+            self.down.remove(&id);
+            self.start(id).await;
+        }
+        if self.heal_at.is_some_and(|at| at <= step) {
+            self.heal_at = None;
+            let mut w = lock(&self.world);
+            w.cut.clear();
+            w.event("partition healed".into());
+        }
+        if self.heal_at.is_none() && self.rng.gen_range(0..1000) < self.partition_odds {
+            self.partition(step);
+        }
+        if self.rng.gen_range(0..1000) < self.weather_odds {
+            self.weather();
+        }
+        if self.rng.gen_range(0..1000) < self.crash_odds {
+            let up: Vec<u64> = self.running.keys().copied().collect();
+            if !up.is_empty() {
+                let id = up[self.rng.gen_range(0..up.len())];
+                self.crash(id).await;
+                let out = self.rng.gen_range(5..200);
+                self.down.insert(id, step + out);
+            }
+        }
+        self.elections().await;
+        self.observe();
+    }
+
+    /// Every member applied the leader's whole log, all agree on the leader.
+    fn converged(&self) -> bool {
+        if self.running.len() != self.ids.len() {
+            return false;
+        }
+        let ms: Vec<_> = self
+            .running
+            .values()
+            .map(|r| r.raft.metrics().borrow().clone())
+            .collect();
+        let Some(leader) = ms.iter().find(|m| m.state == ServerState::Leader) else {
+            return false;
+        };
+        let last = leader.last_log_index;
+        ms.iter().all(|m| {
+            m.current_leader == Some(leader.id)
+                && m.last_applied.map(|l| l.index) == last
+                && m.last_log_index == last
+        })
+    }
+}
+
+/// Runs the simulation of `seed` (on the current runtime, which must be a
+/// current-thread runtime with a paused clock).
+pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let n = if rng.gen_bool(0.25) { 5 } else { 3 };
+    let ids: Vec<u64> = (1..=n).collect();
+    let world = World::new(StdRng::seed_from_u64(rng.gen()));
+    lock(&world).voters = ids.len();
+    let members = Arc::new(Mutex::new(Members {
+        running: BTreeMap::new(),
+    }));
+    let mut sim = Sim {
+        world: world.clone(),
+        ids: ids.clone(),
+        config: config(),
+        boxes: ids
+            .iter()
+            .map(|id| {
+                let b = Durable {
+                    records: Vec::new(),
+                    meta: scratch(),
+                    snapshots: scratch(),
+                    started: false,
+                };
+                (*id, b)
+            })
+            .collect(),
+        running: BTreeMap::new(),
+        members: members.clone(),
+        down: BTreeMap::new(),
+        heal_at: None,
+        timeout: BTreeMap::new(),
+        elected_at: BTreeMap::new(),
+        crash_odds: [0, 2, 5, 10][rng.gen_range(0..4)],
+        partition_odds: [0, 3, 10][rng.gen_range(0..3)],
+        weather_odds: [0, 5, 20][rng.gen_range(0..3)],
+        fsync_us: [1_000, 5_000, 30_000][rng.gen_range(0..3)],
+        crashes: 0,
+        partitions: 0,
+        rng: StdRng::seed_from_u64(rng.gen()),
+    };
+    sim.event(format!(
+        "seed {seed}: {n} members, crash {} partition {} weather {} (per mille per step), fsync up to {} us",
+        sim.crash_odds, sim.partition_odds, sim.weather_odds, sim.fsync_us
+    ));
+    for id in ids.clone() {
+        sim.start(id).await;
+    }
+    sim.weather();
+
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..3 + n)
+        .map(|c| {
+            let client = Client::new(
+                c,
+                StdRng::seed_from_u64(rng.gen()),
+                world.clone(),
+                members.clone(),
+                ledger.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(client.run(10_000))
+        })
+        .collect();
+
+    for step in 0..len.faulty {
+        sim.faulty_step(step).await;
+        if let Some(f) = sim.failed() {
+            return Err(f);
+        }
+    }
+
+    // Heal: no partition, a calm network, every member back; clients stop.
+    stop.store(true, Ordering::SeqCst);
+    {
+        let mut w = lock(&world);
+        w.cut.clear();
+        w.weather = Weather {
+            max_delay: 2,
+            ..Weather::default()
+        };
+        w.event("healed: no faults from here".into());
+    }
+    let down: Vec<u64> = std::mem::take(&mut sim.down).into_keys().collect();
+    for id in down {
+        sim.start(id).await;
+    }
+    let mut settled = false;
+    for _ in 0..len.settle {
+        tokio::time::sleep(STEP).await;
+        sim.elections().await;
+        sim.observe();
+        if let Some(f) = sim.failed() {
+            return Err(f);
+        }
+        if clients.iter().all(|c| c.is_finished()) && sim.converged() {
+            settled = true;
+            break;
+        }
+    }
+    if !settled {
+        let states: Vec<String> = sim
+            .running
+            .iter()
+            .map(|(id, r)| {
+                let m = r.raft.metrics().borrow().clone();
+                format!(
+                    "{id}: {:?} term {} leader {:?} log {:?} applied {:?}",
+                    m.state, m.current_term, m.current_leader, m.last_log_index, m.last_applied
+                )
+            })
+            .collect();
+        let w = lock(&world);
+        return Err(Failure {
+            what: format!(
+                "liveness: not converged {} steps after healing: {states:?}",
+                len.settle
+            ),
+            recent: w.trace.recent.iter().cloned().collect(),
+        });
+    }
+    let outcome = final_checks(&sim, &ledger.lock().unwrap());
+    for id in sim.ids.clone() {
+        sim.crash(id).await;
+    }
+    outcome
+}
+
+/// After healing: one history on every member, every acknowledged write in it once,
+/// each session's writes in the order it sent them.
+fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
+    let fail = |what: String| {
+        let w = lock(&sim.world);
+        Failure {
+            what,
+            recent: w.trace.recent.iter().cloned().collect(),
+        }
+    };
+    let histories: Vec<(u64, Vec<host::Rec>)> = sim
+        .running
+        .iter()
+        .map(|(id, r)| (*id, host::lock(&r.host.inner).history.clone()))
+        .collect();
+    let applied = crate::check::histories(&histories, ledger).map_err(fail)?;
+    let w = lock(&sim.world);
+    Ok(Outcome {
+        trace_hash: w.trace.hash,
+        events: w.trace.events,
+        members: sim.ids.len(),
+        acked: ledger.acked.len(),
+        unknown: ledger.unknown.len(),
+        applied,
+        leaders: w.leaders.len(),
+        shared_terms: {
+            let terms: BTreeSet<u64> = w.leaders.iter().map(|(t, _)| *t).collect();
+            w.leaders.len() - terms.len()
+        },
+        crashes: sim.crashes,
+        partitions: sim.partitions,
+    })
+}

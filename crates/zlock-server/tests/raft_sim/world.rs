@@ -1,0 +1,185 @@
+//! What the simulated members, network and clients share: the network's state, the
+//! event trace, and what the checks have found. One `Arc<Mutex<World>>`, never held
+//! across an await.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use zlock_server::commit::raft::types::Raft;
+
+/// How the network treats messages in the current phase (per mille, milliseconds).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Weather {
+    /// A request or a reply is lost.
+    pub loss: u32,
+    /// A request is delivered twice.
+    pub dup: u32,
+    /// A message is late: held 40-400 ms (after its sender gave up on it).
+    pub late: u32,
+    /// The usual one-way delay, 0..=max_delay ms.
+    pub max_delay: u64,
+}
+
+/// The event trace: a hash of every event (to compare two runs of one seed) and the
+/// latest few, printed when a seed fails.
+#[derive(Default)]
+pub struct Trace {
+    pub hash: u64,
+    pub events: u64,
+    pub recent: VecDeque<String>,
+}
+
+const RECENT: usize = 80;
+
+/// `ZLOCK_SIM_TRACE=1` prints every event as it happens.
+static PRINT: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("ZLOCK_SIM_TRACE").is_some());
+
+impl Trace {
+    pub fn add(&mut self, now_ms: u64, event: String) {
+        // FNV-1a: fixed, so one seed hashes the same in every run and build.
+        let mut h = if self.events == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.hash
+        };
+        for b in now_ms.to_le_bytes().iter().chain(event.as_bytes()) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.hash = h;
+        self.events += 1;
+        if *PRINT {
+            eprintln!("{now_ms:>7} ms  {event}");
+        }
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(format!("{now_ms:>7} ms  {event}"));
+    }
+}
+
+/// What one log position held when a member first applied it: every member (and every
+/// later run of one) must apply the same there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    /// The Txn's encoding (empty: not a Txn).
+    pub txn: Vec<u8>,
+    /// Its outcome: reply code and body, and the grants it made.
+    pub outcome: String,
+}
+
+pub struct World {
+    /// The network's randomness (one stream: tasks run in a fixed order).
+    pub rng: StdRng,
+    pub weather: Weather,
+    /// Cut links, `(from, to)`: a message on one is lost.
+    pub cut: BTreeSet<(u64, u64)>,
+    /// The running members' Rafts: where messages are delivered.
+    pub rafts: BTreeMap<u64, Raft>,
+    /// When each member last took an AppendEntries from a leader (for the elections
+    /// the simulation triggers).
+    pub heard: BTreeMap<u64, u64>,
+    pub trace: Trace,
+    /// The first applied fact at each log position.
+    pub applied: BTreeMap<u64, Fact>,
+    /// The voters (all members).
+    pub voters: usize,
+    /// Granted votes: who granted each leader id `(term, candidate)`.
+    pub grants: BTreeMap<(u64, u64), BTreeSet<u64>>,
+    /// Each member's latest granted vote (kept across its restarts).
+    pub granted: BTreeMap<u64, (u64, u64)>,
+    /// Leaders seen, by leader id `(term, member)` (from every member's metrics and
+    /// every AppendEntries).
+    pub leaders: BTreeSet<(u64, u64)>,
+    pub violations: Vec<String>,
+    /// The simulated time, in ms since the start.
+    pub start: tokio::time::Instant,
+}
+
+pub type Shared = Arc<Mutex<World>>;
+
+impl World {
+    pub fn new(rng: StdRng) -> Shared {
+        Arc::new(Mutex::new(World {
+            rng,
+            weather: Weather::default(),
+            cut: BTreeSet::new(),
+            rafts: BTreeMap::new(),
+            heard: BTreeMap::new(),
+            trace: Trace::default(),
+            applied: BTreeMap::new(),
+            voters: 0,
+            grants: BTreeMap::new(),
+            granted: BTreeMap::new(),
+            leaders: BTreeSet::new(),
+            violations: Vec::new(),
+            start: tokio::time::Instant::now(),
+        }))
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    pub fn event(&mut self, e: String) {
+        let now = self.now_ms();
+        self.trace.add(now, e);
+    }
+
+    pub fn violation(&mut self, v: String) {
+        self.event(format!("VIOLATION {v}"));
+        self.violations.push(v);
+    }
+
+    /// Records that `member` granted its vote to the leader id `(term, candidate)`:
+    /// a member's grants only rise (openraft orders leader ids by term, then member),
+    /// restarts included, or its vote was not durable.
+    pub fn saw_grant(&mut self, member: u64, term: u64, candidate: u64) {
+        let id = (term, candidate);
+        if let Some(last) = self.granted.get(&member).copied() {
+            if id < last {
+                self.violation(format!(
+                    "member {member} granted its vote to {id:?} after granting it to {last:?}"
+                ));
+            }
+        }
+        self.granted.insert(member, id);
+        self.grants.entry(id).or_default().insert(member);
+    }
+
+    /// Records that `leader` leads `term`. Election safety in openraft's terms: a
+    /// leader id `(term, leader)` leads only once a quorum granted it (the grants
+    /// delivered are a superset of those the candidate counted). Two leaders of one
+    /// term are not a violation: openraft's default ("advanced") leader ids allow
+    /// that, the higher member id superseding (its `single-term-leader` feature would
+    /// not, and changes the log's format).
+    pub fn saw_leader(&mut self, term: u64, leader: u64, how: &str) {
+        if !self.leaders.insert((term, leader)) {
+            return;
+        }
+        self.event(format!("leader {leader} of term {term} ({how})"));
+        let mut voted = self
+            .grants
+            .get(&(term, leader))
+            .cloned()
+            .unwrap_or_default();
+        voted.insert(leader);
+        if voted.len() <= self.voters / 2 {
+            self.violation(format!(
+                "member {leader} leads term {term} with the votes of {voted:?} only"
+            ));
+        }
+    }
+
+    /// A draw of `per_mille` odds.
+    pub fn odds(&mut self, per_mille: u32) -> bool {
+        per_mille > 0 && self.rng.gen_range(0..1000) < per_mille
+    }
+}
+
+pub fn lock(w: &Shared) -> MutexGuard<'_, World> {
+    w.lock().unwrap_or_else(|p| p.into_inner())
+}
