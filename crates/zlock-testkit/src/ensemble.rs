@@ -434,11 +434,15 @@ impl ChildEnsemble {
     }
 
     /// The one member (among those up and not cut off) that says it leads, once exactly
-    /// one does and every other such member says `follower`; waits at most `within`.
-    /// A cut-off member is not asked: it may still believe it leads.
+    /// one does and every other such member says `follower`, the same in two rounds of
+    /// asking 20 ms apart (the members are asked one after another: while an election
+    /// settles, one round can catch a candidate's moment as leader and the winner
+    /// before it wins); waits at most `within`. A cut-off member is not asked: it may
+    /// still believe it leads.
     pub async fn leader_within(&self, within: Duration) -> anyhow::Result<usize> {
         let deadline = Instant::now() + within;
         let mut last = Vec::new();
+        let mut seen = None;
         loop {
             last.clear();
             for i in 0..self.members.len() {
@@ -455,9 +459,11 @@ impl ChildEnsemble {
                 .iter()
                 .filter(|(_, m)| m.as_deref() == Some("follower"))
                 .count();
-            if leaders.len() == 1 && followers + 1 == last.len() {
+            let now = (leaders.len() == 1 && followers + 1 == last.len()).then(|| leaders[0]);
+            if now.is_some() && now == seen {
                 return Ok(leaders[0]);
             }
+            seen = now;
             if Instant::now() > deadline {
                 bail!("no single leader after {within:?}: {last:?}");
             }
