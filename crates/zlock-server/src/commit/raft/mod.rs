@@ -291,13 +291,24 @@ impl RaftCommit {
         }
     }
 
-    async fn write(&mut self, batch: Vec<Proposal>) -> Result<(), CommitError> {
+    async fn write(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
         let deadline = tokio::time::Instant::now() + self.patience;
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
                 peer::write_as_leader(&self.raft, self.me, batch.clone()).await
             } else {
+                // Expiries are the leader's decisions, from its own view of the sessions;
+                // this member, no longer leading (or refused as leader), does not hand
+                // them to the member that leads now, which expires what it finds idle
+                // itself. A leader cut off from the others expires every session it
+                // stops hearing of: forwarded after the heal, those expiries would close
+                // sessions that were alive on the majority all along. (The sessions stay
+                // tracked here, and get a full timeout if this member leads again.)
+                batch.retain(|p| !p.0.is_expiry());
+                if batch.is_empty() {
+                    return Ok(());
+                }
                 self.forward_to(leader, &batch).await
             };
             match sent {
