@@ -25,8 +25,8 @@ use zlock::recipes::Mutex;
 use zlock::{Client, ConnectionState, CreateMode, Error, ErrorCode, LockPath};
 use zlock_testkit::{ChildEnsemble, EnsembleOptions};
 
-use super::traffic::{verify, Traffic};
-use super::{bounded, children, connect, converged, sync, within, LOCK, SESSION_MS};
+use super::traffic::{synced, verify, Traffic};
+use super::{bounded, children, connect, converged, within, LOCK, SESSION_MS};
 
 /// A lock held, idle, by a client of the leader across the cut.
 const HELD: &str = "/locks/held-across-cut";
@@ -199,7 +199,7 @@ async fn leader_cut_off(path: LockPath, name: &str) {
     );
     // What the old leader acknowledged after the heal is in the one history.
     let reader = connect(&ens.client_addr(f).to_string()).await;
-    within("sync", sync(&reader)).await.unwrap();
+    within("sync", synced(&reader)).await;
     let present = children(&reader, CUT_OFF).await;
     for (p, _) in &acked {
         let node = p.rsplit('/').next().unwrap();
