@@ -74,6 +74,16 @@ async fn lock_probe(zk: Client, side: Arc<CutOffSide>) {
     }
 }
 
+/// Member `i`'s Raft term (`mntr`'s `zlock_raft_term`).
+async fn raft_term(ens: &ChildEnsemble, i: usize) -> u64 {
+    let out = ens.four_letters(i, "mntr", Duration::from_secs(5)).await;
+    let out = out.unwrap_or_else(|| panic!("member {i}: no mntr"));
+    out.lines()
+        .find_map(|l| l.strip_prefix("zlock_raft_term\t"))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("member {i}: no zlock_raft_term in mntr: {out}"))
+}
+
 async fn leader_cut_off(path: LockPath, name: &str) {
     let opts = EnsembleOptions {
         netns: true,
@@ -90,7 +100,10 @@ async fn leader_cut_off(path: LockPath, name: &str) {
     setup.close().await.unwrap();
     let t = Traffic::start(&ens, path, 4, &[l, f]).await;
 
-    // Clients that know only the leader, and a holder among them, idle under its lock.
+    // Clients that know only the leader (asked again: the traffic's start may have
+    // seen an election), and a holder among them, idle under its lock.
+    let l = ens.leader().await.unwrap();
+    let f = (l + 1) % 3;
     let only_l = ens.client_addr(l).to_string();
     let holder = connect(&only_l).await.with_lock_path(path);
     let held = within("the lock held across the cut", async {
@@ -110,6 +123,7 @@ async fn leader_cut_off(path: LockPath, name: &str) {
     });
     let probe_clients = [connect(&only_l).await, connect(&only_l).await];
 
+    let term = raft_term(&ens, l).await;
     ens.cut(l).unwrap();
     let fault = Instant::now();
     // From now on, what the clients of the leader alone are given.
@@ -135,6 +149,12 @@ async fn leader_cut_off(path: LockPath, name: &str) {
     t.progress_since(fault, 20, 20).await;
     let new = ens.leader().await.unwrap();
     assert_ne!(new, l, "the majority elected a new leader");
+    // A new election, so what was cut off led (the lead did not move just before).
+    let now = raft_term(&ens, new).await;
+    assert!(
+        now > term,
+        "member {l} was cut off as a follower (term {term}, then {now})"
+    );
     eprintln!(
         "FAILOVER leader cut off ({name} locks): {}",
         t.failover(fault)
