@@ -255,6 +255,14 @@ impl RaftCommit {
             .unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
     }
 
+    /// Resolves once this member is out of touch with its quorum ([`in_touch`]), looked
+    /// at every 20 ms.
+    async fn out_of_touch(&self) {
+        while in_touch(&self.raft, &self.contact, self.silent) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn stopped(&self) -> Option<String> {
         match &self.raft.metrics().borrow().running_state {
             Err(e) => Some(e.to_string()),
@@ -296,7 +304,17 @@ impl RaftCommit {
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
-                peer::write_as_leader(&self.raft, self.me, batch.clone()).await
+                // A leader cut off from the others stays leader and its batch waits for
+                // a commit that cannot come; the sequencer waits with it, and so would
+                // the OutOfTouch item queued behind it that closes this member's
+                // clients. Once out of touch, the batch's outcome is unknown: give up
+                // on it, and the sequencer closes the clients now.
+                tokio::select! {
+                    r = peer::write_as_leader(&self.raft, self.me, batch.clone()) => r,
+                    () = self.out_of_touch() => Err(ForwardError::Failed(
+                        "out of touch with the quorum while leading".into(),
+                    )),
+                }
             } else {
                 // Expiries are the leader's decisions, from its own view of the sessions;
                 // this member, no longer leading (or refused as leader), does not hand
@@ -382,6 +400,25 @@ async fn other_leader(raft: &Raft, leader: u64) {
             return std::future::pending().await;
         }
     }
+}
+
+/// See [`Reporter::in_touch`].
+fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration) -> bool {
+    let (leads, since_ack) = {
+        let m = raft.metrics();
+        let m = m.borrow();
+        (
+            m.state == openraft::ServerState::Leader,
+            m.millis_since_quorum_ack,
+        )
+    };
+    if leads {
+        // No acknowledgement yet: it has just been elected, by a quorum.
+        return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= silent);
+    }
+    contact
+        .last_heard_any()
+        .is_some_and(|t| t.elapsed() <= silent)
 }
 
 /// Waits until this member has caught up with the leader: for `sync`, and before a
@@ -545,21 +582,7 @@ impl Reporter {
     /// touch closes its clients' connections and serves no new ones, as a ZooKeeper
     /// server that lost its quorum does, so that they move to a member that can.
     pub fn in_touch(&self) -> bool {
-        let (leads, since_ack) = {
-            let m = self.raft.metrics();
-            let m = m.borrow();
-            (
-                m.state == openraft::ServerState::Leader,
-                m.millis_since_quorum_ack,
-            )
-        };
-        if leads {
-            // No acknowledgement yet: it has just been elected, by a quorum.
-            return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= self.silent);
-        }
-        self.contact
-            .last_heard_any()
-            .is_some_and(|t| t.elapsed() <= self.silent)
+        in_touch(&self.raft, &self.contact, self.silent)
     }
 
     /// How long a member may go without its quorum before it is out of touch.
