@@ -5,7 +5,8 @@
 #
 # 1. setup: apt packages (zookeeper, netcat-openbsd, libcurator-recipes-java and
 #    default-jdk-headless for javac: crates/zlock/tests/curator_interop.rs compiles
-#    compat/curator/CuratorLockCheck.java) if missing, and a Python venv at .venv/
+#    compat/curator/CuratorLockCheck.java; iproute2 for the network namespaces of the
+#    partition test, which also needs root) if missing, and a Python venv at .venv/
 #    with kazoo[test]==2.11.0 + pytest-timeout
 # 2. cargo fmt --check, clippy (-D warnings), release build of zlock-cli, cargo test
 # 3. compat/run_all.sh zlock  (zkCli session + kazoo's own test suite)
@@ -19,7 +20,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless)
+APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless iproute2)
 export ZLOCK_VENV="${ZLOCK_VENV:-$ROOT/.venv}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 

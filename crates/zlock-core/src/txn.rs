@@ -115,6 +115,12 @@ impl Txn {
         self.origin.session
     }
 
+    /// Whether this is a session expiry: a CloseSession that no client asked for, decided
+    /// by the session tracker of the member that proposed it (which led when it did).
+    pub fn is_expiry(&self) -> bool {
+        matches!(self.body, TxnBody::CloseSession { .. }) && self.origin.session == SessionId::NONE
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(TXN_VERSION);
         out.push(match &self.body {
@@ -258,5 +264,32 @@ mod tests {
         assert!(Txn::decode(&[2, 9]).is_err());
         assert!(Txn::decode(&[1, 1]).is_err(), "version 1 is not read");
         assert!(Txn::decode(&[]).is_err());
+    }
+
+    #[test]
+    fn only_a_close_no_client_asked_for_is_an_expiry() {
+        let by = |session| Origin {
+            member: MemberId(1),
+            session,
+            xid: 0,
+        };
+        let close = |origin| Txn {
+            origin,
+            time_ms: 0,
+            body: TxnBody::CloseSession {
+                session_id: SessionId(42),
+            },
+        };
+        assert!(close(by(SessionId::NONE)).is_expiry());
+        assert!(
+            !close(by(SessionId(42))).is_expiry(),
+            "the client's closeSession"
+        );
+        let sweep = Txn {
+            origin: by(SessionId::NONE),
+            time_ms: 0,
+            body: TxnBody::DeleteExpired { paths: Vec::new() },
+        };
+        assert!(!sweep.is_expiry());
     }
 }

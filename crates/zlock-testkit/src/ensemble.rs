@@ -1,6 +1,9 @@
 //! [`ChildEnsemble`]: three (or more) `zlock server` processes forming one ensemble on
 //! loopback ports, for fault tests: `kill -9`, `SIGSTOP`/`SIGCONT`, restart on the same
-//! ports and data, restart with the data directory wiped.
+//! ports and data, restart with the data directory wiped. With
+//! [`EnsembleOptions::netns`], each member runs in a network namespace of its own
+//! ([`Netns`]) instead, reached over a bridge, and can also be cut off from the others
+//! while its clients stay connected ([`ChildEnsemble::cut`]).
 //!
 //! Every member gets the same `zoo.cfg` (tuning and the `server.N` lines) and its own
 //! `--myid` and `--data-dir`; the config file and each member's log (`m<id>.log`, all
@@ -21,6 +24,7 @@ use anyhow::{bail, Context};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::netns::Netns;
 use crate::zlock_bin;
 
 /// How the members are tuned (written to their shared `zoo.cfg`).
@@ -38,6 +42,9 @@ pub struct EnsembleOptions {
     pub snap_count: u64,
     /// Extra `zoo.cfg` lines.
     pub extra: Vec<String>,
+    /// Each member in a network namespace of its own, on its own address (client port
+    /// 2181, quorum port 2888): needed by [`ChildEnsemble::cut`]; needs root.
+    pub netns: bool,
 }
 
 impl Default for EnsembleOptions {
@@ -53,6 +60,7 @@ impl Default for EnsembleOptions {
             election_timeout_ms: 300,
             snap_count: 100_000,
             extra: Vec::new(),
+            netns: false,
         }
     }
 }
@@ -68,6 +76,33 @@ struct Member {
     stopped: bool,
 }
 
+/// Where one member listens: clients on `client`, peers on its host's `quorum_port`.
+struct MemberAddrs {
+    client: SocketAddr,
+    quorum_port: u16,
+    election_port: u16,
+}
+
+/// Free loopback ports for `n` members. Every port is bound at once, then released:
+/// one at a time, the kernel may hand out the same free port twice.
+fn loopback_addrs(n: usize) -> anyhow::Result<Vec<MemberAddrs>> {
+    let held = (0..n * 3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ports = Vec::new();
+    for l in &held {
+        ports.push(l.local_addr()?.port());
+    }
+    Ok(ports
+        .chunks(3)
+        .map(|p| MemberAddrs {
+            client: SocketAddr::from(([127, 0, 0, 1], p[0])),
+            quorum_port: p[1],
+            election_port: p[2],
+        })
+        .collect())
+}
+
 /// An ensemble of `zlock server` child processes; members are indexed from 0 (member
 /// `i` has `myid` `i + 1`).
 pub struct ChildEnsemble {
@@ -78,6 +113,9 @@ pub struct ChildEnsemble {
     /// Holds `root_path`; taken (kept on disk) when `ZLOCK_TEST_KEEP` is set.
     root: Option<TempDir>,
     root_path: PathBuf,
+    /// The members' namespaces, with [`EnsembleOptions::netns`]. Dropped after the
+    /// members are killed (a namespace goes only once nothing runs in it).
+    netns: Option<Netns>,
 }
 
 impl ChildEnsemble {
@@ -91,13 +129,13 @@ impl ChildEnsemble {
     /// As [`ChildEnsemble::start`], tuned. Ports are picked free, then bound by the
     /// members a moment later; if one was taken meanwhile (by a test running beside
     /// this one) and a member exits at start, the whole ensemble is started again on
-    /// other ports, up to three times.
+    /// other ports, up to three times. (Not in namespaces: there no port is shared.)
     pub async fn start_with(opts: EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
         let mut attempt = 1;
         loop {
             match Self::try_start(&opts).await {
                 Ok(e) => return Ok(e),
-                Err(e) if attempt < 3 => {
+                Err(e) if attempt < 3 && !opts.netns => {
                     eprintln!("testkit: the ensemble did not start ({e:#}); again on other ports");
                     attempt += 1;
                 }
@@ -108,26 +146,34 @@ impl ChildEnsemble {
 
     async fn try_start(opts: &EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
         let root = tempfile::tempdir()?;
-        // Every port bound at once, then released: one at a time, the kernel may hand
-        // out the same free port twice.
-        let held = (0..opts.members * 3)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut ports = Vec::new();
-        for l in &held {
-            ports.push(l.local_addr()?.port());
-        }
-        drop(held);
+        let netns = match opts.netns {
+            true => Some(Netns::create(opts.members as usize)?),
+            false => None,
+        };
+        let addrs = match &netns {
+            // A namespace to itself: ZooKeeper's usual ports, each on its own address.
+            Some(n) => (0..opts.members as usize)
+                .map(|i| MemberAddrs {
+                    client: SocketAddr::new(n.addr(i).into(), 2181),
+                    quorum_port: 2888,
+                    election_port: 3888,
+                })
+                .collect(),
+            None => loopback_addrs(opts.members as usize)?,
+        };
         let mut servers = Vec::new();
         let mut members = Vec::new();
-        for (id, p) in (1..=opts.members).zip(ports.chunks(3)) {
-            let client = p[0];
-            servers.push(format!("{id}=127.0.0.1:{}:{};{client}", p[1], p[2]));
+        for (id, a) in (1..=opts.members).zip(addrs) {
+            let (client, host) = (a.client, a.client.ip());
+            servers.push(format!(
+                "{id}={host}:{}:{};{client}",
+                a.quorum_port, a.election_port
+            ));
             let data_dir = root.path().join(format!("m{id}"));
             std::fs::create_dir_all(&data_dir)?;
             members.push(Member {
                 id,
-                client: SocketAddr::from(([127, 0, 0, 1], client)),
+                client,
                 data_dir,
                 log: root.path().join(format!("m{id}.log")),
                 child: None,
@@ -156,6 +202,7 @@ impl ChildEnsemble {
             servers,
             root_path: root.path().to_owned(),
             root: Some(root),
+            netns,
         };
         for i in 0..e.members.len() {
             e.spawn(i)?;
@@ -208,6 +255,29 @@ impl ChildEnsemble {
     /// Whether member `i`'s process runs and is not stopped.
     pub fn is_up(&self, i: usize) -> bool {
         self.members[i].child.is_some() && !self.members[i].stopped
+    }
+
+    /// Cuts member `i` off from the other members, both ways, silently (packets dropped,
+    /// as on a failed link); its clients stay connected to it. Needs
+    /// [`EnsembleOptions::netns`].
+    pub fn cut(&mut self, i: usize) -> anyhow::Result<()> {
+        self.netns
+            .as_mut()
+            .context("cut needs the members in namespaces (EnsembleOptions::netns)")?
+            .cut(i)
+    }
+
+    /// Undoes [`ChildEnsemble::cut`] of member `i`.
+    pub fn heal(&mut self, i: usize) -> anyhow::Result<()> {
+        self.netns
+            .as_mut()
+            .context("heal needs the members in namespaces (EnsembleOptions::netns)")?
+            .heal(i)
+    }
+
+    /// Whether member `i` is cut off from the others now.
+    pub fn is_cut(&self, i: usize) -> bool {
+        self.netns.as_ref().is_some_and(|n| n.is_cut(i))
     }
 
     /// SIGKILL member `i` (no chance to flush anything) and reap it.
@@ -286,7 +356,10 @@ impl ChildEnsemble {
         let m = &mut self.members[i];
         let mut log = OpenOptions::new().create(true).append(true).open(&m.log)?;
         writeln!(log, "==== testkit: starting member {} ====", m.id)?;
-        let mut cmd = Command::new(bin);
+        let mut cmd = match &self.netns {
+            Some(n) => n.command(i, &bin),
+            None => Command::new(bin),
+        };
         cmd.arg("server")
             .arg("--config")
             .arg(&self.config)
@@ -360,15 +433,20 @@ impl ChildEnsemble {
             .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
     }
 
-    /// The one member (among those up) that says it leads, once exactly one does and
-    /// every other member up says `follower`; waits at most `within`.
+    /// The one member (among those up and not cut off) that says it leads, once exactly
+    /// one does and every other such member says `follower`, the same in two rounds of
+    /// asking 20 ms apart (the members are asked one after another: while an election
+    /// settles, one round can catch a candidate's moment as leader and the winner
+    /// before it wins); waits at most `within`. A cut-off member is not asked: it may
+    /// still believe it leads.
     pub async fn leader_within(&self, within: Duration) -> anyhow::Result<usize> {
         let deadline = Instant::now() + within;
         let mut last = Vec::new();
+        let mut seen = None;
         loop {
             last.clear();
             for i in 0..self.members.len() {
-                if self.is_up(i) {
+                if self.is_up(i) && !self.is_cut(i) {
                     last.push((i, self.mode(i).await));
                 }
             }
@@ -381,9 +459,11 @@ impl ChildEnsemble {
                 .iter()
                 .filter(|(_, m)| m.as_deref() == Some("follower"))
                 .count();
-            if leaders.len() == 1 && followers + 1 == last.len() {
+            let now = (leaders.len() == 1 && followers + 1 == last.len()).then(|| leaders[0]);
+            if now.is_some() && now == seen {
                 return Ok(leaders[0]);
             }
+            seen = now;
             if Instant::now() > deadline {
                 bail!("no single leader after {within:?}: {last:?}");
             }

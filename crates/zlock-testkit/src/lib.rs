@@ -3,7 +3,8 @@
 //! - [`TestServer`]: zlock in-process (fast; shares the test's tokio runtime).
 //! - [`ChildServer`]: zlock as a child process, for `kill -9` and restart tests.
 //! - [`ChildEnsemble`]: three `zlock server` processes forming one ensemble, for fault
-//!   tests (`kill -9`, `SIGSTOP`, restart, a wiped member).
+//!   tests (`kill -9`, `SIGSTOP`, restart, a wiped member; in network namespaces
+//!   ([`Netns`]), a member cut off from the others).
 //! - [`ZooKeeper`]: Apache ZooKeeper 3.8 from Debian's `zookeeper` package, for
 //!   differential tests; [`ZooKeeper::available`] says whether it is installed.
 //!
@@ -20,7 +21,9 @@ use tokio::sync::oneshot;
 use zlock_server::ServerConfig;
 
 mod ensemble;
+mod netns;
 pub use ensemble::{ChildEnsemble, EnsembleOptions};
+pub use netns::Netns;
 
 /// A free loopback port (bound then released; good enough for tests).
 pub fn free_port() -> u16 {

@@ -9,8 +9,11 @@
 //! 6. A client whose member dies moves to another one, keeping its session, its
 //!    ephemeral node and its watch.
 //! 7. A restarted member gives new clients new sessions (not those it replays).
+//! 8. The leader cut off from the other members (network namespaces; needs root) while
+//!    its clients stay connected: it acknowledges no write and grants no lock
+//!    (`partition.rs`).
 //!
-//! Under faults 1 to 4 the load of `traffic.rs` runs: four lock workers (overlap
+//! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and
 //! plain writers; traffic must resume (bounded wait), and afterwards, on every member
 //! after `sync`, every acknowledged write is there and the members agree. Failover
@@ -24,6 +27,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "ensemble_faults/partition.rs"]
+mod partition;
 #[path = "ensemble_faults/traffic.rs"]
 mod traffic;
 

@@ -268,7 +268,7 @@ async fn read(zk: &Client) -> (u64, i32) {
 }
 
 /// `sync`, retrying after a connection loss.
-async fn synced(zk: &Client) {
+pub async fn synced(zk: &Client) {
     loop {
         match sync(zk).await {
             Ok(()) => return,

@@ -255,6 +255,14 @@ impl RaftCommit {
             .unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
     }
 
+    /// Resolves once this member is out of touch with its quorum ([`in_touch`]), looked
+    /// at every 20 ms.
+    async fn out_of_touch(&self) {
+        while in_touch(&self.raft, &self.contact, self.silent) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn stopped(&self) -> Option<String> {
         match &self.raft.metrics().borrow().running_state {
             Err(e) => Some(e.to_string()),
@@ -291,13 +299,34 @@ impl RaftCommit {
         }
     }
 
-    async fn write(&mut self, batch: Vec<Proposal>) -> Result<(), CommitError> {
+    async fn write(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
         let deadline = tokio::time::Instant::now() + self.patience;
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
-                peer::write_as_leader(&self.raft, self.me, batch.clone()).await
+                // A leader cut off from the others stays leader and its batch waits for
+                // a commit that cannot come; the sequencer waits with it, and so would
+                // the OutOfTouch item queued behind it that closes this member's
+                // clients. Once out of touch, the batch's outcome is unknown: give up
+                // on it, and the sequencer closes the clients now.
+                tokio::select! {
+                    r = peer::write_as_leader(&self.raft, self.me, batch.clone()) => r,
+                    () = self.out_of_touch() => Err(ForwardError::Failed(
+                        "out of touch with the quorum while leading".into(),
+                    )),
+                }
             } else {
+                // Expiries are the leader's decisions, from its own view of the sessions;
+                // this member, no longer leading (or refused as leader), does not hand
+                // them to the member that leads now, which expires what it finds idle
+                // itself. A leader cut off from the others expires every session it
+                // stops hearing of: forwarded after the heal, those expiries would close
+                // sessions that were alive on the majority all along. (The sessions stay
+                // tracked here, and get a full timeout if this member leads again.)
+                batch.retain(|p| !p.0.is_expiry());
+                if batch.is_empty() {
+                    return Ok(());
+                }
                 self.forward_to(leader, &batch).await
             };
             match sent {
@@ -371,6 +400,25 @@ async fn other_leader(raft: &Raft, leader: u64) {
             return std::future::pending().await;
         }
     }
+}
+
+/// See [`Reporter::in_touch`].
+fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration) -> bool {
+    let (leads, since_ack) = {
+        let m = raft.metrics();
+        let m = m.borrow();
+        (
+            m.state == openraft::ServerState::Leader,
+            m.millis_since_quorum_ack,
+        )
+    };
+    if leads {
+        // No acknowledgement yet: it has just been elected, by a quorum.
+        return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= silent);
+    }
+    contact
+        .last_heard_any()
+        .is_some_and(|t| t.elapsed() <= silent)
 }
 
 /// Waits until this member has caught up with the leader: for `sync`, and before a
@@ -534,21 +582,7 @@ impl Reporter {
     /// touch closes its clients' connections and serves no new ones, as a ZooKeeper
     /// server that lost its quorum does, so that they move to a member that can.
     pub fn in_touch(&self) -> bool {
-        let (leads, since_ack) = {
-            let m = self.raft.metrics();
-            let m = m.borrow();
-            (
-                m.state == openraft::ServerState::Leader,
-                m.millis_since_quorum_ack,
-            )
-        };
-        if leads {
-            // No acknowledgement yet: it has just been elected, by a quorum.
-            return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= self.silent);
-        }
-        self.contact
-            .last_heard_any()
-            .is_some_and(|t| t.elapsed() <= self.silent)
+        in_touch(&self.raft, &self.contact, self.silent)
     }
 
     /// How long a member may go without its quorum before it is out of touch.
