@@ -387,7 +387,7 @@ sys_stop_pid() { # pid [secs]: SIGTERM, wait, SIGKILL if needed
     fi
     (
         sleep "$max" && kill -KILL "$pid" 2>/dev/null
-    ) &
+    ) 2>/dev/null & # (its "Terminated" when the sleep is ended below is not news)
     local watchdog=$!
     wait "$pid" 2>/dev/null || true
     pkill -P "$watchdog" 2>/dev/null || true # its sleep, by the watchdog's pid
