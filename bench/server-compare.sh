@@ -242,6 +242,6 @@ MD="$REPO/bench/results/server-$STAMP.md"; JSON="$REPO/bench/results/server-$STA
 python3 "$REPO/bench/server-report.py" "$RAW" "$MD" "$JSON" \
     "runs=$RUNS" "ops_n1=$OPS_N1" "ops_n32=$OPS_N32" "load_count=$LOAD_COUNT" \
     "load_clients=$LOAD_CLIENTS" "load_pipeline=$LOAD_PIPELINE" "load_timeout=$LOAD_TIMEOUT" \
-    "zk_jvmflags=$ZK_JVMFLAGS" "script_secs=$(( $(date +%s) - T_START ))"
+    "zk_jvmflags=$ZK_JVMFLAGS" "skip_load=${SKIP_LOAD:-}" "script_secs=$(( $(date +%s) - T_START ))"
 log "done in $(( $(date +%s) - T_START )) s: $MD, $JSON"
 cat "$MD"

@@ -311,6 +311,20 @@ for s in SYS:
                     f"| {', '.join(f'{v / 1000:.2f}' for v in x['p99_us_all_runs'])} | {las} |"
                 )
 
+load_section = "" if params.get("skip_load") else f"""## Load {fmt(int(params.get('load_count', 0)))} znodes of 100 bytes, memory, restart
+
+`zlock bench load --count {params.get('load_count')} --clients {params.get('load_clients')} --pipeline {params.get('load_pipeline')}`
+(creates pipelined, {params.get('load_clients')} sessions x {params.get('load_pipeline')} in flight; nodes /zlock-load/b<j>/n<k>, 10,000
+children per parent, so {fmt(int(params.get('load_count', 0)) // 10000)} parents on top). One server at a time, each on a fresh
+dataDir. Memory is VmRSS of the server process from /proc/<pid>/status (for ZooKeeper the java
+process). Restart: SIGTERM, wait until the process is gone, start the same command on the same
+dataDir; the time runs from the process start until a new session has read /zlock-load/b0/n0.
+
+**Ratio column: >1 means zlock is better** (for memory and times: ZooKeeper/zlock).
+
+{table(mem_rows)}
+
+"""
 ens_section = "" if not ens_rows else f"""
 ### Three members: a zlock ensemble and a ZooKeeper 3.8 ensemble
 
@@ -352,20 +366,7 @@ ZooKeeper/zlock (the "ratio is" column says which).
 
 {table(rows)}
 {ens_section}
-## Load {fmt(int(params.get('load_count', 0)))} znodes of 100 bytes, memory, restart
-
-`zlock bench load --count {params.get('load_count')} --clients {params.get('load_clients')} --pipeline {params.get('load_pipeline')}`
-(creates pipelined, {params.get('load_clients')} sessions x {params.get('load_pipeline')} in flight; nodes /zlock-load/b<j>/n<k>, 10,000
-children per parent, so {fmt(int(params.get('load_count', 0)) // 10000)} parents on top). One server at a time, each on a fresh
-dataDir. Memory is VmRSS of the server process from /proc/<pid>/status (for ZooKeeper the java
-process). Restart: SIGTERM, wait until the process is gone, start the same command on the same
-dataDir; the time runs from the process start until a new session has read /zlock-load/b0/n0.
-
-**Ratio column: >1 means zlock is better** (for memory and times: ZooKeeper/zlock).
-
-{table(mem_rows)}
-
-## Against the issue's goals
+{load_section}## Against the issue's goals
 
 {chr(10).join(goal_lines)}
 {chr(10).join(notes)}
