@@ -6,12 +6,14 @@
 Build the old one from a worktree, for example
     git worktree add /tmp/old <commit> && (cd /tmp/old && CARGO_TARGET_DIR=/tmp/old-target \
         cargo build --release -p zlock-cli)
+    cargo build --release -p zlock-cli -p zlock-bench
     bench/ab.py /tmp/old-target/release/zlock target/release/zlock
 
 Both servers run at once on fresh temp data dirs and free loopback ports; every round
 measures each in turn (the order alternates round by round, so both see the same
-background load) with the NEW binary's `zlock bench` as the client: lock scenarios A
-(plain and --reacquire), B and D, `bench ops` with 1 and 32 clients, and the server's
+background load) with the NEW build's clients: lock scenarios A (plain and
+--reacquire), B and D with the `zlock-bench` next to NEW_ZLOCK (`zlock-bench lock`;
+build it with `-p zlock-bench` too), `zlock bench ops` with 1 and 32 clients, and the server's
 CPU time per operation over the 32-client ops run. One warm-up round is discarded. It
 prints a markdown table: the median of each figure with its min-max over the rounds (the
 run-to-run spread), and new/old.
@@ -60,8 +62,12 @@ def main():
         servers[name] = (proc, f"127.0.0.1:{port}")
     time.sleep(1.5)
 
+    lock_client = os.path.join(os.path.dirname(os.path.abspath(client)), "zlock-bench")
+
     def bench(*a):
-        out = subprocess.run([client, "bench", *a, "--json"], capture_output=True,
+        # `lock` is zlock-bench's (the Redis / etcd clients are not in zlock); the rest zlock's.
+        cmd = [lock_client, *a] if a[0] == "lock" else [client, "bench", *a]
+        out = subprocess.run([*cmd, "--json"], capture_output=True,
                              text=True, timeout=600, check=True).stdout
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 

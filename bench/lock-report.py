@@ -2,8 +2,10 @@
 """Turns the raw files of bench/compare into the lock benchmark report.
 
 usage: lock-report.py RAW_DIR OUT_PREFIX key=value...
-writes OUT_PREFIX.md (tables with ratios), .json (every run and the medians) and .svg
-(acquire-latency distributions of scenarios A and D per system). Standard library only.
+writes OUT_PREFIX.md (tables with ratios: the standalone systems, then the three-member
+ones), .json (every run and the medians) and .png (acquire-latency distributions of
+scenarios A and D per system, drawn with matplotlib: bench/compare runs this script from
+a venv that has it).
 """
 import glob
 import json
@@ -27,8 +29,15 @@ NAME = {
     "redis": "Redis (no persistence)",
     "redis-aof": "Redis (AOF always)",
     "etcd": "etcd",
+    "zlock-ens": "zlock ×3 (native)",
+    "zlock-ens-reacquire": "zlock ×3 (native, combined requests)",
+    "zlock-ens-recipe": "zlock ×3 (recipe)",
+    "zk-ens": "ZooKeeper ×3",
+    "etcd-ens": "etcd ×3",
 }
-SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "combined", "zk": "ZK", "zk-combined": "ZK combined", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd"}
+SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "combined", "zk": "ZK", "zk-combined": "ZK combined", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd",
+         "zlock-ens": "zlock×3", "zlock-ens-reacquire": "combined×3", "zlock-ens-recipe": "zlock recipe×3", "zk-ens": "ZK×3", "etcd-ens": "etcd×3"}
+ENSEMBLE = [s for s in ("zlock-ens", "zlock-ens-reacquire", "zlock-ens-recipe", "zk-ens", "etcd-ens")]
 ZLOCK_DURABLE = "WAL fdatasync before each reply (group commit); locks survive a crash and a restart"
 DURABILITY = {
     "zlock": ZLOCK_DURABLE,
@@ -39,6 +48,11 @@ DURABILITY = {
     "redis": "none: `save \"\"`, `appendonly no`; a restart forgets every lock and the counter",
     "redis-aof": "`appendonly yes`, `appendfsync always`: AOF fsync before each reply",
     "etcd": "one member, defaults: Raft WAL fsync before each commit (batched)",
+    "zlock-ens": "3 members: a write is acknowledged once a majority has it in its fsync'd Raft log",
+    "zlock-ens-reacquire": "as zlock ×3",
+    "zlock-ens-recipe": "as zlock ×3",
+    "zk-ens": "3 members, forceSync=yes: acknowledged once a quorum has fsync'd it",
+    "etcd-ens": "3 members, defaults: acknowledged once a majority has fsync'd its WAL",
 }
 LOCK = {
     "zlock": "zlock client, `Mutex` on the native lock path: one request creates the node and "
@@ -56,6 +70,11 @@ LOCK = {
     "redis": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
     "redis-aof": "`SET key token NX PX 60000`, Lua compare-and-delete; waiters poll",
     "etcd": "v3 Lock API (etcd-client crate), lease per session (TTL 30 s, kept alive)",
+    "zlock-ens": "as zlock (native); sessions spread over the members (session i starts at member i mod 3)",
+    "zlock-ens-reacquire": "as zlock (native, combined requests), sessions spread over the members",
+    "zlock-ens-recipe": "as zlock (recipe), sessions spread over the members",
+    "zk-ens": "as ZooKeeper, sessions spread over the members",
+    "etcd-ens": "as etcd, the client given every member's endpoint",
 }
 
 
@@ -161,38 +180,55 @@ def ratio(z, o, higher):
     return (f"{r:.2f}" if 0.1 <= r < 100 else fmt(r)) + "x"
 
 
-others = [s for s in SYSTEMS if not s.startswith("zlock")]
+medians = {s: {} for s in SYSTEMS}
+
+
+def table(systems, ratios):
+    """One A-D table: a column per system, then the ratio columns."""
+    rows = []
+    hdr = "| | " + " | ".join(NAME[s] for s in systems)
+    hdr += "".join(f" | {SHORT[z]}/{SHORT[o]}" for z, o in ratios)
+    rows.append(hdr + " |")
+    rows.append("|" + "---|" * (1 + len(systems) + len(ratios)))
+    for label, sc, path, scale, unit, higher in ROWS:
+        vals = {s: med(s, sc, path) for s in systems}
+        for s in systems:
+            medians[s][f"{sc}.{path}"] = vals[s]
+        cells = [fmt(None if vals[s] is None else vals[s] * scale, unit) for s in systems]
+        line = f"| {label} | " + " | ".join(cells)
+        line += "".join(" | " + ratio(vals[z], vals[o], higher) for z, o in ratios)
+        rows.append(line + " |")
+    cells = []
+    for s in systems:
+        rs = runs[s].get("C", [])
+        if not rs:
+            cells.append("n/a")
+        else:
+            ok = all(r.get("ok") for r in rs)
+            fc = sorted({r.get("final_counter") for r in rs})
+            cells.append(("ok" if ok else "**FAIL**") + f" ({len(rs)} runs, counter {'/'.join(map(str, fc))})")
+    line = "| C: mutual exclusion, no duplicate, final counter = 101 | " + " | ".join(cells)
+    line += "".join(" | " for _ in ratios)
+    rows.append(line + " |")
+    return rows
+
+
+STANDALONE = [s for s in SYSTEMS if s not in ENSEMBLE]
+ENS = [s for s in SYSTEMS if s in ENSEMBLE]
+others = [s for s in STANDALONE if not s.startswith("zlock")]
 # Ratio columns: the native path against every peer, then the recipe against ZooKeeper.
-RATIOS = [("zlock", o) for o in others] if "zlock" in SYSTEMS else []
+RATIOS = [("zlock", o) for o in others] if "zlock" in STANDALONE else []
 if "zlock-recipe" in SYSTEMS and "zk" in SYSTEMS:
     RATIOS.append(("zlock-recipe", "zk"))
-headline = []
-hdr = "| | " + " | ".join(NAME[s] for s in SYSTEMS)
-hdr += "".join(f" | {SHORT[z]}/{SHORT[o]}" for z, o in RATIOS)
-headline.append(hdr + " |")
-headline.append("|" + "---|" * (1 + len(SYSTEMS) + len(RATIOS)))
-medians = {s: {} for s in SYSTEMS}
-for label, sc, path, scale, unit, higher in ROWS:
-    vals = {s: med(s, sc, path) for s in SYSTEMS}
-    for s in SYSTEMS:
-        medians[s][f"{sc}.{path}"] = vals[s]
-    cells = [fmt(None if vals[s] is None else vals[s] * scale, unit) for s in SYSTEMS]
-    line = f"| {label} | " + " | ".join(cells)
-    line += "".join(" | " + ratio(vals[z], vals[o], higher) for z, o in RATIOS)
-    headline.append(line + " |")
-# C correctness
-cells = []
-for s in SYSTEMS:
-    rs = runs[s].get("C", [])
-    if not rs:
-        cells.append("n/a")
-    else:
-        ok = all(r.get("ok") for r in rs)
-        fc = sorted({r.get("final_counter") for r in rs})
-        cells.append(("ok" if ok else "**FAIL**") + f" ({len(rs)} runs, counter {'/'.join(map(str, fc))})")
-line = "| C: mutual exclusion, no duplicate, final counter = 101 | " + " | ".join(cells)
-line += "".join(" | " for _ in RATIOS)
-headline.append(line + " |")
+headline = table(STANDALONE, RATIOS) if STANDALONE else []
+ENS_RATIOS = []
+for z in ("zlock-ens", "zlock-ens-reacquire"):
+    for o in ("zk-ens", "etcd-ens"):
+        if z in ENS and o in ENS:
+            ENS_RATIOS.append((z, o))
+if "zlock-ens-recipe" in ENS and "zk-ens" in ENS:
+    ENS_RATIOS.append(("zlock-ens-recipe", "zk-ens"))
+ens_headline = table(ENS, ENS_RATIOS) if ENS else []
 
 
 def times(z, o, sc, path, higher=True):
@@ -234,6 +270,22 @@ for z in ("zlock", "zlock-reacquire"):
     if "redis" in SYSTEMS:
         parts.append(("D vs Redis without persistence (goal >1x)", times(z, "redis", "D", "handovers_per_sec"), 1.0001))
     goals.append(f"- Issue 5, {NAME[z]}: " + verdict(parts))
+ens_goals = []
+if "zlock-ens" in ENS and "zk-ens" in ENS:
+    ens_goals.append("- Issue 11, the 3-member zlock ensemble (native path) at least 3x the 3-member ZooKeeper "
+                     "ensemble on A, B and D. This run: "
+                     + verdict([(sc, times("zlock-ens", "zk-ens", sc, p), 3) for sc, p in THROUGHPUT]))
+if "zlock-ens" in ENS and "etcd-ens" in ENS:
+    parts = []
+    for label, sc, path, _scale, _unit, higher in ROWS:
+        if path == "wait_p99_over_p50":
+            continue
+        parts.append((label.split(" (")[0], times("zlock-ens", "etcd-ens", sc, path, higher), 1.0001))
+    behind = [f"{w} {r:.2f}x" for w, r, _ in parts if r is not None and r < 1.0001]
+    ens_goals.append("- Issue 11, the 3-member zlock ensemble (native path) ahead of the 3-member etcd cluster "
+                     "on every row: " + ("met." if not behind and all(r is not None for _, r, _ in parts)
+                                         else "**not met**: behind on " + (", ".join(behind) or "rows with no figure") + "."))
+goals += ens_goals
 goal_line = ("Goals (targets, not thresholds):\n\n" + "\n".join(goals)) if goals else None
 viol = {s: sum(r.get("violations", 0) for sc in "ABCD" for r in runs[s].get(sc, [])) for s in SYSTEMS}
 
@@ -296,60 +348,57 @@ for s in SYSTEMS:
         f"{mb(d['server_rss_kb_queued'])} | {ho} |"
     )
 
-# ---- SVG: acquire-latency percentile curves for A and D
-COLORS = {"zlock": "#d62728", "zlock-recipe": "#ff9896", "zlock-reacquire": "#8c564b", "zk": "#1f77b4", "zk-combined": "#aec7e8", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd"}
+# ---- plot: acquire-latency percentile curves for A and D (matplotlib)
+COLORS = {"zlock": "#d62728", "zlock-recipe": "#ff9896", "zlock-reacquire": "#8c564b", "zk": "#1f77b4",
+          "zk-combined": "#aec7e8", "redis": "#2ca02c", "redis-aof": "#98df8a", "etcd": "#9467bd",
+          "zlock-ens": "#d62728", "zlock-ens-reacquire": "#8c564b", "zlock-ens-recipe": "#ff9896",
+          "zk-ens": "#1f77b4", "etcd-ens": "#9467bd"}
 
 
 def xpos(p):
-    return 4.3 if p >= 100 else math.log10(1 / (1 - p / 100))
+    """Percentile on a log scale of 1 / (1 - p): 0, 90, 99, 99.9 ... equally spaced; max at the end."""
+    return 4.7 if p >= 100 else math.log10(1 / (1 - p / 100))
 
 
-def panel(title, sc, path, ox, oy, w, h):
-    out = []
-    curves = {}
-    for s in SYSTEMS:
-        r = median_run(s, sc, path)
-        if r and r.get("acquire_dist"):
-            curves[s] = [(p, max(v, 1) / 1e3) for p, v in r["acquire_dist"]]
-    allv = [v for c in curves.values() for _, v in c] or [0.01, 1]
-    lo = math.floor(math.log10(min(allv)))
-    hi = math.ceil(math.log10(max(allv)))
-    hi = max(hi, lo + 1)
-    X = lambda x: ox + 60 + (w - 80) * x / 4.3
-    Y = lambda v: oy + h - 40 - (h - 70) * (math.log10(v) - lo) / (hi - lo)
-    out.append(f'<text x="{ox + w / 2}" y="{oy + 18}" text-anchor="middle" font-size="14" font-weight="bold">{title}</text>')
-    for e in range(lo, hi + 1):
-        y = Y(10 ** e)
-        out.append(f'<line x1="{X(0)}" y1="{y}" x2="{X(4.3)}" y2="{y}" stroke="#ddd"/>')
-        lab = f"{10 ** e:g} ms"
-        out.append(f'<text x="{X(0) - 4}" y="{y + 4}" text-anchor="end" font-size="11">{lab}</text>')
-    for p, lab in ((0, "0%"), (90, "90%"), (99, "99%"), (99.9, "99.9%"), (99.99, "99.99%"), (100, "max")):
-        x = X(xpos(p))
-        out.append(f'<line x1="{x}" y1="{Y(10 ** lo)}" x2="{x}" y2="{Y(10 ** hi)}" stroke="#eee"/>')
-        out.append(f'<text x="{x}" y="{oy + h - 22}" text-anchor="middle" font-size="11">{lab}</text>')
-    out.append(f'<text x="{ox + w / 2}" y="{oy + h - 4}" text-anchor="middle" font-size="11">percentile of acquires</text>')
-    for i, (s, c) in enumerate(curves.items()):
-        pts = " ".join(f"{X(xpos(p)):.1f},{Y(v):.1f}" for p, v in c)
-        out.append(f'<polyline fill="none" stroke="{COLORS.get(s, "#000")}" stroke-width="2" points="{pts}"/>')
-        ly = oy + 34 + 16 * i
-        out.append(f'<line x1="{X(0) + 10}" y1="{ly}" x2="{X(0) + 30}" y2="{ly}" stroke="{COLORS.get(s, "#000")}" stroke-width="3"/>')
-        out.append(f'<text x="{X(0) + 36}" y="{ly + 4}" font-size="11">{NAME[s]}</text>')
-    return out
+def plot(path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [("standalone", STANDALONE), ("three members", ENS)]
+    groups = [(g, ss) for g, ss in groups if ss]
+    fig, axes = plt.subplots(2, len(groups), figsize=(7.5 * len(groups), 9), squeeze=False)
+    for col, (group, systems) in enumerate(groups):
+        for row, (title, sc, key) in enumerate((
+                ("A: uncontended acquire (1 client, 1 lock)", "A", "cycles_per_sec"),
+                (f"D: wait for the lock ({params.get('d_clients', 101)} clients, one lock)", "D", "handovers_per_sec"))):
+            ax = axes[row][col]
+            for s in systems:
+                r = median_run(s, sc, key)
+                if r and r.get("acquire_dist"):
+                    pts = [(xpos(p), max(v, 1) / 1e3) for p, v in r["acquire_dist"]]
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], label=NAME[s],
+                            color=COLORS.get(s), linewidth=1.8,
+                            linestyle="--" if s in ("zlock-recipe", "zlock-ens-recipe", "zk-combined", "redis-aof") else "-")
+            ax.set_yscale("log")
+            ax.set_title(f"{title}, {group}", fontsize=10)
+            ticks = [(0, "0%"), (90, "90%"), (99, "99%"), (99.9, "99.9%"), (99.99, "99.99%"), (100, "max")]
+            ax.set_xticks([xpos(p) for p, _ in ticks], [lab for _, lab in ticks])
+            ax.set_xlabel("percentile of acquires")
+            ax.set_ylabel("ms")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle(f"Lock benchmark {machine.get('date_utc', '?')[:10]}: acquire latency, median run of each system",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
-W, H = 900, 380
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{2 * H}" font-family="sans-serif">',
-       f'<rect width="{W}" height="{2 * H}" fill="white"/>']
-svg += panel("A: uncontended acquire latency (1 client, 1 lock)", "A", "cycles_per_sec", 0, 0, W, H)
-svg += panel(f"D: wait for the lock ({params.get('d_clients', 101)} clients on one lock)", "D",
-             "handovers_per_sec", 0, H, W, H)
-svg.append("</svg>")
 has_ad = any(runs[s].get(sc) for s in SYSTEMS for sc in "ABCD")
 has_e = any(runs[s].get("E-mutex") for s in SYSTEMS)
 scenarios = params.get("scenarios", "a b c d e f").split()
 if has_ad:
-    with open(prefix + ".svg", "w") as f:
-        f.write("\n".join(svg) + "\n")
+    plot(prefix + ".png")
 
 # ---- Markdown
 date = machine.get("date_utc", "?")
@@ -369,8 +418,8 @@ md.append("")
 md.append(f"Produced by `bench/compare` in {params.get('script_secs', '?')} s. Scenarios A-D: one warm-up round "
           f"(discarded), then {params.get('runs')} rounds; the tables show the median of each figure. "
           f"E and F: one run. Each client is its own session / connection, in one bench process "
-          f"(`zlock bench lock`). Raw figures: `{os.path.basename(prefix)}.json`"
-          + (f"; latency plot: `{os.path.basename(prefix)}.svg`." if has_ad else "."))
+          f"(`zlock-bench lock`). Raw figures: `{os.path.basename(prefix)}.json`"
+          + (f"; latency plot: `{os.path.basename(prefix)}.png`." if has_ad else "."))
 md.append("")
 md.append("## Configurations and their durability")
 md.append("")
@@ -393,6 +442,15 @@ md.append("Ratios are how many times better zlock is: zlock/other for throughput
 md.append("")
 md += headline
 md.append("")
+if ens_headline:
+    md.append("### Three members on one machine (zlock ensemble, ZooKeeper ensemble, etcd cluster)")
+    md.append("")
+    md.append("Every member on this machine's 2 cores, so replication competes with the clients and "
+              "the other members for the CPUs; the connect string names all three members and the "
+              "sessions start on successive members.")
+    md.append("")
+    md += ens_headline
+    md.append("")
 md.append("Mutual-exclusion violations seen by the bench over all runs of A-D: "
           + ", ".join(f"{NAME[s]} {viol[s]}" for s in SYSTEMS) + ". "
           "C: each client reads the counter stored in the system under test (a znode, a Redis key, "
@@ -468,6 +526,7 @@ report = {
     "medians": medians,
     "runs": runs,
     "headline_markdown": "\n".join(headline),
+    "ensemble_headline_markdown": "\n".join(ens_headline),
 }
 with open(prefix + ".json", "w") as f:
     json.dump(report, f, indent=1, sort_keys=True)
@@ -479,6 +538,7 @@ HEAD = [r[0] for r in ROWS if r[0].split(" (")[0] in (
     "D: hand-overs/s", "D: fairness, wait p99/p50", "D: longest wait")]
 HEAD.append("C: mutual exclusion, no duplicate, final counter = 101")
 short = headline[:2] + [l for l in headline[2:] if any(l.startswith(f"| {h} |") for h in HEAD)]
+ens_short = ens_headline[:2] + [l for l in ens_headline[2:] if any(l.startswith(f"| {h} |") for h in HEAD)]
 head_md = [
     f"### Lock benchmark ({date[:10]}, {machine.get('nproc', '?')} cores {machine.get('cpu_model', '?')}, "
     f"{machine.get('mem_total', '?')} RAM, shared)",
@@ -490,7 +550,8 @@ head_md = [
     "zlock and ZooKeeper fsync before acknowledging; Redis without persistence does not, Redis AOF "
     "fsyncs every write; etcd fsyncs its WAL.",
     "",
-] + short + [""] + ([goal_line, ""] if goal_line else [])
+] + short + [""] + (["Three members each (zlock ensemble, ZooKeeper ensemble, etcd cluster), all on this machine:", ""]
+                     + ens_short + [""] if ens_short else []) + ([goal_line, ""] if goal_line else [])
 if all(sc in scenarios for sc in "abcd") and has_ad:
     with open(os.path.join(os.path.dirname(prefix), "LOCK-HEADLINE.md"), "w") as f:
         f.write("\n".join(head_md))

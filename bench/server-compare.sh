@@ -4,11 +4,13 @@
 #   bench/server-compare.sh
 #
 # 1. builds zlock (release) if needed;
-# 2. operation throughput / latency: both servers run side by side (fresh temp dataDir
-#    each, free loopback ports, the same zoo.cfg); they are measured ONE AT A TIME,
-#    alternating zlock / ZooKeeper run by run so that both see the same background load;
-#    `zlock bench ops` with 1 and with 32 clients: one warm-up run (discarded), then
-#    RUNS runs; the median of each figure is reported;
+# 2. operation throughput / latency: the servers run side by side (started by
+#    bench/lib/systems.sh: fresh temp dataDir each, free loopback ports, the same
+#    zoo.cfg): zlock and ZooKeeper standalone, and (ENSEMBLES=1, the default) a
+#    three-member zlock ensemble and a three-member ZooKeeper 3.8 ensemble, every member
+#    in the connect string; they are measured ONE AT A TIME, in turn run by run so that
+#    all see the same background load; `zlock bench ops` with 1 and with 32 clients: one
+#    warm-up run (discarded), then RUNS runs; the median of each figure is reported;
 # 3. memory / load / restart, one server at a time on a fresh dataDir: bulk-loads
 #    LOAD_COUNT znodes of 100 bytes (`zlock bench load`: LOAD_CLIENTS sessions x
 #    LOAD_PIPELINE creates in flight), VmRSS of the server process, SIGTERM, restart on
@@ -26,6 +28,8 @@
 #   ZK_JVMFLAGS=""     extra JVM flags for ZooKeeper; default none = the Debian package's
 #                      default (JAVA_OPTS="" in /etc/zookeeper/conf/environment), i.e. the
 #                      JVM's ergonomic heap (MaxHeapSize = 1/4 of RAM)
+#   ENSEMBLES=1        also the three-member systems in phase 1 (0: standalone only)
+#   SKIP_LOAD=1        skip phase 3 (the report then has no memory / restart table)
 #   CARGO_TARGET_DIR   default <repo>/target-bench
 #   KEEP_RAW=<dir>     also copy the raw measurements and server logs there
 #
@@ -44,7 +48,7 @@ LOAD_TIMEOUT="${LOAD_TIMEOUT:-300}"
 ZK_JVMFLAGS="${ZK_JVMFLAGS:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 ZLOCK="$CARGO_TARGET_DIR/release/zlock"
-ZK_CP="/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+ENSEMBLES="${ENSEMBLES:-1}"
 T_START=$(date +%s)
 
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - T_START ))" "$*" >&2; }
@@ -57,73 +61,30 @@ command -v java >/dev/null || die "java not found"
 command -v python3 >/dev/null || die "python3 not found"
 
 WORK="$(mktemp -d /tmp/zlock-server-compare.XXXXXX)"
-declare -A PIDS=()   # name -> pid of every server this script started
-
-stop_pid() { # pid [seconds]: SIGTERM, wait, SIGKILL if needed
-    local pid=$1 max=${2:-60} i=0
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    # `wait` returns the moment the child exits (a `kill -0` poll with an external
-    # `sleep` per round added tens of ms per round on a loaded machine); a watchdog
-    # SIGKILLs it after $max seconds.
-    ( sleep "$max"; kill -KILL "$pid" 2>/dev/null ) &
-    local watchdog=$!
-    wait "$pid" 2>/dev/null || true
-    pkill -P "$watchdog" 2>/dev/null || true   # its sleep
-    kill "$watchdog" 2>/dev/null || true
-    wait "$watchdog" 2>/dev/null || true
-    : "$i"
-}
+# shellcheck source=lib/systems.sh
+source "$REPO/bench/lib/systems.sh"
+sys_init "$WORK/sys"
+export SYS_ZLOCK_BIN="$ZLOCK" SYS_ZLOCK_LOG=info SYS_ZK_JVMFLAGS="$ZK_JVMFLAGS"
 cleanup() {
     local rc=$?
-    for name in "${!PIDS[@]}"; do stop_pid "${PIDS[$name]}" 10; done
+    sys_cleanup || true
     rm -rf "$WORK"
     [ "$rc" -eq 0 ] || log "failed (exit $rc); servers stopped, $WORK removed"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-write_cfg() { # dir port: the one zoo.cfg both servers get
-    mkdir -p "$1/data"
-    cat >"$1/zoo.cfg" <<EOF
-tickTime=2000
-dataDir=$1/data
-clientPort=$2
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=*
-EOF
-}
-
-start_server() { # sys dir name: starts in the background, PIDS[name]=pid
-    local sys=$1 dir=$2 name=$3
-    if [ "$sys" = zlock ]; then
-        ZLOCK_LOG=info "$ZLOCK" server --config "$dir/zoo.cfg" >>"$dir/server.log" 2>&1 &
-    else
-        # shellcheck disable=SC2086
-        java $ZK_JVMFLAGS -cp "$ZK_CP" org.apache.zookeeper.server.quorum.QuorumPeerMain \
-            "$dir/zoo.cfg" >>"$dir/server.log" 2>&1 &
-    fi
-    PIDS[$name]=$!
-}
-
 STOP_SECS=
 stop_server() { # name -> STOP_SECS: seconds from SIGTERM until the process is gone
     # (not in a $(...) subshell: only this shell can reap its child)
-    local pid=${PIDS[$1]} t0
+    local t0
     t0=$(now)
-    stop_pid "$pid" 120
-    unset "PIDS[$1]"
+    sys_stop "$1" 120
     STOP_SECS=$(elapsed "$t0" "$(now)")
 }
 
-ready() { # port path -> JSON {"ready_secs":...}
-    "$ZLOCK" bench ready --server "127.0.0.1:$1" --path "$2" --timeout-secs 300
+ready() { # connect-string path -> JSON {"ready_secs":...}
+    "$ZLOCK" bench ready --server "$1" --path "$2" --timeout-secs 300
 }
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }   # utime + stime, clock ticks
@@ -172,31 +133,37 @@ RAW="$WORK/raw"; mkdir -p "$RAW"
 log "machine: $(grep -E '^(nproc|cpu_model|mem_total|loadavg_start)=' "$RAW/machine.env" | tr '\n' ' ')"
 
 # ---------------------------------------------------------------------------- ops
-log "phase 1: operations (both servers up, measured one at a time, alternating)"
-declare -A PORT=() DIR=()
-for sys in zlock zk; do
-    DIR[$sys]="$WORK/ops-$sys"; PORT[$sys]=$(free_port)
-    write_cfg "${DIR[$sys]}" "${PORT[$sys]}"
-    cp "${DIR[$sys]}/zoo.cfg" "$RAW/zoo-$sys-ops.cfg"
-    start_server "$sys" "${DIR[$sys]}" "ops-$sys"
+OPS_SYSTEMS="zlock zk"
+[ "$ENSEMBLES" = 0 ] || OPS_SYSTEMS="zlock zk zlock-ens zk-ens"
+log "phase 1: operations ($OPS_SYSTEMS up, measured one at a time, in turn)"
+for sys in $OPS_SYSTEMS; do
+    sys_start "ops-$sys" "$sys"
+    sys_config "ops-$sys" >"$RAW/zoo-$sys-ops.cfg"
 done
-for sys in zlock zk; do
-    ready "${PORT[$sys]}" / >/dev/null || die "$sys did not come up (log: ${DIR[$sys]}/server.log)"
-    log "  $sys up on 127.0.0.1:${PORT[$sys]} (pid ${PIDS[ops-$sys]})"
+for sys in $OPS_SYSTEMS; do
+    sys_wait "ops-$sys" 90 || die "$sys did not come up"
+    ready "${SYS_HOSTS[ops-$sys]}" / >/dev/null || die "$sys does not serve a read"
+    log "  $sys up on ${SYS_HOSTS[ops-$sys]} (pids $(sys_pids "ops-$sys"))"
 done
 for clients in 1 32; do
     if [ "$clients" = 1 ]; then per=$OPS_N1; else per=$OPS_N32; fi
     for run in $(seq 0 "$RUNS"); do
-        for sys in zlock zk; do
+        for sys in $OPS_SYSTEMS; do
             label="run $run"; [ "$run" = 0 ] && label="warm-up"
             out="$RAW/ops-$sys-c$clients-r$run.jsonl"
             cut -d' ' -f1 /proc/loadavg >"${out%.jsonl}.loadavg"
-            spid=${PIDS[ops-$sys]}
-            c0=$(cpu_ticks "$spid"); v0=$(vol_csw "$spid")
-            "$ZLOCK" bench ops --server "127.0.0.1:${PORT[$sys]}" --clients "$clients" \
+            # Server CPU: of every member (an ensemble's is the sum of its three).
+            c0=0 v0=0
+            for spid in $(sys_pids "ops-$sys"); do
+                c0=$((c0 + $(cpu_ticks "$spid"))); v0=$((v0 + $(vol_csw "$spid")))
+            done
+            "$ZLOCK" bench ops --server "${SYS_HOSTS[ops-$sys]}" --clients "$clients" \
                 --per-client "$per" --data-size 100 --json >"$out" \
                 || die "bench ops against $sys failed"
-            c1=$(cpu_ticks "$spid"); v1=$(vol_csw "$spid")
+            c1=0 v1=0
+            for spid in $(sys_pids "ops-$sys"); do
+                c1=$((c1 + $(cpu_ticks "$spid"))); v1=$((v1 + $(vol_csw "$spid")))
+            done
             printf 'cpu_ticks=%s\nclk_tck=%s\nvol_csw=%s\n' "$((c1 - c0))" "$(getconf CLK_TCK)" "$((v1 - v0))" \
                 >"${out%.jsonl}.cpu"
             log "  $sys clients=$clients $label: $(python3 -c '
@@ -206,19 +173,19 @@ print("  ".join("%s %.0f/s p50 %.2fms p99 %.2fms" % (d["phase"], d["ops_per_sec"
         done
     done
 done
-for sys in zlock zk; do stop_server "ops-$sys"; done
+for sys in $OPS_SYSTEMS; do stop_server "ops-$sys"; done
 
 # ---------------------------------------------------------------------------- load
-log "phase 2: load $LOAD_COUNT znodes x 100 B, memory, restart (one server at a time)"
-for sys in zlock zk; do
-    d="$WORK/load-$sys"; port=$(free_port)
-    write_cfg "$d" "$port"
-    cp "$d/zoo.cfg" "$RAW/zoo-$sys-load.cfg"
+LOAD_SYSTEMS="zlock zk"
+[ -z "${SKIP_LOAD:-}" ] || LOAD_SYSTEMS=""
+log "phase 2: load $LOAD_COUNT znodes x 100 B, memory, restart (one server at a time): ${LOAD_SYSTEMS:-skipped}"
+for sys in $LOAD_SYSTEMS; do
     f="$RAW/load-$sys.env"; : >"$f"
     t0=$(now)
-    start_server "$sys" "$d" "load-$sys"
-    pid=${PIDS[load-$sys]}
-    ready "$port" / >"$RAW/start-empty-$sys.json" || die "$sys did not start"
+    sys_start "load-$sys" "$sys"
+    d=${SYS_DIR[load-$sys]} port=${SYS_PORT[load-$sys]} pid=${SYS_PID[load-$sys.1]}
+    sys_config "load-$sys" >"$RAW/zoo-$sys-load.cfg"
+    ready "127.0.0.1:$port" / >"$RAW/start-empty-$sys.json" || die "$sys did not start"
     echo "start_empty_secs=$(elapsed "$t0" "$(now)")" >>"$f"
     echo "rss_empty_kb=$(rss_kb "$pid" VmRSS)" >>"$f"
     log "  $sys up on 127.0.0.1:$port (pid $pid, VmRSS $(rss_kb "$pid" VmRSS) kB); loading"
@@ -253,10 +220,10 @@ for sys in zlock zk; do
     echo "stop_secs=$STOP_SECS" >>"$f"
     log "  $sys stopped (SIGTERM) after $(grep stop_secs "$f" | cut -d= -f2) s; restarting on the same dataDir"
     t0=$(now)
-    start_server "$sys" "$d" "load-$sys"
-    pid=${PIDS[load-$sys]}
+    sys_restart "load-$sys" 1
+    pid=${SYS_PID[load-$sys.1]}
     known=/zlock-load/b0/n0
-    ready "$port" "$known" >"$RAW/restart-$sys.json" || die "$sys did not come back"
+    ready "127.0.0.1:$port" "$known" >"$RAW/restart-$sys.json" || die "$sys did not come back"
     echo "restart_secs=$(elapsed "$t0" "$(now)")" >>"$f"
     echo "rss_restarted_kb=$(rss_kb "$pid" VmRSS)" >>"$f"
     echo "znodes_restarted=$(mntr_value "$port" zk_znode_count)" >>"$f"
@@ -275,6 +242,6 @@ MD="$REPO/bench/results/server-$STAMP.md"; JSON="$REPO/bench/results/server-$STA
 python3 "$REPO/bench/server-report.py" "$RAW" "$MD" "$JSON" \
     "runs=$RUNS" "ops_n1=$OPS_N1" "ops_n32=$OPS_N32" "load_count=$LOAD_COUNT" \
     "load_clients=$LOAD_CLIENTS" "load_pipeline=$LOAD_PIPELINE" "load_timeout=$LOAD_TIMEOUT" \
-    "zk_jvmflags=$ZK_JVMFLAGS" "script_secs=$(( $(date +%s) - T_START ))"
+    "zk_jvmflags=$ZK_JVMFLAGS" "skip_load=${SKIP_LOAD:-}" "script_secs=$(( $(date +%s) - T_START ))"
 log "done in $(( $(date +%s) - T_START )) s: $MD, $JSON"
 cat "$MD"

@@ -14,8 +14,9 @@ from benchlib import read_env  # bench/benchlib.py, next to this script
 
 raw, md_path, json_path = sys.argv[1:4]
 params = dict(a.split("=", 1) for a in sys.argv[4:])
-SYS = ("zlock", "zk")
-NAME = {"zlock": "zlock", "zk": "ZooKeeper"}
+SYS = ("zlock", "zk", "zlock-ens", "zk-ens")
+NAME = {"zlock": "zlock", "zk": "ZooKeeper", "zlock-ens": "zlock ×3", "zk-ens": "ZooKeeper ×3"}
+LOADED = ("zlock", "zk")  # the memory / restart phase runs standalone only
 PHASES = ("create", "setData", "getData", "delete")
 
 
@@ -41,7 +42,7 @@ machine = read_env(os.path.join(raw, "machine.env"))
 ops = {s: {} for s in SYS}
 cpu_runs = {}  # sys -> clients -> [ {server_cpu_us_per_op, server_vol_csw_per_op} per run ]
 for path in sorted(glob.glob(os.path.join(raw, "ops-*-c*-r*.jsonl"))):
-    m = re.search(r"ops-(\w+)-c(\d+)-r(\d+)\.jsonl$", path)
+    m = re.search(r"ops-([\w-]+?)-c(\d+)-r(\d+)\.jsonl$", path)
     s, clients, run = m.group(1), int(m.group(2)), int(m.group(3))
     la = None
     try:
@@ -102,7 +103,7 @@ for s in SYS:
 
 # ---- load / memory / restart
 load = {}
-for s in SYS:
+for s in LOADED:
     e = {k: num(v) if num(v) is not None else v for k, v in read_env(os.path.join(raw, f"load-{s}.env")).items()}
     e["load"] = read_json(os.path.join(raw, f"load-{s}.json"))
     e["restart_ready"] = read_json(os.path.join(raw, f"restart-{s}.json"))
@@ -154,25 +155,34 @@ def ratio(a, b):
 
 
 rows = []  # (metric, zlock, zk, ratio, how)
+ens_rows = []  # the same for the three-member systems
 
 
-def row(metric, z, k, higher_better, nd=0, unit_scale=1.0):
+def row(metric, z, k, higher_better, nd=0, unit_scale=1.0, into=None):
+    into = rows if into is None else into
     zv = None if z is None else z * unit_scale
     kv = None if k is None else k * unit_scale
     r = ratio(zv, kv) if higher_better else ratio(kv, zv)
-    rows.append((metric, fmt(zv, nd), fmt(kv, nd), "n/a" if r is None else f"{r:.2f}", "zlock/ZK" if higher_better else "ZK/zlock"))
+    into.append((metric, fmt(zv, nd), fmt(kv, nd), "n/a" if r is None else f"{r:.2f}", "zlock/ZK" if higher_better else "ZK/zlock"))
 
 
-for clients in ("1", "32"):
-    for phase in PHASES:
-        z = summary["zlock"].get(clients, {}).get(phase)
-        k = summary["zk"].get(clients, {}).get(phase)
-        if not z or not k:
-            continue
-        c = f"{clients} client{'s' if clients != '1' else ''}"
-        row(f"{phase}, {c}: throughput (ops/s)", z["ops_per_sec"], k["ops_per_sec"], True)
-        row(f"{phase}, {c}: p50 latency (ms)", z["p50_us"], k["p50_us"], False, 3, 1e-3)
-        row(f"{phase}, {c}: p99 latency (ms)", z["p99_us"], k["p99_us"], False, 3, 1e-3)
+for zs, ks, into in (("zlock", "zk", rows), ("zlock-ens", "zk-ens", ens_rows)):
+    for clients in ("1", "32"):
+        for phase in PHASES:
+            z = summary[zs].get(clients, {}).get(phase)
+            k = summary[ks].get(clients, {}).get(phase)
+            if not z or not k:
+                continue
+            c = f"{clients} client{'s' if clients != '1' else ''}"
+            row(f"{phase}, {c}: throughput (ops/s)", z["ops_per_sec"], k["ops_per_sec"], True, into=into)
+            row(f"{phase}, {c}: p50 latency (ms)", z["p50_us"], k["p50_us"], False, 3, 1e-3, into=into)
+            row(f"{phase}, {c}: p99 latency (ms)", z["p99_us"], k["p99_us"], False, 3, 1e-3, into=into)
+    for clients in ("1", "32"):
+        z, k = cpu_summary[zs].get(clients), cpu_summary[ks].get(clients)
+        if z and k and into is ens_rows:  # the standalone CPU rows follow below
+            c = f"{clients} client{'s' if clients != '1' else ''}"
+            row(f"server CPU time per operation, all three members, {c}, all 4 phases (µs)",
+                z["server_cpu_us_per_op"], k["server_cpu_us_per_op"], False, 1, into=into)
 
 for clients in ("1", "32"):
     z, k = cpu_summary["zlock"].get(clients), cpu_summary["zk"].get(clients)
@@ -273,7 +283,7 @@ if heap and lz.get("rss_settled_kb"):
     )
 
 notes = []
-for s in SYS:
+for s in LOADED:
     e = load[s]
     if e.get("load_rc") not in (0, None):
         notes.append(
@@ -301,6 +311,31 @@ for s in SYS:
                     f"| {', '.join(f'{v / 1000:.2f}' for v in x['p99_us_all_runs'])} | {las} |"
                 )
 
+load_section = "" if params.get("skip_load") else f"""## Load {fmt(int(params.get('load_count', 0)))} znodes of 100 bytes, memory, restart
+
+`zlock bench load --count {params.get('load_count')} --clients {params.get('load_clients')} --pipeline {params.get('load_pipeline')}`
+(creates pipelined, {params.get('load_clients')} sessions x {params.get('load_pipeline')} in flight; nodes /zlock-load/b<j>/n<k>, 10,000
+children per parent, so {fmt(int(params.get('load_count', 0)) // 10000)} parents on top). One server at a time, each on a fresh
+dataDir. Memory is VmRSS of the server process from /proc/<pid>/status (for ZooKeeper the java
+process). Restart: SIGTERM, wait until the process is gone, start the same command on the same
+dataDir; the time runs from the process start until a new session has read /zlock-load/b0/n0.
+
+**Ratio column: >1 means zlock is better** (for memory and times: ZooKeeper/zlock).
+
+{table(mem_rows)}
+
+"""
+ens_section = "" if not ens_rows else f"""
+### Three members: a zlock ensemble and a ZooKeeper 3.8 ensemble
+
+The same runs against three-member ensembles on this machine (one zoo.cfg with three
+`server.N` lines, tickTime=2000, initLimit=10, syncLimit=5; every member in the connect string,
+sessions starting on successive members). A write is acknowledged once a majority has it on
+disk; reads are served by the member the session is on. All members share the 2 CPUs with the
+client. Server CPU is the sum over the three members.
+
+{table(ens_rows).replace("| metric | zlock | ZooKeeper 3.8 |", "| metric | zlock ×3 | ZooKeeper 3.8 ×3 |")}
+"""
 jvm_note = "the JVM flags above" if params.get("zk_jvmflags") else 'no JVM flags, as the Debian package does (JAVA_OPTS="")'
 md = f"""# zlock vs Apache ZooKeeper 3.8: server benchmark
 
@@ -330,21 +365,8 @@ much CPU the shared machine had left, so it is the steadier way to compare the t
 ZooKeeper/zlock (the "ratio is" column says which).
 
 {table(rows)}
-
-## Load {fmt(int(params.get('load_count', 0)))} znodes of 100 bytes, memory, restart
-
-`zlock bench load --count {params.get('load_count')} --clients {params.get('load_clients')} --pipeline {params.get('load_pipeline')}`
-(creates pipelined, {params.get('load_clients')} sessions x {params.get('load_pipeline')} in flight; nodes /zlock-load/b<j>/n<k>, 10,000
-children per parent, so {fmt(int(params.get('load_count', 0)) // 10000)} parents on top). One server at a time, each on a fresh
-dataDir. Memory is VmRSS of the server process from /proc/<pid>/status (for ZooKeeper the java
-process). Restart: SIGTERM, wait until the process is gone, start the same command on the same
-dataDir; the time runs from the process start until a new session has read /zlock-load/b0/n0.
-
-**Ratio column: >1 means zlock is better** (for memory and times: ZooKeeper/zlock).
-
-{table(mem_rows)}
-
-## Against the issue's goals
+{ens_section}
+{load_section}## Against the issue's goals
 
 {chr(10).join(goal_lines)}
 {chr(10).join(notes)}

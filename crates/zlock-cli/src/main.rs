@@ -64,8 +64,9 @@ enum BenchCmd {
     Load(cmd::bench::LoadArgs),
     /// Wait until a session can read a node; prints the seconds it took
     Ready(cmd::bench::ReadyArgs),
-    /// Lock scenarios A-F against zlock / ZooKeeper, Redis or etcd
-    Lock(cmd::lockbench::LockArgs),
+    // The lock benchmark against ZooKeeper, Redis and etcd (and the failover benchmark)
+    // is the separate `zlock-bench` binary (crates/zlock-bench), so that the zlock users
+    // install carries no Redis or etcd client.
 }
 
 const ENSEMBLE_HELP: &str = "\
@@ -174,7 +175,7 @@ fn server_flag(s: &str) -> Result<(String, MemberSpec), MemberSyntax> {
 }
 
 /// The default number of connection threads: what the CPUs leave after the commit
-/// thread. On 2 CPUs that is 1; measured there (`zlock bench lock`, A, when a separate
+/// thread. On 2 CPUs that is 1; measured there (`zlock-bench lock`, A, when a separate
 /// apply thread still took a CPU too), one connection thread cut the acquire p50 from
 /// 0.21-0.26 ms to 0.18 ms, with 32-client write throughput within 5%.
 fn default_io_threads() -> usize {
@@ -299,10 +300,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Bench(BenchCmd::Ready(a)) => {
             let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             rt.block_on(cmd::bench::ready(a))
-        }
-        Cmd::Bench(BenchCmd::Lock(a)) => {
-            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            rt.block_on(cmd::lockbench::run(a))
         }
         Cmd::Server(args) => {
             let io_threads = args.io_threads.map_or_else(default_io_threads, usize::from);

@@ -306,39 +306,3 @@ async fn demo_orders_against_a_server() {
         o.stdout
     );
 }
-
-/// `zlock bench lock`'s own checks through the real protocol: C's counter ends at the
-/// number of clients with no duplicate and no overlap, both with the counter write and
-/// the release as separate requests and combined in one multi (`--reacquire`, the
-/// MutexGuard::release_with path); D's hand-overs are counted and none overlaps, with
-/// and without `Mutex::reacquire`.
-#[tokio::test]
-async fn bench_lock_scenarios_check_exclusion() {
-    let srv = TestServer::start().await.unwrap();
-    let cs = srv.connect_string();
-    for combined in [false, true] {
-        let mut args = vec!["bench", "lock", "--server", &cs, "--json"];
-        if combined {
-            args.push("--reacquire");
-        }
-        let c = [&args[..], &["--scenario", "c", "--clients", "12"]].concat();
-        let o = zl(&c).await;
-        assert_eq!(o.code, 0, "{c:?}: {}", o.stderr);
-        let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
-        assert_eq!(v["final_counter"], 12, "{c:?}: {v}");
-        assert_eq!(v["duplicates"], 0, "{c:?}: {v}");
-        assert_eq!(v["violations"], 0, "{c:?}: {v}");
-        assert_eq!(v["ok"], true, "{c:?}: {v}");
-
-        let d = [
-            &args[..],
-            &["--scenario", "d", "--clients", "6", "--cycles", "5"],
-        ]
-        .concat();
-        let o = zl(&d).await;
-        assert_eq!(o.code, 0, "{d:?}: {}", o.stderr);
-        let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
-        assert_eq!(v["handovers"], 30, "{d:?}: {v}");
-        assert_eq!(v["violations"], 0, "{d:?}: {v}");
-    }
-}

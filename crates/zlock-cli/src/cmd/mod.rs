@@ -4,5 +4,4 @@ pub mod bench;
 pub mod demo;
 pub mod ensemble;
 pub mod lock;
-pub mod lockbench;
 pub mod zk;

@@ -1,4 +1,4 @@
-//! `zlock bench lock`: lock scenarios against a ZooKeeper-protocol server (zlock or
+//! `zlock-bench lock`: lock scenarios against a ZooKeeper-protocol server (zlock or
 //! Apache ZooKeeper, through the zlock client and its recipes), Redis (`SET NX PX` +
 //! Lua compare-and-delete, waiters poll with backoff) or etcd (Lock API with a lease).
 //!
@@ -13,10 +13,11 @@
 //! - F: scale: many sessions queued on one lock: server memory, hand-over cost.
 //!
 //! # Layout
-//! - `backend`: the systems under test behind `Target` / `Session` / `Lock`.
+//! - `backend`: the systems under test behind `Target` / `Session` / `Lock` (the
+//!   failover benchmark uses them too).
 //! - `scenarios`: A to E. `scale`: F. `proxy`: the counting TCP proxy of E.
 
-mod backend;
+pub(crate) mod backend;
 mod proxy;
 mod scale;
 mod scenarios;
@@ -60,10 +61,10 @@ pub enum Scenario {
 
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-    zlock bench lock --scenario a --server 127.0.0.1:2181\n  \
-    zlock bench lock --scenario d --system redis --server 127.0.0.1:6379 --json\n  \
-    zlock bench lock --scenario e --recipe naive --clients 33\n  \
-    zlock bench lock --scenario f --clients 10000 --server-pid 1234\n\n\
+    zlock-bench lock --scenario a --server 127.0.0.1:2181\n  \
+    zlock-bench lock --scenario d --system redis --server 127.0.0.1:6379 --json\n  \
+    zlock-bench lock --scenario e --recipe naive --clients 33\n  \
+    zlock-bench lock --scenario f --clients 10000 --server-pid 1234\n\n\
     Defaults per scenario: A 1 client, B 16, C 101, D 101 x 20 cycles, E 33 clients\n\
     (32 waiters) x 5 cycles, F 10000 sessions and 200 measured hand-overs.")]
 pub struct LockArgs {

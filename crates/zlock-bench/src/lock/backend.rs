@@ -9,7 +9,7 @@
 //! - etcd (with the `etcd` feature): the v3 Lock API, each session's lock keys attached
 //!   to its own lease (kept alive while the session is open).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +47,10 @@ pub struct Stats {
     pub redis_attempts: AtomicU64,
     /// Requests the bench itself sent for locking (Redis commands, etcd RPCs).
     pub lock_requests: AtomicU64,
+    /// Sessions opened so far: a ZooKeeper session `i` tries the connect string's hosts
+    /// from the `i`-th on, so that sessions spread over an ensemble's members (the zlock
+    /// client tries them in order) as they do in a deployment.
+    pub sessions: AtomicUsize,
 }
 
 /// Where and how to connect, and the namespace of this run's keys.
@@ -107,6 +111,16 @@ const ETCD_LEASE_SECS: i64 = 30;
 const RELEASE_LUA: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
+/// `a,b,c` from its `n`-th host on (`b,c,a` for 1): one host, or a chroot, unchanged.
+fn rotate_hosts(connect: &str, n: usize) -> String {
+    if connect.contains('/') || !connect.contains(',') {
+        return connect.to_owned();
+    }
+    let hosts: Vec<&str> = connect.split(',').collect();
+    let k = n % hosts.len();
+    [&hosts[k..], &hosts[..k]].concat().join(",")
+}
+
 impl Target {
     /// The counter of scenario C, as a key or path.
     fn counter_key(&self) -> String {
@@ -120,7 +134,9 @@ impl Target {
     pub async fn connect(&self) -> anyhow::Result<Session> {
         let conn = match self.system {
             System::Zk => {
-                let (client, mut events) = Client::connect(&self.addr, ZK_SESSION_MS)
+                let n = self.stats.sessions.fetch_add(1, Ordering::Relaxed);
+                let addr = rotate_hosts(&self.addr, n);
+                let (client, mut events) = Client::connect(&addr, ZK_SESSION_MS)
                     .await
                     .with_context(|| format!("connecting to {}", self.addr))?;
                 let stats = self.stats.clone();
@@ -149,7 +165,8 @@ impl Target {
 
     #[cfg(feature = "etcd")]
     async fn connect_etcd(&self) -> anyhow::Result<Conn> {
-        let mut client = etcd_client::Client::connect([self.addr.as_str()], None)
+        let endpoints: Vec<&str> = self.addr.split(',').collect();
+        let mut client = etcd_client::Client::connect(endpoints, None)
             .await
             .with_context(|| format!("connecting to etcd at {}", self.addr))?;
         let lease = client.lease_grant(ETCD_LEASE_SECS, None).await?.id();
@@ -171,7 +188,8 @@ impl Target {
     #[cfg(not(feature = "etcd"))]
     async fn connect_etcd(&self) -> anyhow::Result<Conn> {
         anyhow::bail!(
-            "this zlock was built without the `etcd` feature (cargo build --features etcd)"
+            "this zlock-bench was built without the `etcd` feature \
+             (cargo build --release -p zlock-bench --features etcd)"
         )
     }
 }
@@ -401,5 +419,19 @@ impl Lock {
             _ => anyhow::bail!("released a lock with another lock's guard"),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotate_hosts;
+
+    #[test]
+    fn sessions_start_on_successive_hosts() {
+        assert_eq!(rotate_hosts("a:1,b:2,c:3", 0), "a:1,b:2,c:3");
+        assert_eq!(rotate_hosts("a:1,b:2,c:3", 1), "b:2,c:3,a:1");
+        assert_eq!(rotate_hosts("a:1,b:2,c:3", 5), "c:3,a:1,b:2");
+        assert_eq!(rotate_hosts("a:1", 7), "a:1");
+        assert_eq!(rotate_hosts("a:1,b:2/chroot", 1), "a:1,b:2/chroot");
     }
 }
