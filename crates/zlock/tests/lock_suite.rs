@@ -448,7 +448,8 @@ async fn zookeeper_lock_suite() {
 }
 
 // Regression tests of two recipe bugs this suite found (fixed in recipes/driver.rs and
-// recipes/mod.rs). They exercise the standard recipe, so the zlock runs force it.
+// recipes/mod.rs). They exercise the standard recipe, so the zlock runs force it. The
+// first also runs against the ensemble, in `ensemble_lock_suite_standard_path`.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recipe_bug_zlock_connection_loss_during_recheck() {
@@ -479,7 +480,10 @@ async fn recipe_bug_zookeeper_connection_loss_during_recheck() {
 /// failed although nothing was wrong; it now starts again from the top. Seen in this
 /// suite against ZooKeeper; made likely here with a 1 ms container check (before the
 /// fix about 15% of these acquires failed). Runs the standard recipe and the native
-/// path (which creates the parents in the lock's own commit).
+/// path (which creates the parents in the lock's own commit). One server only: it is
+/// a client regression under a server tuned to reap containers every millisecond, and
+/// the race it needs (reaping between two of the client's creates) is the same there
+/// as on an ensemble, where that tuning would cost an ensemble of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recipe_bug_parent_reaped() {
     for path in [zlock::LockPath::Recipe, zlock::LockPath::Auto] {
