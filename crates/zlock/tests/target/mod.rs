@@ -99,7 +99,43 @@ pub async fn mntr(addr: SocketAddr, key: &str) -> Option<u64> {
 /// waiters (`zlock_native_lock_waiters` of `mntr`; the lock queue is replicated state,
 /// so it is read from member 0 alone; absent on ZooKeeper). How a test knows that
 /// waiters sit on their watch or grant, with no request of theirs in flight.
+///
+/// Read while every member reports one zxid (`srvr`), before and after: members apply
+/// at their own pace, and a session's expiry applied on one member and not yet on the
+/// one holding its watch would count that watch for a moment. Waits (at most a minute)
+/// for such a quiet moment.
 pub async fn parked(t: &Target) -> usize {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let before = zxids(t).await;
+        let n = parked_now(t).await;
+        let after = zxids(t).await;
+        if before == after && before.windows(2).all(|w| w[0] == w[1]) {
+            return n;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the members never agreed on a zxid: {before:?} then {after:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Every member's `Zxid:` line of `srvr` (as text: ZooKeeper prints it in hex).
+async fn zxids(t: &Target) -> Vec<String> {
+    let mut out = Vec::new();
+    for &m in t.members() {
+        let srvr = four_letters(m, b"srvr").await;
+        let z = srvr
+            .lines()
+            .find_map(|l| l.strip_prefix("Zxid:"))
+            .unwrap_or_else(|| panic!("srvr of {m} gave no zxid:\n{srvr}"));
+        out.push(z.trim().to_owned());
+    }
+    out
+}
+
+async fn parked_now(t: &Target) -> usize {
     let mut watches = 0;
     for &m in t.members() {
         watches += four_letters(m, b"wchs")
