@@ -1,7 +1,14 @@
 //! Curator interop: Apache Curator's `InterProcessMutex` (Debian
 //! `libcurator-recipes-java`, driven by `compat/curator/CuratorLockCheck.java`) and
 //! zlock's `Mutex` contending on one path exclude each other, against an in-process
-//! zlock server and against Apache ZooKeeper 3.8.
+//! zlock server, against a three-member zlock ensemble (`zlock server` child
+//! processes) and against Apache ZooKeeper 3.8.
+//!
+//! On the ensemble the zlock sessions spread over the members (`target/mod.rs`);
+//! Curator and kazoo shuffle the hosts they are given: with every member, they land on
+//! any (`increments`, `mixed`: the zlock contenders sit on several members anyway);
+//! where one zlock session faces Curator alone, Curator is given the other members
+//! only, so the lock crosses members for sure.
 //!
 //! - `increments`: a Curator process and two zlock sessions each take the lock and do
 //!   a read-sleep-write increment of one counter znode; no increment may be lost.
@@ -22,6 +29,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[allow(dead_code)] // not every test binary uses every helper
+mod target;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -30,11 +39,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{children, connect, wait_children, within};
+use common::{connect, wait_children, within};
+use target::Target;
 use tokio::sync::mpsc;
 use zlock::recipes::Mutex;
 use zlock::{Client, CreateMode, Error, ErrorCode};
-use zlock_testkit::{TestServer, ZooKeeper};
+use zlock_testkit::{ChildEnsemble, TestServer, ZooKeeper};
 
 const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
 const SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
@@ -157,25 +167,36 @@ impl Drop for Peer {
     }
 }
 
+/// The children of a path after a sync (`target::sync`: on an ensemble, what other
+/// members acknowledged is seen).
+async fn children(zk: &Client, path: &str) -> Vec<String> {
+    target::sync(zk).await;
+    common::children(zk, path).await
+}
+
 async fn read_counter(zk: &Client, path: &str) -> u64 {
     let (data, _) = zk.get_data(path, false).await.unwrap();
     std::str::from_utf8(&data).unwrap().trim().parse().unwrap()
 }
 
-/// Curator (100 increments) and two zlock sessions (100 each) increment one counter
-/// under the lock, all at once: every increment is kept.
-async fn increments(addr: &str, classes: &Path) {
+/// Curator (100 increments; 40 on an ensemble) and two zlock sessions (as many each)
+/// increment one counter under the lock, all at once: every increment is kept. zlock
+/// session `k` is on member `k + 1`; Curator is given every member.
+async fn increments(t: &Target, classes: &Path) {
     const LOCK: &str = "/interop/counter-lock";
     const COUNTER: &str = "/interop/counter";
-    const EACH: u64 = 100;
     const SESSIONS: usize = 2;
-    let admin = connect(addr).await;
+    // 40 on an ensemble: an increment there is three commits through the leader
+    // (lock node, counter, release); 300 took 7 s on a 2-core test machine.
+    let each: u64 = if t.is_ensemble() { 40 } else { 100 };
+    let admin = connect(&t.hosts(0)).await;
     reset(&admin, COUNTER, b"0").await;
-    let n = EACH.to_string();
-    let mut java = Peer::java(classes, &[addr, "increment", LOCK, COUNTER, &n]);
+    let n = each.to_string();
+    let hosts = t.hosts(0);
+    let mut java = Peer::java(classes, &[&hosts, "increment", LOCK, COUNTER, &n]);
     let mut clients = Vec::new();
-    for _ in 0..SESSIONS {
-        clients.push(connect(addr).await);
+    for k in 0..SESSIONS {
+        clients.push(connect(&t.hosts(k + 1)).await);
     }
     // Start together with Curator, once it is connected.
     java.expect("READY").await;
@@ -187,7 +208,7 @@ async fn increments(addr: &str, classes: &Path) {
         let (zk, busy, seen) = (zk.clone(), busy.clone(), seen.clone());
         tasks.spawn(async move {
             let lock = Mutex::new(zk.clone(), LOCK);
-            for _ in 0..EACH {
+            for _ in 0..each {
                 let g = lock.acquire().await.unwrap();
                 assert!(!busy.swap(true, Ordering::SeqCst), "two zlock holders");
                 let v = read_counter(&zk, COUNTER).await;
@@ -207,15 +228,16 @@ async fn increments(addr: &str, classes: &Path) {
         }
     })
     .await;
-    java.expect(&format!("DONE {EACH}")).await;
+    java.expect(&format!("DONE {each}")).await;
     assert_eq!(java.exit_code().await, 0);
-    let total = EACH * (SESSIONS as u64 + 1);
+    let total = each * (SESSIONS as u64 + 1);
+    target::sync(&admin).await;
     let got = read_counter(&admin, COUNTER).await;
     // The values zlock read, in order: a jump means Curator held the lock in between.
     let seen = seen.lock().unwrap().clone();
     let handovers = seen.windows(2).filter(|w| w[1] != w[0] + 1).count();
     eprintln!(
-        "increments: counter {got} of {total} (Curator {EACH}, zlock {SESSIONS} x {EACH}) \
+        "increments: counter {got} of {total} (Curator {each}, zlock {SESSIONS} x {each}) \
          in {:?}; Curator held the lock between two zlock holds {handovers} times",
         started.elapsed()
     );
@@ -231,11 +253,12 @@ async fn increments(addr: &str, classes: &Path) {
 }
 
 /// While Curator holds the lock, zlock's try_acquire and acquire_timeout fail; a zlock
-/// acquire queued behind Curator gets the lock when Curator releases.
-async fn curator_holds(addr: &str, classes: &Path) {
+/// acquire queued behind Curator gets the lock when Curator releases. zlock is on
+/// member 0, Curator on another.
+async fn curator_holds(t: &Target, classes: &Path) {
     const LOCK: &str = "/interop/curator-holds";
-    let zk = connect(addr).await;
-    let mut java = Peer::java(classes, &[addr, "hold", LOCK]);
+    let zk = connect(&t.hosts(0)).await;
+    let mut java = Peer::java(classes, &[&t.hosts_except(0), "hold", LOCK]);
     java.expect("READY").await;
     java.expect("HOLDING").await;
     let held = children(&zk, LOCK).await;
@@ -269,19 +292,21 @@ async fn curator_holds(addr: &str, classes: &Path) {
 }
 
 /// While zlock holds the lock, Curator's acquire(timeout) fails; a Curator acquire
-/// queued behind zlock gets the lock when zlock releases.
-async fn zlock_holds(addr: &str, classes: &Path) {
+/// queued behind zlock gets the lock when zlock releases. zlock is on member 0,
+/// Curator on another.
+async fn zlock_holds(t: &Target, classes: &Path) {
     const LOCK: &str = "/interop/zlock-holds";
-    let zk = connect(addr).await;
+    let zk = connect(&t.hosts(0)).await;
     let g = Mutex::new(zk.clone(), LOCK).acquire().await.unwrap();
+    let others = t.hosts_except(0);
 
-    let mut java = Peer::java(classes, &[addr, "try", LOCK, "1000"]);
+    let mut java = Peer::java(classes, &[&others, "try", LOCK, "1000"]);
     java.expect("READY").await;
     java.expect("NOT_ACQUIRED").await;
     assert_eq!(java.exit_code().await, 3);
     assert_eq!(children(&zk, LOCK).await.len(), 1, "Curator left a node");
 
-    let mut java = Peer::java(classes, &[addr, "try", LOCK, "30000"]);
+    let mut java = Peer::java(classes, &[&others, "try", LOCK, "30000"]);
     java.expect("READY").await;
     wait_children(&zk, LOCK, 2).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -319,19 +344,24 @@ async fn reset(zk: &Client, path: &str, data: &[u8]) {
     }
 }
 
-/// Native zlock, recipe zlock, Curator and kazoo contending on one path.
-async fn mixed(addr: &str, classes: &Path, native: bool) {
+/// Native zlock, recipe zlock, Curator and kazoo contending on one path. zlock
+/// contender `k` is on member `k % n`; Curator and kazoo are given every member.
+async fn mixed(t: &Target, classes: &Path, native: bool) {
     const LOCK: &str = "/interop/mixed";
     const COUNTER: &str = "/interop/mixed-counter";
     const LOG: &str = "/interop/mixed-log";
     const EACH: u64 = 15;
-    let admin = connect(addr).await;
+    let admin = connect(&t.hosts(0)).await;
     reset(&admin, COUNTER, b"0").await;
     reset(&admin, LOG, b"").await;
     let n = EACH.to_string();
-    let mut peers = vec![Peer::java(classes, &[addr, "increment", LOCK, COUNTER, &n])];
+    let hosts = t.hosts(0);
+    let mut peers = vec![Peer::java(
+        classes,
+        &[&hosts, "increment", LOCK, COUNTER, &n],
+    )];
     match kazoo_python() {
-        Some(py) => peers.push(Peer::kazoo(&py, &[addr, LOCK, COUNTER, LOG, &n])),
+        Some(py) => peers.push(Peer::kazoo(&py, &[&hosts, LOCK, COUNTER, LOG, &n])),
         None => eprintln!("\n*** SKIPPED the kazoo contender: no venv with kazoo ***\n"),
     }
     let kinds = [
@@ -341,8 +371,8 @@ async fn mixed(addr: &str, classes: &Path, native: bool) {
         (zlock::LockPath::Recipe, "recipe"),
     ];
     let mut clients = Vec::new();
-    for (path, kind) in kinds {
-        let c = connect(addr).await.with_lock_path(path);
+    for (k, (path, kind)) in kinds.into_iter().enumerate() {
+        let c = connect(&t.hosts(k)).await.with_lock_path(path);
         assert_eq!(c.uses_native_locks(), native && kind == "native");
         clients.push((c, if native { kind } else { "recipe" }));
     }
@@ -383,6 +413,7 @@ async fn mixed(addr: &str, classes: &Path, native: bool) {
         assert_eq!(p.exit_code().await, 0);
     }
     let total = EACH * (clients.len() + peers.len()) as u64;
+    target::sync(&admin).await;
     assert_eq!(
         read_counter(&admin, COUNTER).await,
         total,
@@ -423,7 +454,7 @@ async fn mixed(addr: &str, classes: &Path, native: bool) {
     admin.close().await.unwrap();
 }
 
-async fn all(addr: &str, server: &str) {
+async fn all(t: &Target, server: &str) {
     let classes = match compile() {
         Ok(d) => d,
         Err(why) => {
@@ -432,27 +463,37 @@ async fn all(addr: &str, server: &str) {
         }
     };
     // A persistent parent, so that no lock path's parent container is reaped midway.
-    let admin = connect(addr).await;
+    let admin = connect(&t.hosts(0)).await;
     admin.ensure_path("/interop").await.unwrap();
     admin.close().await.unwrap();
     let started = Instant::now();
-    increments(addr, classes.path()).await;
+    increments(t, classes.path()).await;
     eprintln!("[{server}] increments passed in {:?}", started.elapsed());
     let started = Instant::now();
-    curator_holds(addr, classes.path()).await;
+    curator_holds(t, classes.path()).await;
     eprintln!("[{server}] curator_holds passed in {:?}", started.elapsed());
     let started = Instant::now();
-    zlock_holds(addr, classes.path()).await;
+    zlock_holds(t, classes.path()).await;
     eprintln!("[{server}] zlock_holds passed in {:?}", started.elapsed());
     let started = Instant::now();
-    mixed(addr, classes.path(), server == "zlock").await;
+    mixed(t, classes.path(), server.starts_with("zlock")).await;
     eprintln!("[{server}] mixed passed in {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_curator_interop() {
     let s = TestServer::start().await.unwrap();
-    all(&s.connect_string(), "zlock").await;
+    all(&Target::parse(&s.connect_string()), "zlock").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_curator_interop() {
+    if let Err(e) = zlock_testkit::zlock_bin() {
+        eprintln!("\n*** SKIPPED: Curator interop against an ensemble: {e} ***\n");
+        return;
+    }
+    let e = ChildEnsemble::start().await.unwrap();
+    all(&Target::parse(&e.connect_string()), "zlock ensemble").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,5 +506,5 @@ async fn zookeeper_curator_interop() {
         return;
     }
     let zk = ZooKeeper::start().unwrap();
-    all(&zk.connect_string(), "ZooKeeper 3.8").await;
+    all(&Target::parse(&zk.connect_string()), "ZooKeeper 3.8").await;
 }

@@ -3,7 +3,8 @@
 //!
 //! 1. `kill -9` of the leader during native-lock and during recipe-lock traffic.
 //! 2. `kill -9` of a follower.
-//! 3. `SIGSTOP` of the leader shorter than the election timeout, then longer.
+//! 3. `SIGSTOP` of the leader shorter than the election timeout, then longer; of both
+//!    followers while a client syncs on the leader.
 //! 4. All three members killed at once and restarted: the sessions resume.
 //! 5. A member's data directory wiped: it rejoins by snapshot and serves the same data.
 //! 6. A client whose member dies moves to another one, keeping its session, its
@@ -267,6 +268,36 @@ async fn leader_sigstop_short_and_long() {
         let rec = t.stop().await;
         verify(&ens, &rec).await;
         converged(&ens).await;
+    })
+    .await;
+}
+
+/// 3b: a `sync` on the leader while both followers are SIGSTOPped for 300 ms: the
+/// leader cannot confirm its leadership until they run again, and the sync answers
+/// then. Before d097c0d the member gave up on the first failed confirmation (a round
+/// of heartbeats timing out) and closed the client's connection; through a follower,
+/// it waited its whole patience for a new leader that was never elected, then closed
+/// it (seen in `lock_suite` against an ensemble on a loaded machine).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_while_the_followers_pause() {
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let zk = connect(&ens.client_addr(l).to_string()).await;
+        let followers: Vec<usize> = (0..ens.len()).filter(|&i| i != l).collect();
+        for &f in &followers {
+            ens.sigstop(f).unwrap();
+        }
+        let asked = tokio::spawn({
+            let zk = zk.clone();
+            async move { sync(&zk).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for &f in &followers {
+            ens.sigcont(f).unwrap();
+        }
+        let r = within("sync", asked).await.unwrap();
+        assert_eq!(r, Ok(()), "sync while the followers paused");
+        zk.close().await.unwrap();
     })
     .await;
 }

@@ -5,6 +5,13 @@
 //! queue order the server and the recipes share; a failed multi keeps the index;
 //! a grant made while the waiter is disconnected, and a second break before the
 //! waiter's re-sent request is answered.
+//!
+//! Every scenario runs against its own in-process zlock server (`standalone::<name>`)
+//! and, all in turn, against one three-member zlock ensemble (`ensemble`: `zlock
+//! server` child processes; a scenario's clients spread over the members, see
+//! `target/mod.rs`, so that grants are pushed by another member than the one the
+//! release went through). Scenario paths are distinct, since the ensemble run shares
+//! one tree.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,14 +23,17 @@ mod proxy;
 mod reconnect;
 #[path = "native/rollback.rs"]
 mod rollback;
+#[allow(dead_code)] // not every test binary uses every helper
+mod target;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use proxy::Proxy;
+use target::Target;
 use zlock::{lock_flags, lock_mode, Acl, Client, ConnectionState, Error, LockRequest, NativeLock};
-use zlock_testkit::{TestServer, ZooKeeper};
+use zlock_testkit::{ChildEnsemble, TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -85,10 +95,9 @@ async fn offered_by_zlock_not_by_zookeeper() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifo_grants_pushed_in_order() {
-    let s = TestServer::start().await.unwrap();
-    let holder = connect(&s.connect_string()).await;
+/// The holder is on member 0, waiter `i` on member `i + 1`.
+async fn fifo_grants_pushed_in_order(t: &Target) {
+    let holder = connect(&t.hosts(0)).await;
     let NativeLock::Granted { node: first, czxid } =
         holder.lock_native(req("/app/l", "h")).await.unwrap()
     else {
@@ -97,7 +106,7 @@ async fn fifo_grants_pushed_in_order() {
     assert!(first.starts_with("/app/l/_c_h-lock-"));
     let mut waiters = Vec::new();
     for i in 0..5 {
-        let c = connect(&s.connect_string()).await;
+        let c = connect(&t.hosts(i + 1)).await;
         match c
             .lock_native(req("/app/l", &format!("w{i}")))
             .await
@@ -108,6 +117,7 @@ async fn fifo_grants_pushed_in_order() {
         }
     }
     // The Curator-compatible names are ordinary children everyone can see.
+    target::sync(&holder).await;
     assert_eq!(holder.get_children("/app/l", false).await.unwrap().len(), 6);
     holder.delete(&first, -1).await.unwrap();
     let mut last = czxid;
@@ -120,42 +130,44 @@ async fn fifo_grants_pushed_in_order() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn try_and_session_close_hand_over() {
-    let s = TestServer::start().await.unwrap();
-    let a = connect(&s.connect_string()).await;
-    let b = connect(&s.connect_string()).await;
-    let c = connect(&s.connect_string()).await;
+/// `a`, `b` and `c` on members 0, 1 and 2.
+async fn try_and_session_close_hand_over(t: &Target) {
+    const P: &str = "/handover";
+    let a = connect(&t.hosts(0)).await;
+    let b = connect(&t.hosts(1)).await;
+    let c = connect(&t.hosts(2)).await;
     assert!(matches!(
-        a.lock_native(req("/l", "a")).await.unwrap(),
+        a.lock_native(req(P, "a")).await.unwrap(),
         NativeLock::Granted { .. }
     ));
-    let mut t = req("/l", "c");
-    t.flags = lock_flags::TRY;
-    assert!(matches!(c.lock_native(t).await.unwrap(), NativeLock::Busy));
-    let NativeLock::Queued { grant, .. } = b.lock_native(req("/l", "b")).await.unwrap() else {
+    let mut r = req(P, "c");
+    r.flags = lock_flags::TRY;
+    assert!(matches!(c.lock_native(r).await.unwrap(), NativeLock::Busy));
+    let NativeLock::Queued { grant, .. } = b.lock_native(req(P, "b")).await.unwrap() else {
         panic!()
     };
     a.close().await.unwrap();
     within("grant after the holder's session closed", grant)
         .await
         .unwrap();
-    assert_eq!(c.get_children("/l", false).await.unwrap().len(), 1);
+    target::sync(&c).await;
+    assert_eq!(c.get_children(P, false).await.unwrap().len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiter_survives_reconnect_and_holder_expiry() {
-    let s = TestServer::start().await.unwrap();
-    let holder_proxy = Proxy::start(s.addr).await;
-    let waiter_proxy = Proxy::start(s.addr).await;
+/// The holder reaches member 0 and the waiter member 1, each through a proxy alone (so
+/// that, cut off, they reach no member); the observer is on member 2.
+async fn waiter_survives_reconnect_and_holder_expiry(t: &Target) {
+    const P: &str = "/expiry";
+    let holder_proxy = Proxy::start(t.member(0)).await;
+    let waiter_proxy = Proxy::start(t.member(1)).await;
     let (holder, _) = Client::connect(&holder_proxy.addr.to_string(), 2_000)
         .await
         .unwrap();
     let waiter = connect(&waiter_proxy.addr.to_string()).await;
-    let NativeLock::Granted { .. } = holder.lock_native(req("/l", "h")).await.unwrap() else {
+    let NativeLock::Granted { .. } = holder.lock_native(req(P, "h")).await.unwrap() else {
         panic!()
     };
-    let NativeLock::Queued { node, grant, .. } = waiter.lock_native(req("/l", "w")).await.unwrap()
+    let NativeLock::Queued { node, grant, .. } = waiter.lock_native(req(P, "w")).await.unwrap()
     else {
         panic!()
     };
@@ -172,9 +184,9 @@ async fn waiter_survives_reconnect_and_holder_expiry() {
         }
     })
     .await;
-    let observer = connect(&s.connect_string()).await;
+    let observer = connect(&t.hosts(2)).await;
     within("holder node gone", async {
-        while observer.get_children("/l", false).await.unwrap().len() != 1 {
+        while observer.get_children(P, false).await.unwrap().len() != 1 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
@@ -187,14 +199,13 @@ async fn waiter_survives_reconnect_and_holder_expiry() {
 
 /// Native contenders and the standard recipe (zlock's Mutex with `LockPath::Recipe`)
 /// on one path exclude each other.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn native_and_recipe_contenders_exclude_each_other() {
-    let s = TestServer::start().await.unwrap();
+/// Contender `i` is on member `i % n`.
+async fn native_and_recipe_contenders_exclude_each_other(t: &Target) {
     let busy = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for i in 0..6 {
-        let c = connect(&s.connect_string()).await;
+        let c = connect(&t.hosts(i)).await;
         let (busy, count) = (busy.clone(), count.clone());
         tasks.push(tokio::spawn(async move {
             for j in 0..15 {
@@ -241,12 +252,15 @@ async fn native_and_recipe_contenders_exclude_each_other() {
 
 /// 10,000 queued waiters (100 sessions x 100 nodes): every release hands over with
 /// exactly one pushed grant, to the next node in line, and no watch event at all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_waiters_one_message_per_hand_over() {
+/// Session `i` is on member `i % n`, so on an ensemble most hand-overs cross members;
+/// there 300 waiters (100 x 3): a hand-over is a delete committed through the leader
+/// and its grant, about 7 ms on a 2-core test machine, and 10,000 of them would take
+/// over a minute. Every member applies every grant, and counts it
+/// (`zlock_native_lock_grants`): each member's count rises by one per hand-over.
+async fn ten_thousand_waiters_one_message_per_hand_over(t: &Target) {
     const SESSIONS: usize = 100;
-    const PER: usize = 100;
-    let s = TestServer::start().await.unwrap();
-    let holder = connect(&s.connect_string()).await;
+    let per: usize = if t.is_ensemble() { 3 } else { 100 };
+    let holder = connect(&t.hosts(0)).await;
     let NativeLock::Granted { node: mut held, .. } =
         holder.lock_native(req("/big", "h")).await.unwrap()
     else {
@@ -254,14 +268,14 @@ async fn ten_thousand_waiters_one_message_per_hand_over() {
     };
     let mut clients = Vec::new();
     let mut events = Vec::new();
-    for _ in 0..SESSIONS {
-        let (c, ev) = Client::connect(&s.connect_string(), 30_000).await.unwrap();
+    for i in 0..SESSIONS {
+        let (c, ev) = Client::connect(&t.hosts(i), 30_000).await.unwrap();
         clients.push(c);
         events.push(ev);
     }
     // Queue them round-robin so consecutive nodes belong to different sessions.
-    let mut queue = Vec::with_capacity(SESSIONS * PER);
-    for j in 0..PER {
+    let mut queue = Vec::with_capacity(SESSIONS * per);
+    for j in 0..per {
         let mut replies = Vec::new();
         for (i, c) in clients.iter().enumerate() {
             replies.push((i, c.lock_native(req("/big", &format!("s{i}-{j}")))));
@@ -273,12 +287,14 @@ async fn ten_thousand_waiters_one_message_per_hand_over() {
             }
         }
     }
-    let grants_before = mntr(&s, "zlock_native_lock_grants").await;
-    assert_eq!(
-        mntr(&s, "zlock_native_lock_waiters").await,
-        (SESSIONS * PER) as u64
-    );
-    let started = std::time::Instant::now();
+    let hand_overs = (SESSIONS * per) as u64;
+    // Every member has applied the queue (a member behind catches up).
+    let mut grants_before = Vec::new();
+    for &m in t.members() {
+        wait_mntr(m, "zlock_native_lock_waiters", hand_overs).await;
+        grants_before.push(mntr(m, "zlock_native_lock_grants").await);
+    }
+    let started = Instant::now();
     let mut releaser = holder.clone();
     for (i, node, grant) in queue {
         releaser.delete(&held, -1).await.unwrap();
@@ -288,38 +304,55 @@ async fn ten_thousand_waiters_one_message_per_hand_over() {
         releaser = clients[i].clone();
     }
     releaser.delete(&held, -1).await.unwrap();
-    let hand_overs = (SESSIONS * PER) as u64;
-    let grants = mntr(&s, "zlock_native_lock_grants").await - grants_before;
-    assert_eq!(grants, hand_overs, "one pushed grant per hand-over");
+    let took = started.elapsed();
+    for (&m, before) in t.members().iter().zip(grants_before) {
+        wait_mntr(m, "zlock_native_lock_waiters", 0).await;
+        let grants = mntr(m, "zlock_native_lock_grants").await - before;
+        assert_eq!(grants, hand_overs, "{m}: one grant per hand-over");
+    }
     for ev in &mut events {
         assert!(ev.try_recv().is_err(), "a native waiter got a watch event");
     }
     eprintln!(
-        "10,000 native waiters: {hand_overs} hand-overs, {grants} grant messages, {:.1} µs per hand-over (delete + grant round trip)",
-        started.elapsed().as_micros() as f64 / hand_overs as f64
+        "{hand_overs} native waiters on {} member(s): {hand_overs} hand-overs, one grant each, {:.1} µs per hand-over (delete + grant round trip)",
+        t.members().len(),
+        took.as_micros() as f64 / hand_overs as f64
     );
 }
 
-/// A `mntr` value, through the four-letter-word port.
-async fn mntr(s: &TestServer, key: &str) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
-    c.write_all(b"mntr").await.unwrap();
-    let mut out = String::new();
-    c.read_to_string(&mut out).await.unwrap();
-    out.lines()
-        .find_map(|l| l.strip_prefix(key).map(|v| v.trim().parse().unwrap()))
-        .unwrap_or_else(|| panic!("{key} not in mntr:\n{out}"))
+/// A `mntr` value of one server, through the four-letter-word port.
+async fn mntr(addr: std::net::SocketAddr, key: &str) -> u64 {
+    target::mntr(addr, key)
+        .await
+        .unwrap_or_else(|| panic!("{key} not in the mntr of {addr}"))
+}
+
+/// Polls a `mntr` value of one server until it is `want`.
+async fn wait_mntr(addr: std::net::SocketAddr, key: &str, want: u64) {
+    let mut last = 0;
+    let r = tokio::time::timeout(T, async {
+        loop {
+            last = mntr(addr, key).await;
+            if last == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "{addr}: {key} {last}, not {want}");
 }
 
 /// Dropping a guard queues its delete at once, so the same client's next acquire goes
 /// after it (in the same write): a `try_acquire` right after a drop holds, on both
 /// paths, many times in a row.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drop_then_acquire_travel_together() {
-    let s = TestServer::start().await.unwrap();
-    for path in [zlock::LockPath::Auto, zlock::LockPath::Recipe] {
-        let c = connect(&s.connect_string()).await.with_lock_path(path);
+/// The client of the `k`-th path is on member `k % n`.
+async fn drop_then_acquire_travel_together(t: &Target) {
+    for (k, path) in [zlock::LockPath::Auto, zlock::LockPath::Recipe]
+        .into_iter()
+        .enumerate()
+    {
+        let c = connect(&t.hosts(k + 1)).await.with_lock_path(path);
         let lock = zlock::Mutex::new(c.clone(), "/drop");
         let mut g = lock.acquire().await.unwrap();
         for _ in 0..50 {
@@ -339,12 +372,11 @@ async fn drop_then_acquire_travel_together() {
 /// `Mutex::reacquire`: release and queue again in one request on the native path (two
 /// on the recipe): alone it holds again at once with a higher fencing token; with a
 /// waiter, the waiter goes first.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reacquire_hands_over_then_requeues() {
-    let s = TestServer::start().await.unwrap();
+/// `a` on member 0, `b` on member 1.
+async fn reacquire_hands_over_then_requeues(t: &Target) {
     for path in [zlock::LockPath::Auto, zlock::LockPath::Recipe] {
-        let a = connect(&s.connect_string()).await.with_lock_path(path);
-        let b = connect(&s.connect_string()).await.with_lock_path(path);
+        let a = connect(&t.hosts(0)).await.with_lock_path(path);
+        let b = connect(&t.hosts(1)).await.with_lock_path(path);
         let la = zlock::Mutex::new(a.clone(), "/re");
         let mut g = la.acquire().await.unwrap();
         let mut token = g.fencing_token();
@@ -384,22 +416,23 @@ async fn reacquire_hands_over_then_requeues() {
 
 /// Under a chroot, the native request's lock path and release node both get the
 /// chroot (a reacquire names its old node relative to the chroot).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chroot_native_lock_and_reacquire() {
-    let s = TestServer::start().await.unwrap();
-    let root = connect(&s.connect_string()).await;
+/// `root` on member 0, the chrooted client on member 1.
+async fn chroot_native_lock_and_reacquire(t: &Target) {
+    let root = connect(&t.hosts(0)).await;
     root.ensure_path("/app").await.unwrap();
-    let c = connect(&format!("{}/app", s.connect_string())).await;
+    let c = connect(&format!("{}/app", t.hosts(1))).await;
     let lock = zlock::Mutex::new(c.clone(), "/locks/l");
     let mut g = lock.acquire().await.unwrap();
     assert!(g.node().starts_with("/locks/l/_c_"), "{}", g.node());
     for _ in 0..3 {
         g = lock.reacquire(g).await.unwrap();
     }
+    target::sync(&root).await;
     let kids = root.get_children("/app/locks/l", false).await.unwrap();
     assert_eq!(kids.len(), 1, "{kids:?}");
     assert_eq!(format!("/locks/l/{}", kids[0]), g.node());
     g.release().await.unwrap();
+    target::sync(&root).await;
     assert!(root
         .get_children("/app/locks/l", false)
         .await
@@ -409,7 +442,10 @@ async fn chroot_native_lock_and_reacquire() {
 
 /// A native waiter survives a server restart (`kill -9`, same port): the nodes and the
 /// waiters come back from the snapshot and the log; on reconnect the client re-sends
-/// its request with RESUME, and the holder's release then grants it.
+/// its request with RESUME, and the holder's release then grants it. One server only:
+/// for an ensemble, `ensemble_faults::all_members_kill9_and_restart` kills and
+/// restarts every member under native lock traffic (waiters queued among it), and its
+/// other tests kill single members.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_survives_server_restart() {
     if zlock_testkit::zlock_bin().is_err() {
@@ -454,4 +490,62 @@ async fn waiter_survives_server_restart() {
     assert_eq!(g.node, node);
     waiter.delete(&node, -1).await.unwrap();
     server.kill9();
+}
+
+/// Declares the scenarios: a test each against its own in-process server
+/// (`standalone::<name>`), and one test running them all in turn against one ensemble.
+macro_rules! scenarios {
+    ($($name:ident => $($f:ident)::+),+ $(,)?) => {
+        mod standalone {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let s = zlock_testkit::TestServer::start().await.unwrap();
+                    super::$($f)::+(&super::Target::parse(&s.connect_string())).await;
+                }
+            )+
+        }
+
+        /// Every scenario in turn against one three-member ensemble (the built `zlock`
+        /// binary), or a loud SKIPPED when there is none.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn ensemble() {
+            if let Err(e) = zlock_testkit::zlock_bin() {
+                eprintln!("\n*** SKIPPED: the native lock tests against an ensemble: {e} ***\n");
+                return;
+            }
+            let e = ChildEnsemble::start().await.unwrap();
+            let t = Target::parse(&e.connect_string());
+            for i in 0..e.len() {
+                assert!(connect(&t.hosts(i)).await.server_has_native_locks(), "member {i}");
+            }
+            $(
+                let started = Instant::now();
+                tokio::time::timeout(Duration::from_secs(120), $($f)::+(&t))
+                    .await
+                    .unwrap_or_else(|_| panic!("[ensemble] {}: timed out", stringify!($name)));
+                eprintln!("[ensemble] {} passed in {:?}", stringify!($name), started.elapsed());
+            )+
+        }
+    };
+}
+
+scenarios! {
+    fifo_grants_pushed_in_order => fifo_grants_pushed_in_order,
+    try_and_session_close_hand_over => try_and_session_close_hand_over,
+    waiter_survives_reconnect_and_holder_expiry => waiter_survives_reconnect_and_holder_expiry,
+    native_and_recipe_contenders_exclude_each_other => native_and_recipe_contenders_exclude_each_other,
+    ten_thousand_waiters_one_message_per_hand_over => ten_thousand_waiters_one_message_per_hand_over,
+    drop_then_acquire_travel_together => drop_then_acquire_travel_together,
+    reacquire_hands_over_then_requeues => reacquire_hands_over_then_requeues,
+    chroot_native_lock_and_reacquire => chroot_native_lock_and_reacquire,
+    foreign_kinds_block_alike_and_unnumbered_names_block_nobody =>
+        order::foreign_kinds_block_alike_and_unnumbered_names_block_nobody,
+    wrapped_counters_order_alike => order::wrapped_counters_order_alike,
+    grant_made_while_disconnected_arrives_on_reconnect =>
+        reconnect::grant_made_while_disconnected_arrives_on_reconnect,
+    waiter_survives_a_second_break_before_its_resume_is_answered =>
+        reconnect::waiter_survives_a_second_break_before_its_resume_is_answered,
+    failed_multi_over_a_waiters_node_keeps_its_grant =>
+        rollback::failed_multi_over_a_waiters_node_keeps_its_grant,
 }

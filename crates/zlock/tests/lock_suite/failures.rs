@@ -1,7 +1,12 @@
 //! Scenarios 4-8: a holder killed with SIGKILL, session expiry while holding and while
 //! waiting, connection loss while waiting and while holding.
+//!
+//! On an ensemble the proxy stands in front of one member. A client that must be cut
+//! off from the service (its session to expire, or to be away while the lock is
+//! released) is given the proxy alone; a round more, on an ensemble only, gives the
+//! client the proxy and then the other members, so that while the proxy refuses it
+//! resumes its session on another member and keeps its place in the queue, or its lock.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -11,9 +16,9 @@ use zlock::recipes::Mutex;
 use zlock::{Client, ConnectionState, Error};
 
 use super::proxy::Proxy;
+use super::target::{parked, Target};
 use super::{
-    children, connect, name, total_watches, wait_children, wait_children_exactly, wait_state,
-    wait_watches, within,
+    children, connect, name, wait_children, wait_children_exactly, wait_state, wait_watches, within,
 };
 
 /// The session timeout the killed `zlock lock` process asks for.
@@ -29,7 +34,7 @@ struct LockProcess {
 }
 
 impl LockProcess {
-    fn start(addr: &str, path: &str, session_ms: u64) -> Option<LockProcess> {
+    fn start(hosts: &str, path: &str, session_ms: u64) -> Option<LockProcess> {
         let bin = match zlock_testkit::zlock_bin() {
             Ok(b) => b,
             Err(e) => {
@@ -41,7 +46,7 @@ impl LockProcess {
         let pid_file = dir.path().join("command.pid");
         let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
         let child = Command::new(bin)
-            .args(["lock", path, "--server", addr, "--session-timeout"])
+            .args(["lock", path, "--server", hosts, "--session-timeout"])
             .arg(session_ms.to_string())
             .args(["--", "sh", "-c", &script])
             .env("ZLOCK_LOG", "warn")
@@ -87,13 +92,14 @@ impl Drop for LockProcess {
 /// Scenario 4: The holder is a `zlock lock` process with a 4 s session; it is SIGKILLed while a
 /// `Mutex` waits. The waiter gets the lock once the session expires: not at once (a
 /// closed TCP connection does not end a session), and within the session timeout plus a
-/// generous margin. The delay is printed.
-pub async fn holder_killed(addr: &str) {
+/// generous margin. The delay is printed. The holder is on member 1, the waiter on
+/// member 0.
+pub async fn holder_killed(t: &Target) {
     const PATH: &str = "/suite/killed";
-    let Some(mut holder) = LockProcess::start(addr, PATH, KILLED_SESSION_MS) else {
+    let Some(mut holder) = LockProcess::start(&t.hosts(1), PATH, KILLED_SESSION_MS) else {
         return;
     };
-    let zk = connect(addr, 10_000).await;
+    let zk = connect(&t.hosts(0), 10_000).await;
     within("zlock lock to hold the lock", async {
         while holder.command_pid().is_none() {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -138,11 +144,12 @@ pub async fn holder_killed(addr: &str) {
 /// Scenario 5: A holder connected through a proxy that is cut and then refuses connections: its
 /// guard's `lost()` fires (after the safe window, before the session can have expired),
 /// the server expires the session, and the next waiter acquires after `lost()` fired.
-pub async fn expiry_while_holding(addr: &str) {
+/// The holder reaches member 0 through the proxy alone, the waiter is on member 1.
+pub async fn expiry_while_holding(t: &Target) {
     const PATH: &str = "/suite/expiry-holding";
-    let proxy = Proxy::start(addr.parse::<SocketAddr>().unwrap()).await;
+    let proxy = Proxy::start(t.member(0)).await;
     let holder_zk = connect(&proxy.addr.to_string(), 4_500).await;
-    let waiter_zk = connect(addr, 10_000).await;
+    let waiter_zk = connect(&t.hosts(1), 10_000).await;
     let g = Mutex::new(holder_zk.clone(), PATH).acquire().await.unwrap();
     let token = g.fencing_token();
     let lost = tokio::spawn({
@@ -186,27 +193,29 @@ pub async fn expiry_while_holding(addr: &str) {
 
 /// Scenario 6: A waiter whose session expires gets `Error::SessionExpired` (no hang) and its
 /// node is gone: (a) no host reachable for the whole session timeout; (b) the session
-/// is closed elsewhere, and the server refuses the resume.
-pub async fn expiry_while_waiting(addr: &str) {
+/// is closed elsewhere, and the server refuses the resume. The holder is on member 0;
+/// the waiter reaches member 1 through the proxy alone; its session is closed from
+/// member 2 (on an ensemble the session moves there to be closed, and member 1 must
+/// then refuse it).
+pub async fn expiry_while_waiting(t: &Target) {
     const PATH: &str = "/suite/expiry-waiting";
-    let target: SocketAddr = addr.parse().unwrap();
-    let zk = connect(addr, 10_000).await;
+    let zk = connect(&t.hosts(0), 10_000).await;
     let g = Mutex::new(zk.clone(), PATH).acquire().await.unwrap();
     let holder = name(g.node()).to_owned();
     for via_close_elsewhere in [false, true] {
-        let base = total_watches(addr).await;
-        let proxy = Proxy::start(target).await;
+        let base = parked(t).await;
+        let proxy = Proxy::start(t.member(1)).await;
         let waiter_zk = connect(&proxy.addr.to_string(), 2_000).await;
         let waiter = Mutex::new(waiter_zk.clone(), PATH);
         let task = tokio::spawn(async move { waiter.acquire().await.map(|_| ()) });
-        wait_watches(addr, base + 1).await;
+        wait_watches(t, base + 1).await;
         proxy.block(true);
         proxy.cut();
         let cut = Instant::now();
         if via_close_elsewhere {
             wait_state(&waiter_zk, ConnectionState::Suspended).await;
             let (other, _) = Client::resume(
-                addr,
+                &t.member(2).to_string(),
                 2_000,
                 waiter_zk.session_id(),
                 waiter_zk.session_password(),
@@ -254,42 +263,80 @@ fn queue(
     })
 }
 
+/// How scenario 7's first waiter is cut off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Away {
+    /// For a moment: the holder releases after the waiter has reconnected.
+    Briefly,
+    /// The holder releases while the waiter is away.
+    AtTheRelease,
+    /// (An ensemble only.) The waiter resumes its session on another member at once;
+    /// the holder releases after that.
+    Moved,
+}
+
 /// Scenario 7: The first waiter's connection is cut for a moment; it resumes its session and
 /// still gets the lock before the second waiter: (a) the holder releases after the
 /// reconnect, (b) the holder releases while the first waiter is away (its watch event
-/// comes with the re-registration).
-pub async fn connection_loss_while_waiting(addr: &str) {
+/// comes with the re-registration), (c) on an ensemble, the waiter resumes on another
+/// member. The holder is on member 0, the second waiter on member 2, the first waiter
+/// reaches member 1 through a proxy: alone in its connect string for (a) and (b), the
+/// other members after it for (c).
+pub async fn connection_loss_while_waiting(t: &Target) {
     const PATH: &str = "/suite/loss-waiting";
-    let proxy = Proxy::start(addr.parse().unwrap()).await;
-    let zk = connect(addr, 10_000).await;
-    let first_zk = connect(&proxy.addr.to_string(), 10_000).await;
-    let second_zk = connect(addr, 10_000).await;
-    let sid = first_zk.session_id();
-    for release_while_away in [false, true] {
-        let base = total_watches(addr).await;
+    let zk = connect(&t.hosts(0), 10_000).await;
+    let second_zk = connect(&t.hosts(2), 10_000).await;
+    let proxy = Proxy::start(t.member(1)).await;
+    let away_zk = connect(&proxy.addr.to_string(), 10_000).await;
+    let mover = if t.is_ensemble() {
+        let p = Proxy::start(t.member(1)).await;
+        let c = connect(&t.hosts_after(p.addr, 1), 10_000).await;
+        Some((p, c))
+    } else {
+        None
+    };
+    let mut rounds = vec![
+        (Away::Briefly, &proxy, &away_zk),
+        (Away::AtTheRelease, &proxy, &away_zk),
+    ];
+    if let Some((p, c)) = &mover {
+        rounds.push((Away::Moved, p, c));
+    }
+    for (away, proxy, first_zk) in rounds {
+        let sid = first_zk.session_id();
+        let base = parked(t).await;
         let g = Mutex::new(zk.clone(), PATH).acquire().await.unwrap();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let first = queue(&first_zk, PATH, 1, &order);
+        let first = queue(first_zk, PATH, 1, &order);
         wait_children(&zk, PATH, 2).await;
         let second = queue(&second_zk, PATH, 2, &order);
         // Both parked on their predecessor's watch: the cut finds no request in flight
         // (see `recipe_bug_connection_loss_during_recheck` for when it does).
-        wait_watches(addr, base + 2).await;
+        wait_watches(t, base + 2).await;
 
         proxy.block(true);
         proxy.cut();
-        wait_state(&first_zk, ConnectionState::Suspended).await;
-        if release_while_away {
-            g.release().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            assert!(order.lock().unwrap().is_empty(), "jumped the queue");
-            proxy.block(false);
-            wait_state(&first_zk, ConnectionState::Reconnected).await;
-        } else {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            proxy.block(false);
-            wait_state(&first_zk, ConnectionState::Reconnected).await;
-            g.release().await.unwrap();
+        match away {
+            Away::Briefly => {
+                wait_state(first_zk, ConnectionState::Suspended).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                proxy.block(false);
+                wait_state(first_zk, ConnectionState::Reconnected).await;
+                g.release().await.unwrap();
+            }
+            Away::AtTheRelease => {
+                wait_state(first_zk, ConnectionState::Suspended).await;
+                g.release().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                assert!(order.lock().unwrap().is_empty(), "jumped the queue");
+                proxy.block(false);
+                wait_state(first_zk, ConnectionState::Reconnected).await;
+            }
+            Away::Moved => {
+                // A fresh client (never reconnected before): Reconnected is new.
+                wait_state(first_zk, ConnectionState::Reconnected).await;
+                g.release().await.unwrap();
+            }
         }
         assert_eq!(first_zk.session_id(), sid);
         within("waiters", async {
@@ -297,27 +344,38 @@ pub async fn connection_loss_while_waiting(addr: &str) {
             second.await.unwrap();
         })
         .await;
-        assert_eq!(
-            *order.lock().unwrap(),
-            [1, 2],
-            "release while away: {release_while_away}"
-        );
+        assert_eq!(*order.lock().unwrap(), [1, 2], "{away:?}");
         assert!(children(&zk, PATH).await.is_empty());
     }
-    for c in [zk, first_zk, second_zk] {
+    let mover = mover.map(|(_, c)| c);
+    for c in [zk, away_zk, second_zk].into_iter().chain(mover) {
         c.close().await.unwrap();
     }
 }
 
 /// Scenario 8: The holder's connection is cut for well under the safe window: nobody else
 /// acquires meanwhile, `lost()` does not fire, the node is still the holder's after the
-/// reconnect, and the release works.
-pub async fn connection_loss_while_holding(addr: &str) {
+/// reconnect, and the release works. The holder reaches member 0 through a proxy, the
+/// other contender is on member 1; on an ensemble, a second round where the holder
+/// resumes on another member (the other members follow the proxy in its connect string).
+pub async fn connection_loss_while_holding(t: &Target) {
+    holding_through_a_break(t, false).await;
+    if t.is_ensemble() {
+        holding_through_a_break(t, true).await;
+    }
+}
+
+async fn holding_through_a_break(t: &Target, moves: bool) {
     const PATH: &str = "/suite/loss-holding";
-    let proxy = Proxy::start(addr.parse().unwrap()).await;
+    let proxy = Proxy::start(t.member(0)).await;
+    let hosts = if moves {
+        t.hosts_after(proxy.addr, 0)
+    } else {
+        proxy.addr.to_string()
+    };
     // A 9 s session: the safe window is 3 s; the cut lasts about 0.5 s.
-    let holder_zk = connect(&proxy.addr.to_string(), 9_000).await;
-    let other_zk = connect(addr, 10_000).await;
+    let holder_zk = connect(&hosts, 9_000).await;
+    let other_zk = connect(&t.hosts(1), 10_000).await;
     let sid = holder_zk.session_id();
     let g = Mutex::new(holder_zk.clone(), PATH).acquire().await.unwrap();
     let node = name(g.node()).to_owned();
@@ -327,7 +385,12 @@ pub async fn connection_loss_while_holding(addr: &str) {
     proxy.block(true);
     proxy.cut();
     let cut = Instant::now();
-    wait_state(&holder_zk, ConnectionState::Suspended).await;
+    if moves {
+        // At another member at once (a fresh client: Reconnected is new).
+        wait_state(&holder_zk, ConnectionState::Reconnected).await;
+    } else {
+        wait_state(&holder_zk, ConnectionState::Suspended).await;
+    }
     assert!(other.try_acquire().await.unwrap().is_none());
     let r = other
         .acquire_timeout(Duration::from_millis(300))
@@ -337,7 +400,8 @@ pub async fn connection_loss_while_holding(addr: &str) {
     proxy.block(false);
     wait_state(&holder_zk, ConnectionState::Reconnected).await;
     eprintln!(
-        "connection_loss_while_holding: reconnected {:?} after the cut",
+        "connection_loss_while_holding{}: reconnected {:?} after the cut",
+        if moves { " (moved)" } else { "" },
         cut.elapsed()
     );
     assert_eq!(holder_zk.session_id(), sid);
@@ -376,16 +440,18 @@ pub async fn connection_loss_while_holding(addr: &str) {
 /// in its RetryLoop) and the waiter gets the lock; `acquire`'s docs do not list
 /// ConnectionLoss either. Its node is removed (the cancelled acquire cleans up), so the
 /// waiter also loses its place in the queue.
-pub async fn recipe_bug_connection_loss_during_recheck(addr: &str) {
+///
+/// The holder is on member 0, the waiter reaches member 1 through the proxy alone.
+pub async fn recipe_bug_connection_loss_during_recheck(t: &Target) {
     const PATH: &str = "/suite/bug-recheck";
-    let proxy = Proxy::start(addr.parse().unwrap()).await;
-    let zk = connect(addr, 10_000).await;
+    let proxy = Proxy::start(t.member(1)).await;
+    let zk = connect(&t.hosts(0), 10_000).await;
     let waiter_zk = connect(&proxy.addr.to_string(), 10_000).await;
-    let base = total_watches(addr).await;
+    let base = parked(t).await;
     let g = Mutex::new(zk.clone(), PATH).acquire().await.unwrap();
     let waiter = Mutex::new(waiter_zk.clone(), PATH);
     let task = tokio::spawn(async move { waiter.acquire().await?.release().await });
-    wait_watches(addr, base + 1).await;
+    wait_watches(t, base + 1).await;
     // The waiter is parked on its watch. Hold back what it sends next, wake it (the
     // release), and cut the connection while its re-check sits in the proxy.
     proxy.stall(true);

@@ -1,20 +1,35 @@
-//! Scenario 9, the herd effect measured: 100 waiters (one `Client` each) queue behind a
-//! holder, then the lock is handed over a few times. For each release we count the
-//! watch notifications delivered to all the waiters' sessions (their catch-all event
-//! receivers), once the server is quiet again: every remaining waiter is back to one
-//! registered watch (the `wchs` four-letter word).
+//! Scenario 9, the herd effect measured: 100 waiters (one `Client` each; 30 on an
+//! ensemble, see [`waiters`]) queue behind a holder, then the lock is handed over a few
+//! times. For each release we count the watch notifications delivered to all the
+//! waiters' sessions (their catch-all event receivers), once the server is quiet again:
+//! every remaining waiter is back to one registered watch (the `wchs` four-letter
+//! word).
 //!
 //! `Mutex` (each waiter watches its predecessor only): one notification per hand-over.
 //! `NaiveLock` (everyone watches the one node): one per remaining waiter per release.
+//!
+//! The holder is on member 0, waiter `i` on member `i % n`; on an ensemble each member
+//! notifies its own clients and holds their watches (`wchs` is summed over them).
 
 use tokio::sync::{mpsc, oneshot};
 use zlock::recipes::{Mutex, NaiveLock};
 use zlock::{Client, MutexGuard, NaiveGuard, WatcherEvent};
 
-use super::{connect, connect_events, total_watches, wait_watches, within};
+use super::target::{parked, Target};
+use super::{connect, connect_events, wait_watches, within};
 
-/// Waiters per lock.
-const WAITERS: usize = 100;
+/// Waiters per lock: 100, or 30 on an ensemble. Every `NaiveLock` release sends each
+/// remaining waiter back to its create (failing with NodeExists), and on an ensemble
+/// every one of those is a write through the leader: handing the lock down 100 waiters
+/// is some 5,000 of them, which took 15 s there (2 s on one server). 30, ten on each
+/// member, still show the herd, and the successor notified across members.
+fn waiters(t: &Target) -> usize {
+    if t.is_ensemble() {
+        30
+    } else {
+        100
+    }
+}
 /// Releases measured.
 const RELEASES: usize = 5;
 
@@ -51,10 +66,11 @@ impl Guard {
 /// Measures both recipes on one server, prints the figures and checks them: `Mutex`
 /// at most 2 notifications per hand-over (at least the successor's), `NaiveLock` at
 /// least half the waiters on the first release.
-pub async fn compare(addr: &str, server: &str) {
-    let mutex = measure(addr, "/suite/herd-mutex", Kind::Mutex).await;
-    let naive = measure(addr, "/suite/herd-naive", Kind::Naive).await;
-    eprintln!("herd [{server}]: watch notifications delivered to {WAITERS} waiters' sessions");
+pub async fn compare(t: &Target, server: &str) {
+    let waiters = waiters(t);
+    let mutex = measure(t, "/suite/herd-mutex", Kind::Mutex).await;
+    let naive = measure(t, "/suite/herd-naive", Kind::Naive).await;
+    eprintln!("herd [{server}]: watch notifications delivered to {waiters} waiters' sessions");
     for (i, (m, n)) in mutex.iter().zip(&naive).enumerate() {
         eprintln!(
             "herd [{server}] release {}: Mutex {m}, NaiveLock {n}",
@@ -69,23 +85,24 @@ pub async fn compare(addr: &str, server: &str) {
         );
     }
     assert!(
-        naive[0] >= WAITERS / 2,
-        "NaiveLock first release: only {} notifications for {WAITERS} waiters",
+        naive[0] >= waiters / 2,
+        "NaiveLock first release: only {} notifications for {waiters} waiters",
         naive[0]
     );
 }
 
-async fn measure(addr: &str, path: &'static str, kind: Kind) -> Vec<usize> {
-    let base = total_watches(addr).await;
-    let holder_zk = connect(addr, 30_000).await;
+async fn measure(t: &Target, path: &'static str, kind: Kind) -> Vec<usize> {
+    let n = waiters(t);
+    let base = parked(t).await;
+    let holder_zk = connect(&t.hosts(0), 30_000).await;
     let mut first = Some(Guard::acquire(&holder_zk, path, kind).await);
 
     let mut opening = tokio::task::JoinSet::new();
-    for _ in 0..WAITERS {
-        let addr = addr.to_owned();
-        opening.spawn(async move { connect_events(&addr, 30_000).await });
+    for i in 0..n {
+        let hosts = t.hosts(i);
+        opening.spawn(async move { connect_events(&hosts, 30_000).await });
     }
-    let mut waiters = Vec::with_capacity(WAITERS);
+    let mut waiters = Vec::with_capacity(n);
     while let Some(r) = opening.join_next().await {
         waiters.push(r.unwrap());
     }
@@ -93,7 +110,7 @@ async fn measure(addr: &str, path: &'static str, kind: Kind) -> Vec<usize> {
     // Each waiter reports when it holds the lock, then releases when its permit is
     // sent (or dropped).
     let (acquired_tx, mut acquired) = mpsc::unbounded_channel::<usize>();
-    let mut permits: Vec<Option<oneshot::Sender<()>>> = Vec::with_capacity(WAITERS);
+    let mut permits: Vec<Option<oneshot::Sender<()>>> = Vec::with_capacity(n);
     let mut tasks = tokio::task::JoinSet::new();
     for (i, (zk, _)) in waiters.iter().enumerate() {
         let (permit, wait) = oneshot::channel::<()>();
@@ -108,7 +125,7 @@ async fn measure(addr: &str, path: &'static str, kind: Kind) -> Vec<usize> {
     }
     let mut events: Vec<mpsc::UnboundedReceiver<WatcherEvent>> =
         waiters.iter_mut().map(|(_, ev)| take(ev)).collect();
-    wait_watches(addr, base + WAITERS).await;
+    wait_watches(t, base + n).await;
     drain(&mut events);
 
     let mut per_release = Vec::with_capacity(RELEASES);
@@ -119,7 +136,7 @@ async fn measure(addr: &str, path: &'static str, kind: Kind) -> Vec<usize> {
             Some(i) => permits[i].take().unwrap().send(()).unwrap(),
         }
         holder = Some(within("next holder", acquired.recv()).await.unwrap());
-        wait_watches(addr, base + WAITERS - r - 1).await;
+        wait_watches(t, base + n - r - 1).await;
         per_release.push(drain(&mut events));
     }
     // The rest hand over as soon as each acquires.

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use zlock::{lock_flags, lock_mode, Client, CreateMode, LockPath, NativeLock};
-use zlock_testkit::TestServer;
 
+use super::target::{sync, Target};
 use super::{connect, req, within};
 
 /// How long a grant that must not come is given to show up anyway.
@@ -28,14 +28,11 @@ async fn try_native(c: &Client, path: &str, guid: &str, mode: i32) -> NativeLock
 
 /// A kazoo-style node (`__lock__`, no Curator marker) is a writer ahead of everyone for
 /// both sides; a node without a sequence number (`config`) blocks nobody on either.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn foreign_kinds_block_alike_and_unnumbered_names_block_nobody() {
-    let s = TestServer::start().await.unwrap();
-    let admin = connect(&s.connect_string()).await;
-    let (a, b) = (
-        connect(&s.connect_string()).await,
-        connect(&s.connect_string()).await,
-    );
+/// `admin`, `a` and `b` on members 0, 1 and 2 (every check of `a` and `b` is a write,
+/// ordered after `admin`'s).
+pub async fn foreign_kinds_block_alike_and_unnumbered_names_block_nobody(t: &Target) {
+    let admin = connect(&t.hosts(0)).await;
+    let (a, b) = (connect(&t.hosts(1)).await, connect(&t.hosts(2)).await);
     let p = "/agree/kinds";
     admin.ensure_path(p).await.unwrap();
     admin
@@ -90,13 +87,11 @@ async fn foreign_kinds_block_alike_and_unnumbered_names_block_nobody() {
 /// `-000000001`) come after 2147483647, in creation order, for both sides: the client's
 /// order shows in a latch's participants, the server's in when it grants a native
 /// contender queued on a wrapped name, and a recipe contender and that native one never
-/// both hold.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrapped_counters_order_alike() {
-    let s = TestServer::start().await.unwrap();
-    let admin = connect(&s.connect_string()).await;
-    let native = connect(&s.connect_string()).await;
-    let r = connect(&s.connect_string()).await;
+/// both hold. `admin`, the native contender and the recipe one on members 0, 1 and 2.
+pub async fn wrapped_counters_order_alike(t: &Target) {
+    let admin = connect(&t.hosts(0)).await;
+    let native = connect(&t.hosts(1)).await;
+    let r = connect(&t.hosts(2)).await;
     let p = "/agree/wrap";
     admin.ensure_path(p).await.unwrap();
     let lit = |name: &str| format!("{p}/{name}");
@@ -114,6 +109,7 @@ async fn wrapped_counters_order_alike() {
         .unwrap();
 
     let latch = zlock::LeaderLatch::new(admin.clone(), p, "observer");
+    sync(&admin).await;
     assert_eq!(
         latch.participants().await.unwrap(),
         ["_c_a-lock-2147483647", "_c_b-lock--2147483648", own],

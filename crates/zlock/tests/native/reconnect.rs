@@ -2,20 +2,22 @@
 //! a waiter whose re-sent request is cut off by a second break keeps waiting.
 
 use zlock::{ConnectionState, NativeLock};
-use zlock_testkit::TestServer;
 
 use super::proxy::Proxy;
+use super::target::Target;
 use super::{connect, mntr, req, within};
 
 /// The waiter's connection is cut (and new ones refused) before the holder releases, so
 /// the grant the server pushes has no connection to go to; once the waiter reconnects
-/// its client re-sends the request with RESUME and learns that it holds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grant_made_while_disconnected_arrives_on_reconnect() {
-    let s = TestServer::start().await.unwrap();
-    let holder = connect(&s.connect_string()).await;
-    let waiter_proxy = Proxy::start(s.addr).await;
+/// its client re-sends the request with RESUME and learns that it holds. The holder is
+/// on member 0; the waiter reaches member 1 through the proxy alone, and member 1 is
+/// the one that makes the grant it cannot push.
+pub async fn grant_made_while_disconnected_arrives_on_reconnect(t: &Target) {
+    const WAITERS: &str = "zlock_native_lock_waiters";
+    let holder = connect(&t.hosts(0)).await;
+    let waiter_proxy = Proxy::start(t.member(1)).await;
     let waiter = connect(&waiter_proxy.addr.to_string()).await;
+    let base = mntr(t.member(1), WAITERS).await;
     let NativeLock::Granted { node: held, .. } = holder.lock_native(req("/dc", "h")).await.unwrap()
     else {
         panic!("uncontended: granted")
@@ -24,7 +26,7 @@ async fn grant_made_while_disconnected_arrives_on_reconnect() {
     else {
         panic!("behind the holder: queued")
     };
-    assert_eq!(mntr(&s, "zlock_native_lock_waiters").await, 1);
+    assert_eq!(mntr(t.member(1), WAITERS).await, base + 1);
 
     waiter_proxy.block(true);
     waiter_proxy.cut();
@@ -38,7 +40,7 @@ async fn grant_made_while_disconnected_arrives_on_reconnect() {
     holder.delete(&held, -1).await.unwrap();
     // The server granted (the waiter is no longer registered) while nobody listened.
     within("grant made on the server", async {
-        while mntr(&s, "zlock_native_lock_waiters").await != 0 {
+        while mntr(t.member(1), WAITERS).await != base {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     })
@@ -50,27 +52,26 @@ async fn grant_made_while_disconnected_arrives_on_reconnect() {
     assert_eq!(g.node, node);
     assert_eq!(waiter.state(), ConnectionState::Reconnected);
     // It holds: a TRY from another session is refused, and its release frees the lock.
-    let mut t = req("/dc", "t");
-    t.flags = zlock::lock_flags::TRY;
+    let mut r = req("/dc", "t");
+    r.flags = zlock::lock_flags::TRY;
     assert!(matches!(
-        holder.lock_native(t.clone()).await.unwrap(),
+        holder.lock_native(r.clone()).await.unwrap(),
         NativeLock::Busy
     ));
     waiter.delete(&node, -1).await.unwrap();
     assert!(matches!(
-        holder.lock_native(t).await.unwrap(),
+        holder.lock_native(r).await.unwrap(),
         NativeLock::Granted { .. }
     ));
 }
 
 /// The connection breaks again after a reconnect, before the server has answered the
 /// waiter's re-sent request (RESUME): the waiter still waits, is re-sent on the next
-/// reconnect, and gets its grant.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiter_survives_a_second_break_before_its_resume_is_answered() {
-    let s = TestServer::start().await.unwrap();
-    let holder = connect(&s.connect_string()).await;
-    let waiter_proxy = Proxy::start(s.addr).await;
+/// reconnect, and gets its grant. The holder is on member 0, the waiter reaches member
+/// 1 through the proxy.
+pub async fn waiter_survives_a_second_break_before_its_resume_is_answered(t: &Target) {
+    let holder = connect(&t.hosts(0)).await;
+    let waiter_proxy = Proxy::start(t.member(1)).await;
     let waiter = connect(&waiter_proxy.addr.to_string()).await;
     let NativeLock::Granted { node: held, .. } = holder.lock_native(req("/db", "h")).await.unwrap()
     else {

@@ -3,21 +3,20 @@
 use std::time::Duration;
 
 use zlock::{CheckVersionRequest, CreateMode, DeleteRequest, MultiOp, MultiResult, NativeLock};
-use zlock_testkit::TestServer;
 
+use super::target::Target;
 use super::{connect, req};
 
 /// Long enough for a grant on loopback, short enough to fail fast when it never comes.
 const GRANT_WITHIN: Duration = Duration::from_secs(10);
 
 /// Another session's multi `[delete(waiter's node), check(/x, bad version)]` fails and
-/// is undone; the waiter still gets its grant when the holder releases.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_multi_over_a_waiters_node_keeps_its_grant() {
-    let s = TestServer::start().await.unwrap();
-    let holder = connect(&s.connect_string()).await;
-    let waiter = connect(&s.connect_string()).await;
-    let other = connect(&s.connect_string()).await;
+/// is undone; the waiter still gets its grant when the holder releases. Holder, waiter
+/// and other on members 0, 1 and 2.
+pub async fn failed_multi_over_a_waiters_node_keeps_its_grant(t: &Target) {
+    let holder = connect(&t.hosts(0)).await;
+    let waiter = connect(&t.hosts(1)).await;
+    let other = connect(&t.hosts(2)).await;
     let NativeLock::Granted { node: held, .. } = holder.lock_native(req("/rb", "h")).await.unwrap()
     else {
         panic!("uncontended: granted")
