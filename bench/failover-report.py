@@ -76,7 +76,7 @@ out.append("Each round: 3 writer and 3 locker sessions (each its own lock) sprea
            "the first acknowledged write *sent after the kill*, and to the first grant of a lock acquire "
            "*started after the kill*; then the member is started again and the round waits until all three "
            "serve. The zoo.cfg is the same for zlock and ZooKeeper (tickTime=2000, initLimit=10, syncLimit=5); "
-           "zlock's election timeout is its default (150-300 ms); etcd runs its defaults (heartbeat 100 ms, "
+           "zlock's election timeout is its default (150-200 ms, leader lease 200 ms); etcd runs its defaults (heartbeat 100 ms, "
            "election timeout 1000 ms).\n")
 out.append("| system | rounds | first write: median | worst | next lock grant: median | worst |")
 out.append("|---|---:|---:|---:|---:|---:|")

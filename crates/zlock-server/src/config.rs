@@ -349,8 +349,8 @@ pub struct ServerConfig {
     /// `syncLimit`, ticks; default 5 (`zoo_sample.cfg`'s). In ZooKeeper, how far a
     /// follower may fall behind the leader, and so how long (`syncLimit × tickTime`, 10 s
     /// with the sample config) a follower waits for a silent leader. zlock keeps it for
-    /// `conf` only: a zlock follower notices a silent leader within the election
-    /// timeout (150-300 ms with the sample config).
+    /// `conf` only: a zlock follower campaigns after a silent leader's lease plus the
+    /// election timeout (350-400 ms with the sample config).
     pub sync_limit: u32,
     /// `zlock.raftHeartbeatMs` (zlock's own key): the Raft heartbeat, instead of the
     /// one derived from `tickTime` (see [`EnsembleConfig`]).
@@ -385,13 +385,14 @@ impl MemberSpec {
 /// This server's place in an ensemble, and the Raft timing derived from `tickTime`.
 ///
 /// The timing is openraft's: the leader sends a heartbeat every `heartbeat_ms`, and a
-/// follower that hears nothing for a random time between `election_min_ms` and
-/// `election_max_ms` starts an election. From `tickTime`: `heartbeat_ms = max(10,
-/// tickTime / 40)` (50 ms at ZooKeeper's sample `tickTime=2000`), `election_min_ms = 3 ×
-/// heartbeat_ms`, `election_max_ms = 6 × heartbeat_ms` (150-300 ms, openraft's own
-/// defaults). `zlock.raftHeartbeatMs` replaces the heartbeat (the election timeout
-/// still follows it), and `zlock.electionTimeoutMs` the election timeout's lower bound
-/// (the upper is twice it). See [`RaftTiming::derive`]; [`EnsembleConfig::validate`]
+/// follower that hears nothing for the leader's lease (`election_max_ms`) plus a random
+/// time between `election_min_ms` and `election_max_ms` starts an election (one whose
+/// leader's process died campaigns after the lease alone, see
+/// `commit::raft::failover`). From `tickTime`: `heartbeat_ms = max(10, tickTime / 40)`
+/// (50 ms at ZooKeeper's sample `tickTime=2000`), `election_min_ms = 3 × heartbeat_ms`,
+/// `election_max_ms = 4 × heartbeat_ms` (150-200 ms). `zlock.raftHeartbeatMs` replaces
+/// the heartbeat (the election timeout still follows it), and `zlock.electionTimeoutMs`
+/// the election timeout's lower bound (the upper is a third more). See [`RaftTiming::derive`]; [`EnsembleConfig::validate`]
 /// checks that the election timeout exceeds the heartbeat, as openraft requires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnsembleConfig {

@@ -150,7 +150,15 @@ async fn leader_cut_off(path: LockPath, name: &str) {
     let new = ens.leader().await.unwrap();
     assert_ne!(new, l, "the majority elected a new leader");
     // A new election, so what was cut off led (the lead did not move just before).
-    let now = raft_term(&ens, new).await;
+    // `mntr`'s term is refreshed every 100 ms, so it may lag the new leader's `srvr`.
+    let until = Instant::now() + Duration::from_secs(5);
+    let now = loop {
+        let now = raft_term(&ens, new).await;
+        if now > term || Instant::now() > until {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(
         now > term,
         "member {l} was cut off as a follower (term {term}, then {now})"
