@@ -181,47 +181,7 @@ impl Core {
                     body: TxnBody::CreateSession { passwd, timeout_ms },
                 });
             }
-            Item::Resume {
-                conn,
-                session_id,
-                last_zxid_seen,
-                passwd,
-                read_only,
-                features,
-                done,
-            } if self.config.ensemble.is_some() => {
-                // A member of an ensemble resumes a session through the log: the
-                // session moves here (see `Router::moved`), answered once applied.
-                let ticket = self.router.expect_session(Handshaking {
-                    conn,
-                    passwd: passwd.clone(),
-                    resume: Some((session_id, last_zxid_seen)),
-                    read_only,
-                    features,
-                    done,
-                });
-                txns.push(Txn {
-                    origin: self.origin(SessionId::NONE, ticket),
-                    time_ms: now_ms(),
-                    body: TxnBody::MoveSession { session_id, passwd },
-                });
-            }
-            Item::Resume {
-                conn,
-                session_id,
-                last_zxid_seen,
-                passwd,
-                read_only,
-                features,
-                done,
-            } => self.resume(
-                conn,
-                session_id,
-                last_zxid_seen,
-                passwd,
-                (read_only, features),
-                done,
-            ),
+            resume @ Item::Resume { .. } => self.resume(resume, txns),
             Item::Request {
                 session,
                 asker,
@@ -413,15 +373,39 @@ impl Core {
             .spawn(move || drop(state));
     }
 
-    fn resume(
-        &mut self,
-        conn: ConnHandle,
-        session_id: SessionId,
-        last_zxid_seen: i64,
-        passwd: Vec<u8>,
-        offer: (Option<bool>, Option<i32>),
-        done: tokio::sync::oneshot::Sender<Option<super::Handshake>>,
-    ) {
+    /// A reconnect to an existing session (`item` is an [`Item::Resume`]).
+    fn resume(&mut self, item: Item, txns: &mut Vec<Txn>) {
+        let Item::Resume {
+            conn,
+            session_id,
+            last_zxid_seen,
+            passwd,
+            read_only,
+            features,
+            done,
+        } = item
+        else {
+            return;
+        };
+        let offer = (read_only, features);
+        if self.config.ensemble.is_some() {
+            // A member of an ensemble resumes a session through the log: the session
+            // moves here (see `Router::moved`), answered once applied.
+            let ticket = self.router.expect_session(Handshaking {
+                conn,
+                passwd: passwd.clone(),
+                resume: Some((session_id, last_zxid_seen)),
+                read_only,
+                features,
+                done,
+            });
+            txns.push(Txn {
+                origin: self.origin(SessionId::NONE, ticket),
+                time_ms: now_ms(),
+                body: TxnBody::MoveSession { session_id, passwd },
+            });
+            return;
+        }
         if Zxid(last_zxid_seen) > self.state.zxid {
             // The client has seen a newer state than ours (we lost data, or it talked
             // to another ensemble): ZooKeeper refuses without an answer so the client

@@ -22,7 +22,8 @@
 //! election, voters still check logs and terms.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -31,11 +32,15 @@ use tokio::time::Instant;
 use super::peer::{self, Identity, Knock};
 use super::types::Raft;
 
-/// What the peer server saw of the other members: when each last sent an append, the
-/// highest term a candidate asked for, and connections that broke.
+/// What the peer server saw of the other members: when a leader last sent an append,
+/// the highest term a candidate asked for, and connections that broke. Updated on every
+/// append and vote request, so two atomics rather than a lock.
 pub struct Contact {
-    heard: Mutex<BTreeMap<u64, Instant>>,
-    asked_term: Mutex<u64>,
+    /// Set up when the record is made: `last_append` counts microseconds from it.
+    epoch: Instant,
+    /// 0: no append yet; else microseconds after `epoch`, plus one.
+    last_append: AtomicU64,
+    asked_term: AtomicU64,
     broke: mpsc::Sender<u64>,
 }
 
@@ -44,35 +49,31 @@ impl Contact {
     pub fn new() -> (Arc<Contact>, mpsc::Receiver<u64>) {
         let (broke, rx) = mpsc::channel(16);
         let c = Contact {
-            heard: Mutex::new(BTreeMap::new()),
-            asked_term: Mutex::new(0),
+            epoch: Instant::now(),
+            last_append: AtomicU64::new(0),
+            asked_term: AtomicU64::new(0),
             broke,
         };
         (Arc::new(c), rx)
     }
 
-    fn asked_term(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.asked_term
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// A member sent an append (entries or a heartbeat): only a leader sends them.
+    pub fn heard(&self) {
+        let us = self.epoch.elapsed().as_micros() as u64 + 1;
+        self.last_append.fetch_max(us, Ordering::Relaxed);
     }
 
-    /// Member `from` sent an append (entries or a heartbeat).
-    pub fn heard(&self, from: u64) {
-        let mut h = self.heard.lock().unwrap_or_else(PoisonError::into_inner);
-        h.insert(from, Instant::now());
-    }
-
-    /// When any member last sent an append (only a leader sends them).
+    /// When a leader last sent an append to this member.
     pub fn last_heard_any(&self) -> Option<Instant> {
-        let h = self.heard.lock().unwrap_or_else(PoisonError::into_inner);
-        h.values().max().copied()
+        match self.last_append.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(self.epoch + Duration::from_micros(us - 1)),
+        }
     }
 
     /// A candidate asked for this member's vote in `term`.
     pub fn asked(&self, term: u64) {
-        let mut t = self.asked_term();
-        *t = (*t).max(term);
+        self.asked_term.fetch_max(term, Ordering::Relaxed);
     }
 
     /// A connection from member `from` broke (not closed by this member's shutdown).
@@ -168,7 +169,7 @@ impl Watcher {
     /// Starts an election at a term above every term a candidate asked this member
     /// for (each `elect` moves this member's term up by one).
     async fn campaign(&self) {
-        let above = *self.contact.asked_term();
+        let above = self.contact.asked_term.load(Ordering::Relaxed);
         let mut m = self.raft.metrics();
         for _ in 0..3 {
             let before = m.borrow_and_update().current_term;

@@ -221,7 +221,7 @@ async fn serve_peer(
         return Err(FrameError::Refused(why));
     }
     write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
-    let served = serve_requests(&mut s, raft, id, hooks, contact, hello.from).await;
+    let served = serve_requests(&mut s, raft, id, hooks, contact).await;
     // A broken connection may be a dead leader (see `failover`).
     contact.broke(hello.from);
     served
@@ -233,13 +233,12 @@ async fn serve_requests(
     id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
-    from: u64,
 ) -> Result<(), FrameError> {
     loop {
         let req: Request = read_frame(s).await?;
         let reply = match req {
             Request::Append(r) => {
-                contact.heard(from);
+                contact.heard();
                 Reply::Append(raft.append_entries(r).await)
             }
             Request::Vote(r) => {
