@@ -256,8 +256,12 @@ impl RaftCommit {
     }
 
     /// Resolves once this member is out of touch with its quorum ([`in_touch`]), looked
-    /// at every 20 ms.
-    async fn out_of_touch(&self) {
+    /// at every 20 ms, and no sooner than the silent time after `since`. A leader that
+    /// has just stepped down for a rival campaign (fresh members all campaign at once)
+    /// has heard no append yet and is out of touch at once; the batch it took is not lost
+    /// for that: the next leader commits or truncates it, and its answer comes then.
+    async fn out_of_touch(&self, since: tokio::time::Instant) {
+        tokio::time::sleep_until(since + self.silent).await;
         while in_touch(&self.raft, &self.contact, self.silent) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -300,7 +304,8 @@ impl RaftCommit {
     }
 
     async fn write(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
-        let deadline = tokio::time::Instant::now() + self.patience;
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.patience;
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
@@ -311,7 +316,7 @@ impl RaftCommit {
                 // on it, and the sequencer closes the clients now.
                 tokio::select! {
                     r = peer::write_as_leader(&self.raft, self.me, batch.clone()) => r,
-                    () = self.out_of_touch() => Err(ForwardError::Failed(
+                    () = self.out_of_touch(started) => Err(ForwardError::Failed(
                         "out of touch with the quorum while leading".into(),
                     )),
                 }
