@@ -129,23 +129,22 @@ impl State {
         }
     }
 
-    /// Applies the Txn at log position `index`, the next one after [`State::applied`].
+    /// Applies the Txn at log position `index`, the next one after [`State::applied`]:
+    /// [`State::enter`] and [`State::apply_txn`] for an entry that holds one Txn.
     /// Never fails for what the Txn asks: a write that is invalid against the current
     /// tree is answered with its ZooKeeper error code and changes nothing. Fails only
     /// when `index` does not follow the last applied position (the caller's log and
     /// this state disagree: continuing would spread the damage).
     pub fn apply(&mut self, index: LogIndex, txn: &Txn) -> Result<Applied, OutOfOrder> {
-        self.advance(index)?;
+        self.enter(index)?;
         Ok(self.apply_txn(txn))
     }
 
-    /// Takes log position `index` for an entry that is not a Txn (a Raft leader's blank
-    /// entry, a membership change): no zxid, nothing changes but [`State::applied`].
-    pub fn skip(&mut self, index: LogIndex) -> Result<(), OutOfOrder> {
-        self.advance(index)
-    }
-
-    fn advance(&mut self, index: LogIndex) -> Result<(), OutOfOrder> {
+    /// Takes log position `index`, the next one after [`State::applied`], for the entry
+    /// whose Txns [`State::apply_txn`] applies next (none: a Raft leader's blank entry, a
+    /// membership change; nothing changes then but [`State::applied`]). A Raft entry
+    /// holds a batch of Txns; each takes its own zxid.
+    pub fn enter(&mut self, index: LogIndex) -> Result<(), OutOfOrder> {
         if index != self.applied.next() {
             return Err(OutOfOrder {
                 index,
@@ -164,7 +163,8 @@ impl State {
         SessionId((((member.0 & 0xff) << 56) as i64) | (zxid.0 & 0x00ff_ffff_ffff_ffff))
     }
 
-    fn apply_txn(&mut self, txn: &Txn) -> Applied {
+    /// Applies the next Txn of the entry at [`State::applied`] (see [`State::enter`]).
+    pub fn apply_txn(&mut self, txn: &Txn) -> Applied {
         self.zxid = self.zxid.next();
         // The nodes' Stat fields (czxid, mzxid, pzxid) hold the wire's integer.
         let zxid = self.zxid.0;

@@ -85,7 +85,12 @@ pub(crate) async fn start(
         election_min_ms: e.election_min_ms,
         election_max_ms: e.election_max_ms,
         snapshot_every: Some(config.snap_count.max(1)),
-        keep_behind_snapshot: 1_000,
+        // Entries kept behind a snapshot for a follower a little behind (it catches up
+        // from the log; one further behind gets the snapshot, as ZooKeeper's followers
+        // get a SNAP past the leader's committed log). An entry holds at least one Txn,
+        // so this keeps at least a snapshot interval's worth of Txns, up to 1,000
+        // entries.
+        keep_behind_snapshot: config.snap_count.clamp(1, 1_000),
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.clone(),
     };

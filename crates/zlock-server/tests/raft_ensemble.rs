@@ -35,8 +35,8 @@ impl Apply for Member {
             if let Some((last, _)) = h.last() {
                 assert!(i > *last, "position {} after {}", i.0, last.0);
             }
-            if let Entry::Txn(t) = e {
-                h.push((i, t.clone()));
+            if let Entry::Txns(ts) = e {
+                h.extend(ts.iter().map(|t| (i, t.clone())));
             }
         }
     }

@@ -340,8 +340,9 @@ async fn all_members_kill9_and_restart() {
     .await;
 }
 
-/// 5: with snapshots every 50 entries and more than the 1,000 entries kept behind a
-/// snapshot written, a follower's data directory is wiped: it rejoins by installing
+/// 5: with snapshots every 50 Txns (and so 50 entries kept behind a snapshot), and
+/// more than that written (four writers one create at a time, so at least 300
+/// entries however the leader merges them), a follower's data directory is wiped: it rejoins by installing
 /// the leader's snapshot, serves the same data to a client connected to it alone, and
 /// counts in the quorum (a write succeeds with the third member killed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -361,20 +362,20 @@ async fn wiped_member_rejoins_by_snapshot() {
             .unwrap();
         const N: usize = 1_200;
         within("the writes", async {
-            for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
-                let mut set = tokio::task::JoinSet::new();
-                for &i in chunk {
-                    let zk = zk.clone();
-                    set.spawn(async move {
+            let mut set = tokio::task::JoinSet::new();
+            for lane in 0..4 {
+                let zk = zk.clone();
+                set.spawn(async move {
+                    for i in (lane..N).step_by(4) {
                         let p = format!("/data/n{i:05}");
                         zk.create(&p, i.to_string().as_bytes(), CreateMode::Persistent)
                             .await
                             .unwrap();
-                    });
-                }
-                while let Some(r) = set.join_next().await {
-                    r.unwrap();
-                }
+                    }
+                });
+            }
+            while let Some(r) = set.join_next().await {
+                r.unwrap();
             }
         })
         .await;

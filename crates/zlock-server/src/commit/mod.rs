@@ -12,6 +12,9 @@
 //!    once, at consecutive positions starting right after the position the log was
 //!    opened at. Txns proposed in one call, or in successive calls from one proposer,
 //!    keep their order in the log.
+//!    An entry holds one or more Txns (a Raft entry holds a proposed batch: one
+//!    append and one fsync for all of them); its Txns are applied in order, in one
+//!    call.
 //! 2. **Nothing visible before durable.** An entry reaches `apply` only once it survives
 //!    a crash (`kill -9`, power loss within what fdatasync guarantees): on the local disk
 //!    for the WAL, on a majority for Raft. Whatever `apply` reveals (a reply, a watch
@@ -55,7 +58,9 @@ pub enum CommitError {
 /// One committed log entry.
 #[derive(Debug, Clone, Copy)]
 pub enum Entry<'a> {
-    Txn(&'a Txn),
+    /// The Txns of one proposal, in order (one, in the WAL; a batch, in the Raft log);
+    /// each takes its own zxid.
+    Txns(&'a [Txn]),
     /// A position in the log that holds no Txn.
     Blank,
 }

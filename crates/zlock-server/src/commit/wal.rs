@@ -99,10 +99,12 @@ impl<L: LogStore, A: Apply> Commit for WalCommit<L, A> {
         }
         let first = self.last.next();
         self.last = LogIndex(self.last.0 + batch.len() as u64);
-        let mut entries = batch
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (LogIndex(first.0 + i as u64), Entry::Txn(t)));
+        let mut entries = batch.iter().enumerate().map(|(i, t)| {
+            (
+                LogIndex(first.0 + i as u64),
+                Entry::Txns(std::slice::from_ref(t)),
+            )
+        });
         self.apply.apply(&mut entries);
         batch.clear();
         Ok(())

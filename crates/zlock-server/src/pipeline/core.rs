@@ -280,42 +280,44 @@ impl Core {
             return;
         }
         for (index, entry) in entries {
-            let txn = match entry {
-                Entry::Txn(t) => t,
-                Entry::Blank => {
-                    if let Err(e) = self.state.skip(index) {
-                        diverged(e);
-                    }
-                    continue;
-                }
+            if let Err(e) = self.state.enter(index) {
+                diverged(e);
+            }
+            let Entry::Txns(txns) = entry else {
+                continue;
             };
-            let a = match self.state.apply(index, txn) {
-                Ok(a) => a,
-                Err(e) => diverged(e),
-            };
-            if let Some(s) = a.created_session {
-                let timeout = self.state.sessions.get(&s).map_or(0, |s| s.timeout_ms);
-                self.sessions
-                    .add(s, timeout.max(0) as u64, self.clock.now());
+            for txn in txns {
+                self.apply_txn(txn);
             }
-            if let Some((s, true)) = a.moved {
-                if txn.origin.member == self.router.me {
-                    self.touch(s);
-                }
+        }
+    }
+
+    /// Applies the next Txn of the entry the state has entered, and hands on what it
+    /// produced: replies, events and grants to the router, sessions to the tracker.
+    fn apply_txn(&mut self, txn: &Txn) {
+        let a = self.state.apply_txn(txn);
+        if let Some(s) = a.created_session {
+            let timeout = self.state.sessions.get(&s).map_or(0, |s| s.timeout_ms);
+            self.sessions
+                .add(s, timeout.max(0) as u64, self.clock.now());
+        }
+        if let Some((s, true)) = a.moved {
+            if txn.origin.member == self.router.me {
+                self.touch(s);
             }
-            self.router.applied(&mut self.state, txn.origin, &a);
-            if let Some(s) = a.closed_session {
-                if txn.origin.session == SessionId::NONE {
-                    tracing::info!(session = %s, "session expired");
-                }
-                self.sessions.remove(s);
-                self.router.end_session(s);
+        }
+        self.router.applied(&mut self.state, txn.origin, &a);
+        if let Some(s) = a.closed_session {
+            if txn.origin.session == SessionId::NONE {
+                tracing::info!(session = %s, "session expired");
             }
-            self.since_snapshot += 1;
-            if self.snapshot_self && self.since_snapshot >= self.config.snap_count {
-                self.since_snapshot = 0;
-                self.snapshots.submit(&self.state);
-            }
+            self.sessions.remove(s);
+            self.router.end_session(s);
+        }
+        self.since_snapshot += 1;
+        if self.snapshot_self && self.since_snapshot >= self.config.snap_count {
+            self.since_snapshot = 0;
+            self.snapshots.submit(&self.state);
         }
     }
 
@@ -493,19 +495,31 @@ impl crate::commit::Snapshots for CoreApply {
     }
 }
 
-/// Entries applied per hold of the core's lock: a connection task answering a read in
-/// place waits for at most this many, never for a whole batch (up to 4096 Txns).
+/// Txns applied per hold of the core's lock: a connection task answering a read in
+/// place waits for about this many (a chunk ends with the entry that reaches it, and a
+/// Raft entry holds up to 256), never for a whole batch (up to 4096 Txns).
 pub(crate) const APPLY_CHUNK: usize = 64;
 
 impl Apply for CoreApply {
     fn apply(&mut self, entries: &mut dyn Iterator<Item = (LogIndex, Entry<'_>)>) {
         loop {
-            let mut n = 0;
-            let mut chunk = (&mut *entries).take(APPLY_CHUNK).inspect(|_| n += 1);
+            let (mut txns, mut more) = (0, false);
+            let mut chunk = std::iter::from_fn(|| {
+                if txns >= APPLY_CHUNK {
+                    more = true;
+                    return None;
+                }
+                let e = entries.next()?;
+                txns += match e.1 {
+                    Entry::Txns(t) => t.len().max(1),
+                    Entry::Blank => 1,
+                };
+                Some(e)
+            });
             with_core(&self.core, &mut self.dirty, |c| c.apply_entries(&mut chunk));
             // Each chunk's replies and events leave before the next is applied.
             crate::net::out::flush(&mut self.dirty);
-            if n < APPLY_CHUNK {
+            if !more {
                 return;
             }
         }

@@ -14,10 +14,12 @@ use zlock_server::commit::{Apply, Entry, SnapshotJob, Snapshots};
 
 use crate::world::{lock as wlock, Fact, Shared};
 
-/// One applied position.
+/// One applied Txn (or entry without one): its log position, and its place among the
+/// entry's Txns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rec {
     pub index: u64,
+    pub pos: usize,
     pub txn: Option<Txn>,
     pub fact: Fact,
 }
@@ -78,47 +80,52 @@ fn outcome(a: &Applied) -> String {
 }
 
 impl Inner {
-    /// Applies one entry and checks the locks after it; returns what to record and
-    /// any violation.
-    fn apply_one(&mut self, index: LogIndex, entry: Entry<'_>, bad: &mut Vec<String>) -> Rec {
+    /// Applies one entry and checks the locks after each of its Txns; records what it
+    /// applied in `out` and any violation in `bad`.
+    fn apply_entry(
+        &mut self,
+        index: LogIndex,
+        entry: Entry<'_>,
+        bad: &mut Vec<String>,
+        out: &mut Vec<Rec>,
+    ) {
         let m = self.member;
-        let Entry::Txn(t) = entry else {
-            if let Err(e) = self.state.skip(index) {
-                bad.push(format!("member {m}: {e}"));
-            }
-            return Rec {
+        if let Err(e) = self.state.enter(index) {
+            bad.push(format!("member {m}: {e}"));
+        }
+        let Entry::Txns(txns) = entry else {
+            out.push(Rec {
                 index: index.0,
+                pos: 0,
                 txn: None,
                 fact: Fact {
                     txn: Vec::new(),
                     outcome: String::new(),
                 },
-            };
+            });
+            return;
         };
-        let a = match self.state.apply(index, t) {
-            Ok(a) => a,
-            Err(e) => {
-                bad.push(format!("member {m}: {e}"));
-                Applied::default()
+        for (pos, t) in txns.iter().enumerate() {
+            let a = self.state.apply_txn(t);
+            if let TxnBody::CreateSession { .. } = t.body {
+                if let Some(s) = a.created_session {
+                    self.created.insert((t.origin.member.0, t.origin.xid), s);
+                }
             }
-        };
-        if let TxnBody::CreateSession { .. } = t.body {
-            if let Some(s) = a.created_session {
-                self.created.insert((t.origin.member.0, t.origin.xid), s);
+            if t.origin.session.0 != 0 {
+                self.replies
+                    .insert((t.origin.session.0, t.origin.xid), a.reply.clone());
             }
-        }
-        if t.origin.session.0 != 0 {
-            self.replies
-                .insert((t.origin.session.0, t.origin.xid), a.reply.clone());
-        }
-        self.check_locks(index.0, t, &a, bad);
-        Rec {
-            index: index.0,
-            txn: Some(t.clone()),
-            fact: Fact {
-                txn: t.to_bytes(),
-                outcome: outcome(&a),
-            },
+            self.check_locks(index.0, t, &a, bad);
+            out.push(Rec {
+                index: index.0,
+                pos,
+                txn: Some(t.clone()),
+                fact: Fact {
+                    txn: t.to_bytes(),
+                    outcome: outcome(&a),
+                },
+            });
         }
     }
 
@@ -195,10 +202,9 @@ impl Apply for SimHost {
         let mut bad = Vec::new();
         let mut recs = Vec::new();
         for (index, entry) in entries {
-            let rec = h.apply_one(index, entry, &mut bad);
-            recs.push(rec.clone());
-            h.history.push(rec);
+            h.apply_entry(index, entry, &mut bad, &mut recs);
         }
+        h.history.extend(recs.iter().cloned());
         let member = h.member;
         drop(h);
         let mut w = wlock(&self.world);
@@ -207,9 +213,9 @@ impl Apply for SimHost {
                 "member {member} applied {}: {}",
                 rec.index, rec.fact.outcome
             ));
-            match w.applied.get(&rec.index) {
+            match w.applied.get(&(rec.index, rec.pos)) {
                 None => {
-                    w.applied.insert(rec.index, rec.fact);
+                    w.applied.insert((rec.index, rec.pos), rec.fact);
                 }
                 Some(f) if *f == rec.fact => {}
                 Some(f) => {

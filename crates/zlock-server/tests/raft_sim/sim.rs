@@ -9,6 +9,7 @@ use std::time::Duration;
 use openraft::{BasicNode, ServerState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zlock_server::commit::raft::combine::Combiner;
 use zlock_server::commit::raft::log::{RaftLog, Writer};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
@@ -143,8 +144,13 @@ impl Sim {
         let (log, writer) =
             RaftLog::open_with_writer(disk.clone(), b.records.clone(), b.meta.path()).unwrap();
         let host = SimHost::new(id, self.world.clone());
-        let (sm, _applied) =
-            StateMachine::open(host.clone(), b.snapshots.path().to_path_buf()).unwrap();
+        let (sm, _applied) = StateMachine::open(
+            host.clone(),
+            b.snapshots.path().to_path_buf(),
+            None,
+            Default::default(),
+        )
+        .unwrap();
         let net = SimNetwork {
             world: self.world.clone(),
             from: id,
@@ -190,11 +196,14 @@ impl Sim {
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
         }
-        self.members
-            .lock()
-            .unwrap()
-            .running
-            .insert(id, (raft.clone(), host.clone()));
+        self.members.lock().unwrap().running.insert(
+            id,
+            (
+                raft.clone(),
+                host.clone(),
+                Combiner::start(raft.clone(), id),
+            ),
+        );
         self.running.insert(
             id,
             Running {

@@ -83,8 +83,8 @@ pub struct World {
     /// the simulation triggers).
     pub heard: BTreeMap<u64, u64>,
     pub trace: Trace,
-    /// The first applied fact at each log position.
-    pub applied: BTreeMap<u64, Fact>,
+    /// The first applied fact at each log position (and place in its entry).
+    pub applied: BTreeMap<(u64, usize), Fact>,
     /// The voters (all members).
     pub voters: usize,
     /// Granted votes: who granted each leader id `(term, candidate)`.

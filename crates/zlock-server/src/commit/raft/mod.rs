@@ -19,6 +19,7 @@
 // openraft's error types are large by design (its examples allow the same).
 #![allow(clippy::result_large_err)]
 
+pub mod combine;
 mod failover;
 pub mod log;
 pub mod peer;
@@ -53,7 +54,8 @@ pub struct RaftOptions {
     pub heartbeat_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
-    /// A snapshot after this many entries; `None`: only when asked.
+    /// A snapshot after this many Txns applied (ZooKeeper's snapCount); `None`: only
+    /// when asked.
     pub snapshot_every: Option<u64>,
     /// Entries kept behind a snapshot (a member lagging further gets the snapshot).
     pub keep_behind_snapshot: u64,
@@ -62,6 +64,11 @@ pub struct RaftOptions {
     /// Where the vote and the purge point are kept.
     pub meta_dir: PathBuf,
 }
+
+/// Entries in one replication frame: with proposals of at most about 1 MiB
+/// ([`types::PROPOSAL_BYTES`], or one larger Txn, within the client packet limit), a
+/// frame stays well under the peer link's [`peer::MAX_FRAME`].
+const MAX_PAYLOAD_ENTRIES: u64 = 16;
 
 impl RaftOptions {
     fn config(&self) -> Result<openraft::Config, CommitError> {
@@ -72,10 +79,11 @@ impl RaftOptions {
             election_timeout_max: self.election_max_ms,
             // Per chunk (3 MiB), so it does not grow with the snapshot.
             install_snapshot_timeout: 2_000,
-            snapshot_policy: match self.snapshot_every {
-                Some(n) => openraft::SnapshotPolicy::LogsSinceLast(n),
-                None => openraft::SnapshotPolicy::Never,
-            },
+            // Asked for by the state machine, which counts Txns (`snapshot_every`).
+            snapshot_policy: openraft::SnapshotPolicy::Never,
+            // An entry is one proposal, at most about 1 MiB of Txns: a replication
+            // frame stays within the peer link's limit.
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
             ..openraft::Config::default()
         };
@@ -98,6 +106,8 @@ pub struct RaftCommit {
     addrs: BTreeMap<u64, String>,
     /// Connections to the leader(s) for forwarding, by member.
     forward: HashMap<u64, Peer>,
+    /// The write path when this member leads (see [`combine`]).
+    writes: combine::Combiner,
     applied: watch::Receiver<u64>,
     patience: Duration,
     failed: bool,
@@ -140,7 +150,14 @@ impl RaftCommit {
         let config = Arc::new(opts.config()?);
         let io = |e: std::io::Error| CommitError::Raft(e.to_string());
         let log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
-        let (sm, applied) = sm::StateMachine::open(host, opts.snapshot_dir.clone()).map_err(io)?;
+        let snapshot_due = Arc::new(tokio::sync::Notify::new());
+        let (sm, applied) = sm::StateMachine::open(
+            host,
+            opts.snapshot_dir.clone(),
+            opts.snapshot_every,
+            snapshot_due.clone(),
+        )
+        .map_err(io)?;
         let id = Arc::new(Identity {
             ensemble: opts.ensemble.clone(),
             me: opts.me,
@@ -152,9 +169,11 @@ impl RaftCommit {
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
         let (contact, broke) = failover::Contact::new();
+        let writes = combine::Combiner::start(raft.clone(), opts.me);
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
+            writes.clone(),
             id.clone(),
             hooks,
             contact.clone(),
@@ -168,7 +187,8 @@ impl RaftCommit {
             lease: Duration::from_millis(opts.election_max_ms),
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
         };
-        tokio::spawn(watcher.run(broke, stopped));
+        tokio::spawn(watcher.run(broke, stopped.clone()));
+        tokio::spawn(snapshots_when_due(raft.clone(), snapshot_due, stopped));
         let fresh = !raft
             .is_initialized()
             .await
@@ -192,6 +212,7 @@ impl RaftCommit {
             id,
             addrs: opts.members.clone(),
             forward: HashMap::new(),
+            writes,
             applied,
             patience: opts.patience(),
             failed: false,
@@ -315,7 +336,7 @@ impl RaftCommit {
                 // clients. Once out of touch, the batch's outcome is unknown: give up
                 // on it, and the sequencer closes the clients now.
                 tokio::select! {
-                    r = peer::write_as_leader(&self.raft, self.me, batch.clone()) => r,
+                    r = self.writes.write(batch.clone()) => r,
                     () = self.out_of_touch(started) => Err(ForwardError::Failed(
                         "out of touch with the quorum while leading".into(),
                     )),
@@ -328,7 +349,10 @@ impl RaftCommit {
                 // stops hearing of: forwarded after the heal, those expiries would close
                 // sessions that were alive on the majority all along. (The sessions stay
                 // tracked here, and get a full timeout if this member leads again.)
-                batch.retain(|p| !p.0.is_expiry());
+                for p in &mut batch {
+                    p.0.retain(|t| !t.is_expiry());
+                }
+                batch.retain(|p| !p.0.is_empty());
                 if batch.is_empty() {
                     return Ok(());
                 }
@@ -367,6 +391,24 @@ impl RaftCommit {
             Err(_) => Err(CommitError::Unavailable(format!(
                 "entry {last} committed but not applied here in time"
             ))),
+        }
+    }
+}
+
+/// Asks openraft for a snapshot each time the state machine says one is due, until
+/// `stopped`.
+async fn snapshots_when_due(
+    raft: Raft,
+    due: Arc<tokio::sync::Notify>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = due.notified() => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        if raft.trigger().snapshot().await.is_err() {
+            return;
         }
     }
 }
@@ -680,7 +722,7 @@ impl Commit for RaftCommit {
         if batch.is_empty() {
             return Ok(());
         }
-        let props: Vec<Proposal> = batch.drain(..).map(Proposal).collect();
+        let props = Proposal::split(batch.drain(..));
         let rt = self.rt.clone();
         let r = rt.block_on(self.write(props));
         if let Err(CommitError::Raft(_)) = &r {

@@ -36,6 +36,13 @@ pub struct StateMachine<H: Snapshots> {
     applied_tx: Arc<watch::Sender<u64>>,
     /// Counts received snapshot files (their temp names).
     receiving: u64,
+    /// Snapshot after this many Txns (ZooKeeper's snapCount counts Txns, and a Raft
+    /// entry holds a batch of them, so openraft's own count of entries is not used).
+    snap_every: Option<u64>,
+    /// Txns applied since the last snapshot was asked for, or installed.
+    since_snapshot: u64,
+    /// Told when a snapshot is due; [`RaftCommit`](super::RaftCommit) asks openraft.
+    snapshot_due: Arc<tokio::sync::Notify>,
 }
 
 fn lock<H>(m: &Mutex<Hosted<H>>) -> std::sync::MutexGuard<'_, Hosted<H>> {
@@ -61,8 +68,14 @@ fn split(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> {
 }
 
 impl<H: Snapshots> StateMachine<H> {
-    /// A state machine over `host`, restored from the newest snapshot in `dir` (if any).
-    pub fn open(mut host: H, dir: PathBuf) -> std::io::Result<(Self, watch::Receiver<u64>)> {
+    /// A state machine over `host`, restored from the newest snapshot in `dir` (if any),
+    /// that tells `snapshot_due` once every `snap_every` Txns applied.
+    pub fn open(
+        mut host: H,
+        dir: PathBuf,
+        snap_every: Option<u64>,
+        snapshot_due: Arc<tokio::sync::Notify>,
+    ) -> std::io::Result<(Self, watch::Receiver<u64>)> {
         let mut applied = None;
         let mut membership = Membership::default();
         if let Some((index, bytes)) = zlock_store::snapshot::load_latest(&dir).map_err(io_err)? {
@@ -83,6 +96,9 @@ impl<H: Snapshots> StateMachine<H> {
                 dir,
                 applied_tx: Arc::new(tx),
                 receiving: 0,
+                snap_every,
+                since_snapshot: 0,
+                snapshot_due,
             },
             rx,
         ))
@@ -166,13 +182,24 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             // Index 0 is openraft's initial membership: nothing for the host.
             let mut it = entries.iter().filter(|e| e.log_id.index > 0).map(|e| {
                 let entry = match &e.payload {
-                    EntryPayload::Normal(p) => CommitEntry::Txn(&p.0),
+                    EntryPayload::Normal(p) => CommitEntry::Txns(&p.0),
                     _ => CommitEntry::Blank,
                 };
                 (LogIndex(e.log_id.index), entry)
             });
             h.host.apply(&mut it);
             h.applied = Some(last);
+            self.since_snapshot += entries
+                .iter()
+                .map(|e| match &e.payload {
+                    EntryPayload::Normal(p) => p.0.len() as u64,
+                    _ => 0,
+                })
+                .sum::<u64>();
+        }
+        if self.snap_every.is_some_and(|n| self.since_snapshot >= n) {
+            self.since_snapshot = 0;
+            self.snapshot_due.notify_one();
         }
         self.applied_tx.send_replace(last.index);
         Ok(vec![(); n])
@@ -244,6 +271,7 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             h.applied = meta.last_log_id;
             h.membership = meta.last_membership.clone();
         }
+        self.since_snapshot = 0;
         self.applied_tx.send_replace(index);
         tracing::info!(index, "installed a snapshot from the leader");
         Ok(())
