@@ -1,7 +1,7 @@
 //! The simulated clients: each has a session (created through the log, as a real
 //! member's handshake does) and sends batches of Txns, one batch at a time, to the
-//! member it believes leads, through zlock's own leader-side write path
-//! (`combine::Combiner`, which merges the batches that meet at the leader). The writes: sequential creates, native lock acquires
+//! member it believes leads, through zlock's own leader-side write
+//! (`peer::write_as_leader`). The writes: sequential creates, native lock acquires
 //! (zlock-core's lock op), releases (deleting its lock node) and, now and then, closing
 //! its session. A batch is acknowledged when the write returns Ok.
 
@@ -16,8 +16,7 @@ use zlock_proto::records::{
     lock_mode, Acl, CreateRequest, DeleteRequest, LockRequest, LockResponse,
 };
 use zlock_proto::{OpCode, Reader, Record, Request};
-use zlock_server::commit::raft::combine::Combiner;
-use zlock_server::commit::raft::peer::ForwardError;
+use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
 use zlock_server::commit::raft::types::Proposal;
 
 use crate::host;
@@ -42,17 +41,12 @@ pub struct Ledger {
 
 /// Where a client finds the members.
 pub struct Members {
-    /// Running members: their Raft, their host and their write path.
-    pub running: std::collections::BTreeMap<u64, Running>,
+    /// Running members: their Raft and their host.
+    pub running:
+        std::collections::BTreeMap<u64, (zlock_server::commit::raft::types::Raft, host::SimHost)>,
 }
 
 pub type SharedMembers = Arc<Mutex<Members>>;
-
-pub type Running = (
-    zlock_server::commit::raft::types::Raft,
-    host::SimHost,
-    Combiner,
-);
 
 pub struct Client {
     pub id: u64,
@@ -158,7 +152,7 @@ impl Client {
 
     /// The member to write to: the leader as a random member sees it (stale at times,
     /// as a client's view is), or any member if that one knows none.
-    fn target(&mut self) -> Option<(u64, Combiner, host::SimHost)> {
+    fn target(&mut self) -> Option<(u64, zlock_server::commit::raft::types::Raft, host::SimHost)> {
         let m = self.members.lock().unwrap();
         let ids: Vec<u64> = m.running.keys().copied().collect();
         if ids.is_empty() {
@@ -169,8 +163,8 @@ impl Client {
         let id = leader
             .filter(|l| m.running.contains_key(l))
             .unwrap_or(asked);
-        let (_, host, writes) = m.running[&id].clone();
-        Some((id, writes, host))
+        let (raft, host) = m.running[&id].clone();
+        Some((id, raft, host))
     }
 
     pub async fn run(mut self, max_batches: usize) {
@@ -180,13 +174,13 @@ impl Client {
             }
             let think = self.rng.gen_range(2..60);
             tokio::time::sleep(Duration::from_millis(think)).await;
-            let Some((to, writes, host)) = self.target() else {
+            let Some((to, raft, host)) = self.target() else {
                 continue;
             };
             let now = lock(&self.world).now_ms() as i64 + 1_700_000_000_000;
             let batch = self.batch(now);
             let props = Proposal::split(batch.iter().cloned());
-            let r = tokio::time::timeout(PATIENCE, writes.write(props)).await;
+            let r = tokio::time::timeout(PATIENCE, write_as_leader(&raft, to, props)).await;
             let what = match &r {
                 Ok(Ok(i)) => format!("acked through {i}"),
                 Ok(Err(e)) => format!("failed: {e}"),

@@ -57,7 +57,7 @@
 //!
 //! Snapshots (building, sending, installing; log purging), the TCP peer protocol and
 //! forwarding through a follower (`RaftCommit`'s write path: clients write through the
-//! leader's `combine::Combiner`), session expiry and the server's pipeline above the
+//! leader's `write_as_leader`), session expiry and the server's pipeline above the
 //! commit stage (sequencer, router), membership changes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -9,7 +9,6 @@ use std::time::Duration;
 use openraft::{BasicNode, ServerState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use zlock_server::commit::raft::combine::Combiner;
 use zlock_server::commit::raft::log::{RaftLog, Writer};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
@@ -196,14 +195,11 @@ impl Sim {
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
         }
-        self.members.lock().unwrap().running.insert(
-            id,
-            (
-                raft.clone(),
-                host.clone(),
-                Combiner::start(raft.clone(), id),
-            ),
-        );
+        self.members
+            .lock()
+            .unwrap()
+            .running
+            .insert(id, (raft.clone(), host.clone()));
         self.running.insert(
             id,
             Running {

@@ -19,7 +19,6 @@
 // openraft's error types are large by design (its examples allow the same).
 #![allow(clippy::result_large_err)]
 
-pub mod combine;
 mod failover;
 pub mod log;
 pub mod peer;
@@ -106,8 +105,6 @@ pub struct RaftCommit {
     addrs: BTreeMap<u64, String>,
     /// Connections to the leader(s) for forwarding, by member.
     forward: HashMap<u64, Peer>,
-    /// The write path when this member leads (see [`combine`]).
-    writes: combine::Combiner,
     applied: watch::Receiver<u64>,
     patience: Duration,
     failed: bool,
@@ -169,11 +166,9 @@ impl RaftCommit {
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
         let (contact, broke) = failover::Contact::new();
-        let writes = combine::Combiner::start(raft.clone(), opts.me);
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
-            writes.clone(),
             id.clone(),
             hooks,
             contact.clone(),
@@ -212,7 +207,6 @@ impl RaftCommit {
             id,
             addrs: opts.members.clone(),
             forward: HashMap::new(),
-            writes,
             applied,
             patience: opts.patience(),
             failed: false,
@@ -336,7 +330,7 @@ impl RaftCommit {
                 // clients. Once out of touch, the batch's outcome is unknown: give up
                 // on it, and the sequencer closes the clients now.
                 tokio::select! {
-                    r = self.writes.write(batch.clone()) => r,
+                    r = peer::write_as_leader(&self.raft, self.me, batch.clone()) => r,
                     () = self.out_of_touch(started) => Err(ForwardError::Failed(
                         "out of touch with the quorum while leading".into(),
                     )),

@@ -28,7 +28,6 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::combine::Combiner;
 use super::failover::Contact;
 use super::types::{Proposal, Raft, Zraft};
 
@@ -162,7 +161,6 @@ pub async fn read_frame<T: serde::de::DeserializeOwned>(
 pub async fn serve(
     listener: TcpListener,
     raft: Raft,
-    writes: Combiner,
     id: Arc<Identity>,
     hooks: Hooks,
     contact: Arc<Contact>,
@@ -179,14 +177,13 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let raft = raft.clone();
-        let writes = writes.clone();
         let id = id.clone();
         let hooks = hooks.clone();
         let contact = contact.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let served = tokio::select! {
-                r = serve_peer(stream, raft, &writes, &id, &hooks, &contact) => r,
+                r = serve_peer(stream, raft, &id, &hooks, &contact) => r,
                 _ = stop.wait_for(|s| *s) => Ok(()),
             };
             if let Err(e) = served {
@@ -202,7 +199,6 @@ pub async fn serve(
 async fn serve_peer(
     mut s: TcpStream,
     raft: Raft,
-    writes: &Combiner,
     id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
@@ -225,7 +221,7 @@ async fn serve_peer(
         return Err(FrameError::Refused(why));
     }
     write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
-    let served = serve_requests(&mut s, raft, writes, hooks, contact).await;
+    let served = serve_requests(&mut s, raft, id, hooks, contact).await;
     // A broken connection may be a dead leader (see `failover`).
     contact.broke(hello.from);
     served
@@ -234,7 +230,7 @@ async fn serve_peer(
 async fn serve_requests(
     s: &mut TcpStream,
     raft: Raft,
-    writes: &Combiner,
+    id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
 ) -> Result<(), FrameError> {
@@ -250,7 +246,7 @@ async fn serve_requests(
                 Reply::Vote(raft.vote(r).await)
             }
             Request::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
-            Request::Forward(batch) => Reply::Forward(writes.write(batch).await),
+            Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
             Request::Touch(sessions) => {
                 (hooks.touch)(sessions);
                 Reply::Touch
@@ -258,6 +254,42 @@ async fn serve_requests(
             Request::ReadIndex => Reply::ReadIndex(read_index(&raft).await),
         };
         write_frame(s, &reply).await?;
+    }
+}
+
+/// Writes `batch` through this member's Raft, which must be the leader; returns the last
+/// entry's index once all are committed and applied here. [`ForwardError::NotLeader`]
+/// only when no entry of the batch was taken (so it is safe to send it elsewhere).
+pub async fn write_as_leader(
+    raft: &Raft,
+    me: u64,
+    batch: Vec<Proposal>,
+) -> Result<u64, ForwardError> {
+    let mut waits = Vec::with_capacity(batch.len());
+    for p in batch {
+        let rx = raft
+            .client_write_ff(p)
+            .await
+            .map_err(|e| ForwardError::Fatal(e.to_string()))?;
+        waits.push(rx);
+    }
+    let (mut last, mut refused, mut failed) = (0, 0, None);
+    let n = waits.len();
+    for rx in waits {
+        match rx.await {
+            Ok(Ok(resp)) => last = resp.log_id.index,
+            Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(_))) => refused += 1,
+            Ok(Err(e)) => failed = Some(e.to_string()),
+            Err(e) => failed = Some(e.to_string()),
+        }
+    }
+    match failed {
+        Some(e) => Err(ForwardError::Failed(e)),
+        None if refused == n => Err(ForwardError::NotLeader(me)),
+        None if refused > 0 => Err(ForwardError::Failed(format!(
+            "member {me} lost the lead during a batch"
+        ))),
+        None => Ok(last),
     }
 }
 
