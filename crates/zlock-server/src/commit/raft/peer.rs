@@ -447,11 +447,15 @@ impl RaftNetworkFactory<Zraft> for Network {
 
 type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
 
-/// How openraft should take a failed call: `Unreachable` (the member is down or does
-/// not answer at all: openraft backs off, 500 ms) when no connection could be opened or
-/// one broke, `Timeout` (retried at the next heartbeat) when a request sent on a working
-/// connection got no reply in time (a slow member: backing off would stall its
-/// clients for 500 ms), `Network` otherwise.
+/// How openraft should take a failed call: `Unreachable` (the member is down: openraft
+/// backs off, 500 ms) when no connection could be opened or one broke, `Timeout`
+/// (retried at the next heartbeat) when a request sent on a working connection got no
+/// reply in time (a slow member: backing off would stall its clients for 500 ms), and
+/// `Network` (retried at once) otherwise, a connection opened but its hello not answered
+/// in time included: the call after a timeout opens a new connection, and a member too
+/// busy to answer within a heartbeat once (all members writing a snapshot at once, on a
+/// loaded machine) must not be left without appends for 500 ms, which outlasts the
+/// election timeout.
 fn rpc_err<E: std::error::Error>(
     e: FrameError,
     me: u64,
@@ -465,9 +469,15 @@ fn rpc_err<E: std::error::Error>(
             timeout: ttl,
         }),
         FrameError::Io(io) => RPCError::Unreachable(Unreachable::new(&io)),
+        FrameError::NotSent(e) if timed_out(&e) => RPCError::Network(NetworkError::new(&*e)),
         FrameError::NotSent(e) => RPCError::Unreachable(Unreachable::new(&e)),
         other => RPCError::Network(NetworkError::new(&other)),
     }
+}
+
+/// Whether a connection attempt failed for want of an answer in time (not refused).
+fn timed_out(e: &FrameError) -> bool {
+    matches!(e, FrameError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut)
 }
 
 impl RaftNetwork<Zraft> for Peer {

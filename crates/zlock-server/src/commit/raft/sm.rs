@@ -41,6 +41,11 @@ pub struct StateMachine<H: Snapshots> {
     snap_every: Option<u64>,
     /// Txns applied since the last snapshot was asked for, or installed.
     since_snapshot: u64,
+    /// Txns after which the next snapshot is asked for: half of `snap_every` plus a
+    /// random part of the other half, rolled again each time, as ZooKeeper does, so
+    /// that the members (which apply the same Txns) do not all write a snapshot, purge
+    /// their logs and fall behind their heartbeats at the same moment.
+    snapshot_at: u64,
     /// Told when a snapshot is due; [`RaftCommit`](super::RaftCommit) asks openraft.
     snapshot_due: Arc<tokio::sync::Notify>,
 }
@@ -98,11 +103,22 @@ impl<H: Snapshots> StateMachine<H> {
                 receiving: 0,
                 snap_every,
                 since_snapshot: 0,
+                snapshot_at: roll(snap_every),
                 snapshot_due,
             },
             rx,
         ))
     }
+}
+
+/// Where the next snapshot falls, for a snapshot every `every` Txns: in
+/// `[every / 2, every]`, at random.
+fn roll(every: Option<u64>) -> u64 {
+    use rand::Rng;
+    every.map_or(u64::MAX, |n| {
+        let half = n / 2;
+        n - half + rand::thread_rng().gen_range(0..=half)
+    })
 }
 
 /// Builds a snapshot: the image is taken under the lock, encoded outside it.
@@ -197,8 +213,9 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
                 })
                 .sum::<u64>();
         }
-        if self.snap_every.is_some_and(|n| self.since_snapshot >= n) {
+        if self.snap_every.is_some() && self.since_snapshot >= self.snapshot_at {
             self.since_snapshot = 0;
+            self.snapshot_at = roll(self.snap_every);
             self.snapshot_due.notify_one();
         }
         self.applied_tx.send_replace(last.index);
