@@ -1,4 +1,5 @@
-//! 8: the leader cut off from the other members while its clients stay connected to it.
+//! 8: the leader cut off from the other members while its clients stay connected to it;
+//! 9: a follower cut off the same way.
 //!
 //! Each member runs in a network namespace of its own ([`EnsembleOptions::netns`]; the
 //! test needs root); the clients, in the test process, reach every member over a
@@ -26,7 +27,7 @@ use zlock::{Client, ConnectionState, CreateMode, Error, ErrorCode, LockPath};
 use zlock_testkit::{ChildEnsemble, EnsembleOptions};
 
 use super::traffic::{synced, verify, Traffic};
-use super::{bounded, children, connect, converged, within, LOCK, SESSION_MS};
+use super::{bounded, children, connect, converged, moved_with_its_node, within, LOCK, SESSION_MS};
 
 /// A lock held, idle, by a client of the leader across the cut.
 const HELD: &str = "/locks/held-across-cut";
@@ -266,4 +267,91 @@ async fn leader_cut_off_during_native_lock_traffic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_cut_off_during_recipe_lock_traffic() {
     bounded(leader_cut_off(LockPath::Recipe, "recipe")).await;
+}
+
+/// 9: a follower cut off from the other two while its clients stay connected to it,
+/// under native lock traffic on the leader and on that follower (its workers know every
+/// member):
+///
+/// - the leader keeps its quorum: the traffic goes on (its pause printed);
+/// - the cut-off follower acknowledges no write while cut off to a client that knows
+///   only it;
+/// - a client that knows every member, on that follower, moves to another member with
+///   its session and its ephemeral node;
+/// - healed, the follower catches up; every acknowledged write is there, no overlap,
+///   fencing tokens rise, and the members agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_cut_off_during_native_lock_traffic() {
+    bounded(async {
+        let opts = EnsembleOptions {
+            netns: true,
+            ..EnsembleOptions::default()
+        };
+        let mut ens = ChildEnsemble::start_with(opts)
+            .await
+            .unwrap_or_else(|e| panic!("an ensemble in network namespaces (needs root): {e:#}"));
+        let l = ens.leader().await.unwrap();
+        let setup = connect(&ens.connect_string()).await;
+        setup.ensure_path(CUT_OFF).await.unwrap();
+        setup.close().await.unwrap();
+        let t = Traffic::start(&ens, LockPath::Native, 4, &[l, (l + 1) % 3]).await;
+        // Asked again: the traffic's start may have seen an election.
+        let l = ens.leader().await.unwrap();
+        let f = (l + 1) % 3;
+        let mover = connect(&ens.connect_string_from(f)).await;
+        mover
+            .create("/on-cut-follower", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        let probe = connect(&ens.client_addr(f).to_string()).await;
+
+        ens.cut(f).unwrap();
+        let fault = Instant::now();
+        let side = Arc::new(CutOffSide::default());
+        let probing = tokio::spawn(write_probe(probe.clone(), side.clone()));
+        t.progress_since(fault, 20, 20).await;
+        eprintln!("FAILOVER follower cut off: {}", t.failover(fault));
+        let mut moved = mover.state_stream();
+        within(
+            "the session on the cut-off follower to resume elsewhere",
+            moved.wait_for(|s| *s == ConnectionState::Reconnected),
+        )
+        .await
+        .unwrap();
+        // Cut off a while longer, the probe still knocking.
+        tokio::time::sleep(
+            (fault + Duration::from_secs(2)).saturating_duration_since(Instant::now()),
+        )
+        .await;
+
+        ens.heal(f).unwrap();
+        let healed = Instant::now();
+        side.stop.store(true, Ordering::SeqCst);
+        within("the probe to stop", probing).await.unwrap();
+        let acked = side.acked.lock().unwrap().clone();
+        let early: Vec<_> = acked.iter().filter(|(_, at)| *at < healed).collect();
+        assert!(
+            early.is_empty(),
+            "the cut-off follower acknowledged writes: {:?}",
+            early
+                .iter()
+                .map(|(p, at)| (p, *at - fault))
+                .collect::<Vec<_>>()
+        );
+        within("the follower to serve again", async {
+            while !matches!(ens.mode(f).await.as_deref(), Some("follower" | "leader")) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        // Every member, the healed one included, has the moved session's node as its own.
+        moved_with_its_node(&ens, &mover, "/on-cut-follower").await;
+        let rec = t.stop().await;
+        verify(&ens, &rec).await;
+        converged(&ens).await;
+        for c in [&mover, &probe] {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+        }
+    })
+    .await;
 }

@@ -275,10 +275,16 @@ impl RaftCommit {
     /// has just stepped down for a rival campaign (fresh members all campaign at once)
     /// has heard no append yet and is out of touch at once; the batch it took is not lost
     /// for that: the next leader commits or truncates it, and its answer comes then.
-    async fn out_of_touch(&self, since: tokio::time::Instant) {
-        tokio::time::sleep_until(since + self.silent).await;
-        while in_touch(&self.raft, &self.contact, self.silent) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    fn out_of_touch(
+        &self,
+        since: tokio::time::Instant,
+    ) -> impl std::future::Future<Output = ()> + 'static {
+        let (raft, contact, silent) = (self.raft.clone(), self.contact.clone(), self.silent);
+        async move {
+            tokio::time::sleep_until(since + silent).await;
+            while in_touch(&raft, &contact, silent) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
     }
 
@@ -318,23 +324,30 @@ impl RaftCommit {
         }
     }
 
-    async fn write(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
-        let started = tokio::time::Instant::now();
-        let deadline = started + self.patience;
+    /// Writes `batch` (see [`RaftCommit::write_in_touch`]), giving up once this member
+    /// is out of touch with its quorum. A leader cut off from the others stays leader
+    /// and its batch waits for a commit that cannot come; a follower cut off waits for a
+    /// leader, or for the answer to a forwarded batch, or for the commit index that
+    /// lets it apply; the sequencer waits with it, and so would the OutOfTouch item
+    /// queued behind it that closes this member's clients (so that they move to a
+    /// member in touch). Once out of touch, the batch's outcome is unknown: give up on
+    /// it, and the sequencer closes the clients now.
+    async fn write(&mut self, batch: Vec<Proposal>) -> Result<(), CommitError> {
+        let cut_off = self.out_of_touch(tokio::time::Instant::now());
+        tokio::select! {
+            r = self.write_in_touch(batch) => r,
+            () = cut_off => Err(CommitError::Unavailable(
+                "out of touch with the quorum".into(),
+            )),
+        }
+    }
+
+    async fn write_in_touch(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
+        let deadline = tokio::time::Instant::now() + self.patience;
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
-                // A leader cut off from the others stays leader and its batch waits for
-                // a commit that cannot come; the sequencer waits with it, and so would
-                // the OutOfTouch item queued behind it that closes this member's
-                // clients. Once out of touch, the batch's outcome is unknown: give up
-                // on it, and the sequencer closes the clients now.
-                tokio::select! {
-                    r = peer::write_as_leader(&self.raft, self.me, batch.clone()) => r,
-                    () = self.out_of_touch(started) => Err(ForwardError::Failed(
-                        "out of touch with the quorum while leading".into(),
-                    )),
-                }
+                peer::write_as_leader(&self.raft, self.me, batch.clone()).await
             } else {
                 // Expiries are the leader's decisions, from its own view of the sessions;
                 // this member, no longer leading (or refused as leader), does not hand
