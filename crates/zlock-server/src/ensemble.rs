@@ -35,7 +35,7 @@ fn raft_log_dir(config: &ServerConfig) -> PathBuf {
         .join("log")
 }
 
-/// Whether this member is in touch with a quorum (see [`Reporter::in_touch`]), and how
+/// Whether this member is in touch with a quorum (see [`Reporter::touch`]), and how
 /// long it may go without before it is not.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Touch {
@@ -144,8 +144,7 @@ pub(crate) async fn start(
     let quorum = {
         let r = raft.reporter();
         let core = core.clone();
-        let every = Duration::from_millis(e.heartbeat_ms);
-        tokio::spawn(watch_quorum(r, core, items, touch_tx, every))
+        tokio::spawn(watch_quorum(r, core, items, touch_tx))
     };
     let reports = {
         let mut r = raft.reporter();
@@ -183,7 +182,7 @@ pub(crate) async fn start(
     })
 }
 
-/// Checks every heartbeat whether a quorum answers this member. On losing touch the
+/// Follows whether a quorum answers this member ([`Reporter::touch`]). On losing touch the
 /// member stops expiring sessions (if it leads) and closes every client connection
 /// ([`Item::OutOfTouch`], in order with its proposals) so they move to a member that
 /// can serve them, as from a ZooKeeper server that lost its quorum; new sessions wait
@@ -193,15 +192,15 @@ async fn watch_quorum(
     core: Arc<Mutex<Core>>,
     items: mpsc::Sender<Item>,
     tx: watch::Sender<Touch>,
-    every: Duration,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut touch = r.touch();
     let mut was = false;
     loop {
-        tick.tick().await;
-        let now = r.in_touch();
+        let now = *touch.borrow_and_update();
         if now == was {
+            if touch.changed().await.is_err() {
+                return; // stopping
+            }
             continue;
         }
         was = now;

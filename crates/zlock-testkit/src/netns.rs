@@ -209,19 +209,7 @@ fn is_root() -> bool {
 
 /// Runs `ip args`; fails with its stderr.
 fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context("running ip (iproute2)")?;
-    if !out.status.success() {
-        bail!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
+    ip_out(args).map(drop)
 }
 
 /// Runs `ip args`; whether it succeeded.
@@ -240,7 +228,7 @@ fn ip_out(args: &[&str]) -> anyhow::Result<String> {
         bail!(
             "ip {}: {}",
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr).trim()
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())

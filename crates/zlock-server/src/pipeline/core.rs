@@ -167,19 +167,15 @@ impl Core {
                 features,
                 done,
             } => {
-                let ticket = self.router.expect_session(Handshaking {
+                let hs = Handshaking {
                     conn,
                     passwd: passwd.clone(),
                     resume: None,
                     read_only,
                     features,
                     done,
-                });
-                txns.push(Txn {
-                    origin: self.origin(SessionId::NONE, ticket),
-                    time_ms: now_ms(),
-                    body: TxnBody::CreateSession { passwd, timeout_ms },
-                });
+                };
+                self.handshake(hs, TxnBody::CreateSession { passwd, timeout_ms }, txns);
             }
             resume @ Item::Resume { .. } => self.resume(resume, txns),
             Item::Request {
@@ -375,6 +371,17 @@ impl Core {
             .spawn(move || drop(state));
     }
 
+    /// Registers a handshake with the router and queues the Txn (a CreateSession, or
+    /// a MoveSession in an ensemble) whose application answers it.
+    fn handshake(&mut self, hs: Handshaking, body: TxnBody, txns: &mut Vec<Txn>) {
+        let ticket = self.router.expect_session(hs);
+        txns.push(Txn {
+            origin: self.origin(SessionId::NONE, ticket),
+            time_ms: now_ms(),
+            body,
+        });
+    }
+
     /// A reconnect to an existing session (`item` is an [`Item::Resume`]).
     fn resume(&mut self, item: Item, txns: &mut Vec<Txn>) {
         let Item::Resume {
@@ -393,19 +400,15 @@ impl Core {
         if self.config.ensemble.is_some() {
             // A member of an ensemble resumes a session through the log: the session
             // moves here (see `Router::moved`), answered once applied.
-            let ticket = self.router.expect_session(Handshaking {
+            let hs = Handshaking {
                 conn,
                 passwd: passwd.clone(),
                 resume: Some((session_id, last_zxid_seen)),
                 read_only,
                 features,
                 done,
-            });
-            txns.push(Txn {
-                origin: self.origin(SessionId::NONE, ticket),
-                time_ms: now_ms(),
-                body: TxnBody::MoveSession { session_id, passwd },
-            });
+            };
+            self.handshake(hs, TxnBody::MoveSession { session_id, passwd }, txns);
             return;
         }
         if Zxid(last_zxid_seen) > self.state.zxid {

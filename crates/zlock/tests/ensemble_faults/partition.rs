@@ -44,6 +44,24 @@ struct CutOffSide {
     stop: AtomicBool,
 }
 
+impl CutOffSide {
+    /// The acknowledged creates, once checked that none came before `healed` (the cut
+    /// was at `fault`; `who` is the member cut off, for the message).
+    fn acked_after(&self, healed: Instant, fault: Instant, who: &str) -> Vec<(String, Instant)> {
+        let acked = self.acked.lock().unwrap().clone();
+        let early: Vec<_> = acked.iter().filter(|(_, at)| *at < healed).collect();
+        assert!(
+            early.is_empty(),
+            "the cut-off {who} acknowledged writes: {:?}",
+            early
+                .iter()
+                .map(|(p, at)| (p, *at - fault))
+                .collect::<Vec<_>>()
+        );
+        acked
+    }
+}
+
 /// Creates under [`CUT_OFF`] one after another through `zk`, each given 2 s.
 async fn write_probe(zk: Client, side: Arc<CutOffSide>) {
     let mut n = 0u64;
@@ -210,16 +228,7 @@ async fn leader_cut_off(path: LockPath, name: &str) {
         }
     })
     .await;
-    let acked = side.acked.lock().unwrap().clone();
-    let early: Vec<_> = acked.iter().filter(|(_, at)| *at < healed).collect();
-    assert!(
-        early.is_empty(),
-        "the cut-off leader acknowledged writes: {:?}",
-        early
-            .iter()
-            .map(|(p, at)| (p, *at - fault))
-            .collect::<Vec<_>>()
-    );
+    let acked = side.acked_after(healed, fault, "leader");
     let granted = side.granted.lock().unwrap().clone();
     assert!(
         granted.iter().all(|at| *at >= healed),
@@ -328,16 +337,7 @@ async fn follower_cut_off_during_native_lock_traffic() {
         let healed = Instant::now();
         side.stop.store(true, Ordering::SeqCst);
         within("the probe to stop", probing).await.unwrap();
-        let acked = side.acked.lock().unwrap().clone();
-        let early: Vec<_> = acked.iter().filter(|(_, at)| *at < healed).collect();
-        assert!(
-            early.is_empty(),
-            "the cut-off follower acknowledged writes: {:?}",
-            early
-                .iter()
-                .map(|(p, at)| (p, *at - fault))
-                .collect::<Vec<_>>()
-        );
+        side.acked_after(healed, fault, "follower");
         within("the follower to serve again", async {
             while !matches!(ens.mode(f).await.as_deref(), Some("follower" | "leader")) {
                 tokio::time::sleep(Duration::from_millis(20)).await;

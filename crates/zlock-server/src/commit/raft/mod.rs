@@ -110,9 +110,11 @@ pub struct RaftCommit {
     failed: bool,
     /// Barrier waits (syncs, session checks) in progress on this member.
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
-    contact: Arc<failover::Contact>,
-    /// The lease plus the longest election timeout (see [`Reporter::in_touch`]).
+    /// The lease plus the longest election timeout (see [`Reporter::touch`]).
     silent: Duration,
+    /// Whether this member is in touch with its quorum, looked at every heartbeat
+    /// ([`watch_touch`]).
+    touch: watch::Receiver<bool>,
     /// Stops the peer server and its connections.
     stop: watch::Sender<bool>,
     /// The peer server's task, awaited by [`RaftCommit::shutdown`] so that the quorum
@@ -183,6 +185,15 @@ impl RaftCommit {
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
         };
         tokio::spawn(watcher.run(broke, stopped.clone()));
+        let silent = Duration::from_millis(opts.election_max_ms * 2);
+        let (touch_tx, touch) = watch::channel(false);
+        tokio::spawn(watch_touch(
+            raft.clone(),
+            contact,
+            (silent, Duration::from_millis(opts.heartbeat_ms)),
+            touch_tx,
+            stopped.clone(),
+        ));
         tokio::spawn(snapshots_when_due(raft.clone(), snapshot_due, stopped));
         let fresh = !raft
             .is_initialized()
@@ -211,8 +222,8 @@ impl RaftCommit {
             patience: opts.patience(),
             failed: false,
             pending_syncs: Arc::default(),
-            contact,
-            silent: Duration::from_millis(opts.election_max_ms * 2),
+            silent,
+            touch,
             stop,
             server: std::sync::Mutex::new(Some(server)),
         })
@@ -231,8 +242,8 @@ impl RaftCommit {
             addrs: self.addrs.clone(),
             peer: None,
             pending_syncs: self.pending_syncs.clone(),
-            contact: self.contact.clone(),
             silent: self.silent,
+            touch: self.touch.clone(),
         }
     }
 
@@ -279,11 +290,12 @@ impl RaftCommit {
         &self,
         since: tokio::time::Instant,
     ) -> impl std::future::Future<Output = ()> + 'static {
-        let (raft, contact, silent) = (self.raft.clone(), self.contact.clone(), self.silent);
+        let (mut touch, silent) = (self.touch.clone(), self.silent);
         async move {
             tokio::time::sleep_until(since + silent).await;
-            while in_touch(&raft, &contact, silent) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            if touch.wait_for(|t| !*t).await.is_err() {
+                // Stopping: the write ends on its own.
+                std::future::pending::<()>().await;
             }
         }
     }
@@ -456,7 +468,28 @@ async fn other_leader(raft: &Raft, leader: u64) {
     }
 }
 
-/// See [`Reporter::in_touch`].
+/// Publishes [`in_touch`], looked at every `every` (a heartbeat), as it changes, until
+/// `stopped` or nobody watches.
+async fn watch_touch(
+    raft: Raft,
+    contact: Arc<failover::Contact>,
+    (silent, every): (Duration, Duration),
+    tx: watch::Sender<bool>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while !tx.is_closed() {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        let now = in_touch(&raft, &contact, silent);
+        tx.send_if_modified(|t| std::mem::replace(t, now) != now);
+    }
+}
+
+/// See [`Reporter::touch`].
 fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration) -> bool {
     let (leads, since_ack) = {
         let m = raft.metrics();
@@ -580,8 +613,8 @@ pub struct Reporter {
     addrs: BTreeMap<u64, String>,
     peer: Option<Peer>,
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
-    contact: Arc<failover::Contact>,
     silent: Duration,
+    touch: watch::Receiver<bool>,
 }
 
 /// What `mntr` and `srvr` report of the ensemble, as this member sees it.
@@ -635,8 +668,9 @@ impl Reporter {
     /// failed does not take a member out of touch unless it fails too. A member out of
     /// touch closes its clients' connections and serves no new ones, as a ZooKeeper
     /// server that lost its quorum does, so that they move to a member that can.
-    pub fn in_touch(&self) -> bool {
-        in_touch(&self.raft, &self.contact, self.silent)
+    /// Looked at every heartbeat; the receiver is told each change.
+    pub fn touch(&self) -> watch::Receiver<bool> {
+        self.touch.clone()
     }
 
     /// How long a member may go without its quorum before it is out of touch.
