@@ -44,8 +44,10 @@ use crate::tree::{DataTree, Node, NodeKind, Nodes, SessionId};
 
 /// 1: first format. 2: node data may be null (buffer length -1); cversion holds the
 /// parent's create count (the Stat's cversion is derived from it). 3: the native lock
-/// index's followed paths and waiters after the nodes. 4: each session's owner.
-pub const SNAPSHOT_VERSION: i32 = 4;
+/// index's followed paths and waiters after the nodes. 4: each session's owner. 5: the
+/// nodes in the map's order, each with its children's names (before: parents before
+/// children, in a walk of the tree), so that neither writing nor reading looks a node up.
+pub const SNAPSHOT_VERSION: i32 = 5;
 
 /// The oldest version [`decode`] still reads.
 const OLDEST_VERSION: i32 = 2;
@@ -58,6 +60,12 @@ pub enum SnapshotError {
     Decode(#[from] DecodeError),
     #[error("snapshot node {0} has no parent")]
     Orphan(String),
+    #[error("snapshot has {nodes} nodes but names {children} children and {distinct} paths")]
+    Children {
+        nodes: i64,
+        children: i64,
+        distinct: usize,
+    },
     #[error("snapshot follows lock path {0}, which is not in its tree")]
     NoLockPath(String),
     #[error("snapshot has a native waiter on {0}, which is no entry of its lock path")]
@@ -158,36 +166,34 @@ fn write_parts(
         }
     }
     out.write_i64(tree.len() as i64);
-    let mut stack = vec!["/".to_string()];
-    while let Some(p) = stack.pop() {
-        let Some(n) = tree.get(&p) else {
-            continue;
-        };
-        out.write_string(&p);
-        out.write_opt_buffer(n.data.as_deref());
-        n.acl.as_ref().put(&mut out);
-        let (kind, arg) = match n.kind {
-            NodeKind::Persistent => (0u8, 0i64),
-            NodeKind::Ephemeral(s) => (1, s.0),
-            NodeKind::Container => (2, 0),
-            NodeKind::Ttl(t) => (3, t),
-        };
-        out.push(kind);
-        out.write_i64(arg);
-        out.write_i64(n.czxid);
-        out.write_i64(n.mzxid);
-        out.write_i64(n.ctime);
-        out.write_i64(n.mtime);
-        out.write_i32(n.version);
-        out.write_i32(n.cversion);
-        out.write_i32(n.aversion);
-        out.write_i64(n.pzxid);
-        for c in n.children.iter().rev() {
-            stack.push(path::join(&p, c));
+    if version >= 5 {
+        for (p, n) in tree.iter() {
+            write_node(&mut out, p, n);
+            out.write_i32(n.children.len() as i32);
+            for c in &n.children {
+                out.write_string(c);
+            }
+            if out.len() >= CHUNK {
+                w.write_all(&out)?;
+                out.clear();
+            }
         }
-        if out.len() >= CHUNK {
-            w.write_all(&out)?;
-            out.clear();
+    } else {
+        // Parents before children, as the older formats' readers link each node into
+        // its parent.
+        let mut stack = vec!["/".to_string()];
+        while let Some(p) = stack.pop() {
+            let Some(n) = tree.get(&p) else {
+                continue;
+            };
+            write_node(&mut out, &p, n);
+            for c in n.children.iter().rev() {
+                stack.push(path::join(&p, c));
+            }
+            if out.len() >= CHUNK {
+                w.write_all(&out)?;
+                out.clear();
+            }
         }
     }
     if version < 3 {
@@ -210,6 +216,29 @@ fn write_parts(
         }
     }
     w.write_all(&out)
+}
+
+/// One node's record, up to its children.
+fn write_node(out: &mut Vec<u8>, p: &str, n: &Node) {
+    out.write_string(p);
+    out.write_opt_buffer(n.data.as_deref());
+    n.acl.as_ref().put(out);
+    let (kind, arg) = match n.kind {
+        NodeKind::Persistent => (0u8, 0i64),
+        NodeKind::Ephemeral(s) => (1, s.0),
+        NodeKind::Container => (2, 0),
+        NodeKind::Ttl(t) => (3, t),
+    };
+    out.push(kind);
+    out.write_i64(arg);
+    out.write_i64(n.czxid);
+    out.write_i64(n.mzxid);
+    out.write_i64(n.ctime);
+    out.write_i64(n.mtime);
+    out.write_i32(n.version);
+    out.write_i32(n.cversion);
+    out.write_i32(n.aversion);
+    out.write_i64(n.pzxid);
 }
 
 /// Decodes a snapshot payload into a state (with no watches).
@@ -242,6 +271,7 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
         );
     }
     let nn = r.read_i64()?;
+    let mut children = 0i64;
     for _ in 0..nn.max(0) {
         let p = r.read_string()?;
         let data = r.read_opt_buffer()?;
@@ -269,10 +299,28 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
         n.cversion = r.read_i32()?;
         n.aversion = r.read_i32()?;
         n.pzxid = r.read_i64()?;
-        if p != "/" && !st.tree.contains(path::parent(&p)) {
-            return Err(SnapshotError::Orphan(p));
+        if v >= 5 {
+            let nc = r.read_i32()?;
+            for _ in 0..nc.max(0) {
+                n.children.insert(r.read_string()?.into());
+            }
+            children += i64::from(nc.max(0));
+            st.tree.insert_linked(&p, n);
+        } else {
+            if p != "/" && !st.tree.contains(path::parent(&p)) {
+                return Err(SnapshotError::Orphan(p));
+            }
+            st.tree.insert(&p, n);
         }
-        st.tree.insert(&p, n);
+    }
+    // Each node but `/` is the child of one other: a count that does not add up is a
+    // snapshot written wrong (the file's checksum guards against the disk).
+    if v >= 5 && (children != (nn - 1).max(0) || st.tree.len() as i64 != nn.max(0)) {
+        return Err(SnapshotError::Children {
+            nodes: nn,
+            children,
+            distinct: st.tree.len(),
+        });
     }
     if v >= 3 {
         let locks = read_locks(&mut r)?;

@@ -11,6 +11,10 @@ use std::sync::Arc;
 
 use zlock_proto::records::{Acl, Stat};
 
+mod nodes;
+
+pub use self::nodes::Nodes;
+
 pub use crate::ids::SessionId;
 
 /// What kind of node this is; decides when it goes away.
@@ -54,8 +58,13 @@ pub struct Node {
     pub cversion: i32,
     pub aversion: i32,
     pub pzxid: i64,
-    /// Child names (not paths), ordered so replies and sequential scans are stable.
-    pub children: BTreeSet<Box<str>>,
+    /// Child names (not paths), ordered so replies and sequential scans are stable. A
+    /// persistent set, as the map of znodes is: the first write to a parent after a
+    /// snapshot image was taken copies the node, and a parent of 10,000 children would
+    /// otherwise copy 10,000 names with it (measured: a million creates under 100
+    /// parents, an image taken every 100,000, 3.2-4.1 s against 5.1-5.4 s, most of the
+    /// difference in malloc).
+    pub children: imbl::OrdSet<Box<str>>,
 }
 
 impl Node {
@@ -78,7 +87,7 @@ impl Node {
             cversion: 0,
             aversion: 0,
             pzxid: zxid,
-            children: BTreeSet::new(),
+            children: imbl::OrdSet::new(),
         }
     }
 
@@ -106,48 +115,6 @@ impl Node {
             num_children: self.children.len() as i32,
             pzxid: self.pzxid,
         }
-    }
-}
-
-/// Every znode by path: a persistent hash map (a HAMT, `imbl`), so that a copy of it is
-/// O(1) whatever the tree's size. The copy and the original share their structure; a
-/// change to either copies only the few map nodes on the changed key's path, and the
-/// changed znode itself ([`DataTree::get_mut`] copies a shared znode on write).
-///
-/// This is what lets the core hand out the tree as it is *now* without holding its lock
-/// for the tree's size: the snapshot image ([`crate::snapshot::Image`]) and long reads
-/// ([`crate::read::LongRead`]) take a copy under the lock and walk it outside, while the
-/// live tree moves on. Znodes sit behind `Arc`s so that copying a map node copies
-/// pointers, not znodes.
-///
-/// The price, measured at 1M znodes against std's `HashMap`: about 80 more bytes per
-/// znode, look-ups some 30% slower when nothing is cached, and while a copy is alive
-/// (a snapshot being written) each write copies the map nodes on its path (a few µs)
-/// until the live tree has its own. `imbl::OrdMap` would cost no memory but look-ups 2-3
-/// times slower.
-#[derive(Debug, Clone, Default)]
-pub struct Nodes(imbl::HashMap<Arc<str>, Arc<Node>>);
-
-impl Nodes {
-    pub fn get(&self, path: &str) -> Option<&Node> {
-        self.0.get(path).map(|n| &**n)
-    }
-
-    pub fn contains(&self, path: &str) -> bool {
-        self.0.contains_key(path)
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Every (path, node), unordered.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
     }
 }
 
@@ -180,8 +147,8 @@ impl SubtreeCount {
             let rest = match &from {
                 Some(f) => n
                     .children
-                    .range::<str, _>((Bound::Included(&**f), Bound::Unbounded)),
-                None => n.children.range::<str, _>(..),
+                    .range::<_, str>((Bound::Included(&**f), Bound::Unbounded)),
+                None => n.children.range::<_, str>(..),
             };
             for c in rest {
                 if left == 0 {
@@ -251,16 +218,10 @@ impl DataTree {
     pub fn new() -> DataTree {
         let mut t = DataTree::default();
         let open = t.intern_acl(Acl::open_unsafe());
-        t.nodes.0.insert(
-            "/".into(),
+        t.nodes.insert(
+            "/",
             // ZooKeeper's built-in nodes hold empty (not null) data.
-            Arc::new(Node::new(
-                Some(Vec::new()),
-                open.clone(),
-                NodeKind::Persistent,
-                0,
-                0,
-            )),
+            Node::new(Some(Vec::new()), open.clone(), NodeKind::Persistent, 0, 0),
         );
         for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
             t.insert(
@@ -309,7 +270,7 @@ impl DataTree {
     /// not be changed through this (use insert/remove). A znode shared with a copy of
     /// the tree is copied first.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
-        self.nodes.0.get_mut(path).map(Arc::make_mut)
+        self.nodes.get_mut(path)
     }
 
     pub fn contains(&self, path: &str) -> bool {
@@ -329,8 +290,8 @@ impl DataTree {
     pub fn insert(&mut self, path: &str, node: Node) {
         if path != "/" {
             let (parent, name) = split(path);
-            if let Some(p) = self.nodes.0.get_mut(parent) {
-                Arc::make_mut(p).children.insert(name.into());
+            if let Some(p) = self.nodes.get_mut(parent) {
+                p.children.insert(name.into());
             }
             if let Some(lock) = self.lock_paths.get(parent) {
                 self.lock_changes.push(LockChange::Added {
@@ -341,7 +302,17 @@ impl DataTree {
             }
         }
         let kind = node.kind;
-        if let Some(old) = self.nodes.0.insert(path.into(), Arc::new(node)) {
+        if let Some(old) = self.nodes.insert(path, node) {
+            self.index(path, old.kind, false);
+        }
+        self.index(path, kind, true);
+    }
+
+    /// Inserts `path` with its children already named (a node read from a snapshot
+    /// that lists them), without linking it under its parent.
+    pub(crate) fn insert_linked(&mut self, path: &str, node: Node) {
+        let kind = node.kind;
+        if let Some(old) = self.nodes.insert(path, node) {
             self.index(path, old.kind, false);
         }
         self.index(path, kind, true);
@@ -349,11 +320,11 @@ impl DataTree {
 
     /// Removes `path` (which should have no children) and unlinks it from its parent.
     pub fn remove(&mut self, path: &str) -> Option<Node> {
-        let node = self.nodes.0.remove(path)?;
+        let node = self.nodes.remove(path)?;
         if path != "/" {
             let (parent, name) = split(path);
-            if let Some(p) = self.nodes.0.get_mut(parent) {
-                Arc::make_mut(p).children.remove(name);
+            if let Some(p) = self.nodes.get_mut(parent) {
+                p.children.remove(name);
             }
             if let Some(lock) = self.lock_paths.get(parent) {
                 self.lock_changes.push(LockChange::Removed {
@@ -366,7 +337,7 @@ impl DataTree {
             }
         }
         self.index(path, node.kind, false);
-        Some(Arc::try_unwrap(node).unwrap_or_else(|shared| (*shared).clone()))
+        Some(node)
     }
 
     fn index(&mut self, path: &str, kind: NodeKind, add: bool) {

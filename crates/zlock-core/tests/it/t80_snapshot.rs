@@ -229,9 +229,9 @@ fn bad_snapshots_are_errors_not_panics() {
         snapshot::decode(&wrong, Config::default()),
         Err(SnapshotError::Version(v)) if v == SNAPSHOT_VERSION + 1
     ));
-    // A node listed before its parent.
+    // A node listed before its parent, in version 4 (which lists parents first).
     let mut b = Vec::new();
-    b.write_i32(SNAPSHOT_VERSION);
+    b.write_i32(4);
     b.write_i64(5);
     b.write_i32(0);
     b.write_i64(2);
@@ -252,6 +252,36 @@ fn bad_snapshots_are_errors_not_panics() {
     assert!(matches!(
         snapshot::decode(&b, Config::default()),
         Err(SnapshotError::Orphan(p)) if p == "/a/b"
+    ));
+    // The same in version 5, where each node names its children: `/` does not name
+    // `/a/b`, so the children do not add up.
+    let mut c = Vec::new();
+    c.write_i32(SNAPSHOT_VERSION);
+    c.write_i64(5);
+    c.write_i32(0);
+    c.write_i64(2);
+    for p in ["/", "/a/b"] {
+        c.write_string(p);
+        c.write_buffer(b"");
+        c.write_i32(0); // empty ACL vector
+        c.push(0);
+        c.write_i64(0);
+        for _ in 0..4 {
+            c.write_i64(0);
+        }
+        for _ in 0..3 {
+            c.write_i32(0);
+        }
+        c.write_i64(0);
+        c.write_i32(0); // no children
+    }
+    assert!(matches!(
+        snapshot::decode(&c, Config::default()),
+        Err(SnapshotError::Children {
+            nodes: 2,
+            children: 0,
+            distinct: 2
+        })
     ));
     // An unknown node kind.
     let mut k = b.clone();
