@@ -91,6 +91,18 @@ fn start(
     listener: std::net::TcpListener,
     member: Member,
 ) -> RaftCommit {
+    start_snapshotting(me, dir, addrs, listener, member, 40)
+}
+
+/// [`start`], with a snapshot every `snapshot_every` Txns.
+fn start_snapshotting(
+    me: u64,
+    dir: &Path,
+    addrs: &BTreeMap<u64, String>,
+    listener: std::net::TcpListener,
+    member: Member,
+    snapshot_every: u64,
+) -> RaftCommit {
     let (wal, records) =
         zlock_server::commit::raft::log::open_wal(&dir.join("log"), dir, WalOptions::default())
             .unwrap();
@@ -101,7 +113,7 @@ fn start(
         heartbeat_ms: 50,
         election_min_ms: 150,
         election_max_ms: 300,
-        snapshot_every: Some(40),
+        snapshot_every: Some(snapshot_every),
         keep_behind_snapshot: 5,
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.to_path_buf(),
@@ -317,5 +329,70 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     commits[li] = Some(c);
     for c in commits.into_iter().flatten() {
         runtime().block_on(c.shutdown());
+    }
+}
+
+/// A follower's batch larger than one peer frame (`MAX_FRAME`, 64 MiB) reaches the
+/// leader in several frames, in order, and is applied whole on every member. (Before
+/// the batch was cut into frames, it was refused as one oversized frame every time.)
+#[test]
+fn a_follower_batch_larger_than_a_peer_frame_is_forwarded_in_order() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let listeners: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addrs: BTreeMap<u64, String> = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
+        .collect();
+    let members: Vec<Member> = (0..3).map(|_| Member::default()).collect();
+    let mut commits: Vec<Option<RaftCommit>> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            // No snapshot of these 72 MiB: a debug build would spend the test's time
+            // writing and sending it.
+            Some(start_snapshotting(
+                i as u64 + 1,
+                dirs[i].path(),
+                &addrs,
+                l,
+                members[i].clone(),
+                1000,
+            ))
+        })
+        .collect();
+    let leader = agreed_leader(&commits);
+    let follower = (1..=3u64).find(|m| *m != leader).unwrap();
+
+    // 72 Txns of 1 MiB each: one proposal each, 72 MiB in all.
+    let big = |seq: i32| Txn {
+        body: TxnBody::DeleteExpired {
+            paths: vec![format!("/m{follower}/{seq}/{}", "x".repeat(1 << 20))],
+        },
+        ..txn(follower, seq)
+    };
+    let mut batch: Vec<Txn> = (1..=72).map(big).collect();
+    let c = commits[(follower - 1) as usize].as_mut().unwrap();
+    c.propose(&mut batch)
+        .expect("a 72 MiB batch proposed on a follower");
+    settle(&members.iter().collect::<Vec<_>>(), 72);
+    let h0 = members[0].history.lock().unwrap().clone();
+    let order: Vec<i32> = h0.iter().map(|(_, t)| t.origin.xid).collect();
+    assert_eq!(order, (1..=72).collect::<Vec<_>>(), "the batch's order");
+    assert!(
+        h0.iter().all(|(_, t)| *t == big(t.origin.xid)),
+        "each Txn applied as proposed"
+    );
+    for m in &members[1..] {
+        assert_eq!(
+            *m.history.lock().unwrap(),
+            h0,
+            "one history on every member"
+        );
+    }
+    for c in commits.iter_mut() {
+        runtime().block_on(c.take().unwrap().shutdown());
     }
 }

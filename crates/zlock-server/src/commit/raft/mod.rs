@@ -69,6 +69,11 @@ pub struct RaftOptions {
 /// frame stays well under the peer link's [`peer::MAX_FRAME`].
 const MAX_PAYLOAD_ENTRIES: u64 = 16;
 
+/// Proposals in one forwarded frame, for the same reason: a follower's batch (up to
+/// 4096 requests of up to a client packet each) goes to the leader in frames of at most
+/// this many, one after the other.
+const FORWARD_PROPOSALS: usize = MAX_PAYLOAD_ENTRIES as usize;
+
 impl RaftOptions {
     fn config(&self) -> Result<openraft::Config, CommitError> {
         let c = openraft::Config {
@@ -354,6 +359,10 @@ impl RaftCommit {
         }
     }
 
+    /// `batch` holds what is not committed yet: a follower forwards it in frames of
+    /// [`FORWARD_PROPOSALS`], each sent once the one before is committed (so the log
+    /// keeps the batch's order), and drops each frame from `batch` once it is; a leader
+    /// change between frames sends the rest to the new leader.
     async fn write_in_touch(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
         let deadline = tokio::time::Instant::now() + self.patience;
         let mut leader = self.leader().await?;
@@ -375,7 +384,14 @@ impl RaftCommit {
                 if batch.is_empty() {
                     return Ok(());
                 }
-                self.forward_to(leader, &batch).await
+                let frame = batch.len().min(FORWARD_PROPOSALS);
+                match self.forward_to(leader, &batch[..frame]).await {
+                    Ok(_) if frame < batch.len() => {
+                        batch.drain(..frame);
+                        continue;
+                    }
+                    r => r,
+                }
             };
             match sent {
                 // Nothing was taken: wait for the next leader and send it there.
