@@ -1,14 +1,15 @@
 //! The state's snapshot encoding (the payload inside a snapshot file).
 //!
-//! Version 4, jute primitives:
-//! `int version (=4) | long zxid | int session count | sessions | long node count | nodes |
+//! Version 5, jute primitives:
+//! `int version (=5) | long zxid | int session count | sessions | long node count | nodes |
 //!  int lock count | locks`
 //! - session: `long id | int timeout_ms | buffer passwd | long owner` (the member whose
 //!   requests act for it; -1: any)
-//! - node, parents before children (depth-first from `/`):
+//! - node, in the order of the znode map ([`Nodes`]: by a hash of the path):
 //!   `ustring path | buffer data (-1 = null) | vector<ACL> acl | byte kind | long kind_arg |
 //!    long czxid | long mzxid | long ctime | long mtime | int version | int cversion |
-//!    int aversion | long pzxid`
+//!    int aversion | long pzxid | int child count | ustring child names`
+//!   (each node but `/` is named by its parent; decoding checks that the counts add up)
 //!   kind: 0 persistent, 1 ephemeral (arg = owner session), 2 container, 3 TTL (arg = ms).
 //! - lock, one per lock path the native lock index follows, in path order:
 //!   `ustring path | int waiter count | waiters`
@@ -22,6 +23,9 @@
 //! rebuilds its queue from the tree, and puts the waiters back, so the restored state
 //! grants exactly what the state that was saved would have.
 //!
+//! Version 4 is version 5 with the nodes parents before children (depth-first from `/`)
+//! and without their child names: decoding links each node into its parent, which
+//! cost a look-up per node when writing and when reading.
 //! Version 3 is version 4 without the sessions' owners (decoded as "any member").
 //! Version 2 is version 3 without the lock section; it decodes with no lock path
 //! followed and no waiter (what every restart gave before version 3: a waiter finds its

@@ -12,10 +12,11 @@ struct Znode {
     node: Node,
 }
 
-/// Every znode by path, in a persistent B-tree (`imbl::OrdMap`) keyed by the path's hash,
-/// so that a copy of it is O(1) whatever the tree's size. The copy and the original share their structure; a
-/// change to either copies only the few map nodes on the changed key's path, and the
-/// changed znode itself ([`super::DataTree::get_mut`] copies a shared znode on write).
+/// Every znode by path, in a persistent B-tree (`imbl::OrdMap`) keyed by the path's
+/// hash, so that a copy of it is O(1) whatever the tree's size. The copy and the original
+/// share their structure; a change to either copies only the few map nodes on the
+/// changed key's path, and the changed znode itself ([`super::DataTree::get_mut`] copies
+/// a shared znode on write).
 ///
 /// This is what lets the core hand out the tree as it is *now* without holding its lock
 /// for the tree's size: the snapshot image ([`crate::snapshot::Image`]) and long reads
@@ -30,23 +31,25 @@ struct Znode {
 /// `(Arc<str>, Arc<Node>)` it replaces: a HAMT's leaves reserve their whole width, and
 /// at that size only about one slot in five is used. A server holding them takes less
 /// memory than it did with std's `HashMap` of znodes, before the tree was persistent
-/// (`bench/load-1m.sh`: 432 MB after a restart, against 439 MB then and 522 MB with the
-/// HAMT). A look-up hashes the path once, walks about five levels of 8-byte keys and
-/// compares the one path it finds; with a million znodes spread over memory, some 20%
-/// slower than the HAMT's, updates the same.
+/// (`bench/load-1m.sh`, `bench/results/ab-2026-12-01-nodes.md`: 449-454 MB right after
+/// a load of 1M, against 510-520 MB then; 444 MB after a restart, against 439 MB then
+/// and 522 MB with the HAMT). A look-up hashes the path once, walks about five levels of
+/// 8-byte keys and compares the one path it finds; with a million znodes spread over
+/// memory, some 20% slower than the HAMT's, updates the same.
 ///
-/// Two paths with the same 64-bit hash (about one pair in 10^8 at a million znodes): the
-/// first to arrive holds the hash in `by_hash`, the other waits in `collided`, looked at
-/// only when it is not empty. A path is in `collided` only while `by_hash` holds another
-/// path of its hash; removing that one moves a waiting path up.
+/// Two paths with the same 64-bit hash (at a million znodes, about one chance in 40
+/// million that any two do): the first to arrive holds the hash in `by_hash`, the other
+/// waits in `collided`, looked at only when it is not empty. A path is in `collided`
+/// only while `by_hash` holds another path of its hash; removing that one moves a
+/// waiting path up.
 #[derive(Debug, Clone)]
 pub struct Nodes {
     by_hash: imbl::OrdMap<u64, Arc<Znode>>,
     collided: imbl::OrdMap<Box<str>, Arc<Znode>>,
     /// SipHash with fixed keys: the map's order (a snapshot's) then depends on its
-    /// content only, not on the process or the history. Colliding paths cost a look-up
-    /// in `collided` (a B-tree by path), so paths chosen to collide slow nothing down
-    /// but their own.
+    /// content only, not on the process or the history (but for which of two colliding
+    /// paths came first). Colliding paths cost a look-up in `collided` (a B-tree by
+    /// path), so paths chosen to collide slow nothing down but their own.
     keys: BuildHasherDefault<DefaultHasher>,
     /// The bits of the hash kept: all of them, except in tests that want collisions.
     mask: u64,
