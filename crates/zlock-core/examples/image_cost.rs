@@ -13,43 +13,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zlock_core::snapshot::Image;
-use zlock_core::{Config, Origin, SessionId, State, Txn, TxnBody};
-use zlock_proto::records::{Acl, CreateRequest, PathRequest, SetDataRequest};
-use zlock_proto::{OpCode, Request};
+use zlock_core::{Config, State};
+use zlock_proto::records::{PathRequest, SetDataRequest};
+use zlock_proto::Request;
 
-const BUCKET: usize = 10_000;
+mod common;
 
-fn apply(st: &mut State, txn: &Txn) -> zlock_core::Applied {
-    match st.apply(st.applied.next(), txn) {
-        Ok(a) => a,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn write(st: &mut State, session: SessionId, request: Request) {
-    let origin = Origin {
-        session,
-        ..Origin::default()
-    };
-    let a = apply(st, &Txn::request(origin, 100, Arc::new(vec![]), request));
-    assert_eq!(a.reply.err, 0);
-}
-
-fn create(path: String, data: &[u8]) -> Request {
-    Request::Create(
-        OpCode::Create,
-        CreateRequest {
-            path,
-            data: Some(data.to_vec()),
-            acl: Acl::open_unsafe(),
-            flags: 0,
-        },
-    )
-}
+use common::{load, sessions, write, BUCKET};
 
 fn set_data(path: String) -> Request {
     Request::SetData(SetDataRequest {
@@ -70,32 +43,12 @@ fn main() {
         .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
-    let sessions: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000);
+    let sessions_n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000);
 
     let mut st = State::new(Config::default());
-    let mut ids = Vec::new();
-    for _ in 0..sessions.max(1) {
-        let txn = Txn {
-            origin: Origin::default(),
-            time_ms: 100,
-            body: TxnBody::CreateSession {
-                passwd: vec![1; 16],
-                timeout_ms: 30_000,
-            },
-        };
-        ids.push(apply(&mut st, &txn).created_session.expect("a session"));
-    }
-    let sid = ids[0];
+    let sid = sessions(&mut st, sessions_n.max(1))[0];
     let started = Instant::now();
-    write(&mut st, sid, create("/zlock-load".into(), b""));
-    for j in 0..znodes.div_ceil(BUCKET) {
-        write(&mut st, sid, create(format!("/zlock-load/b{j}"), b""));
-    }
-    let data = vec![b'x'; 100];
-    for g in 0..znodes {
-        let p = format!("/zlock-load/b{}/n{}", g / BUCKET, g % BUCKET);
-        write(&mut st, sid, create(p, &data));
-    }
+    load(&mut st, sid, znodes);
     println!(
         "loaded {} znodes, {} sessions in {:.1} s",
         st.tree.len(),

@@ -12,13 +12,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+use zlock_core::{Config, State};
 
-use zlock_core::{Config, Origin, SessionId, State, Txn, TxnBody};
-use zlock_proto::records::{Acl, CreateRequest};
-use zlock_proto::{OpCode, Request};
-
-const BUCKET: usize = 10_000;
+mod common;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -31,25 +27,6 @@ fn rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-fn write(st: &mut State, session: SessionId, path: String, data: &[u8]) {
-    let origin = Origin {
-        session,
-        ..Origin::default()
-    };
-    let request = Request::Create(
-        OpCode::Create,
-        CreateRequest {
-            path,
-            data: Some(data.to_vec()),
-            acl: Acl::open_unsafe(),
-            flags: 0,
-        },
-    );
-    let txn = Txn::request(origin, 100, Arc::new(vec![]), request);
-    let a = st.apply(st.applied.next(), &txn).expect("applied");
-    assert_eq!(a.reply.err, 0);
-}
-
 fn main() {
     let znodes: usize = std::env::args()
         .nth(1)
@@ -57,29 +34,9 @@ fn main() {
         .unwrap_or(1_000_000);
     let _profiler = dhat::Profiler::builder().testing().build();
     let mut st = State::new(Config::default());
-    let txn = Txn {
-        origin: Origin::default(),
-        time_ms: 100,
-        body: TxnBody::CreateSession {
-            passwd: vec![1; 16],
-            timeout_ms: 30_000,
-        },
-    };
-    let sid = st
-        .apply(st.applied.next(), &txn)
-        .expect("applied")
-        .created_session
-        .expect("a session");
+    let sid = common::sessions(&mut st, 1)[0];
     let before = dhat::HeapStats::get();
-    write(&mut st, sid, "/zlock-load".into(), b"");
-    for j in 0..znodes.div_ceil(BUCKET) {
-        write(&mut st, sid, format!("/zlock-load/b{j}"), b"");
-    }
-    let data = vec![b'x'; 100];
-    for g in 0..znodes {
-        let p = format!("/zlock-load/b{}/n{}", g / BUCKET, g % BUCKET);
-        write(&mut st, sid, p, &data);
-    }
+    common::load(&mut st, sid, znodes);
     let n = st.tree.len();
     let after = dhat::HeapStats::get();
     let live = after.curr_bytes - before.curr_bytes;

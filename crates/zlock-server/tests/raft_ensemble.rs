@@ -127,6 +127,48 @@ fn start_snapshotting(
     })
 }
 
+/// Three members on loopback ports, each on its own temp dir, with a snapshot every
+/// `snapshot_every` Txns.
+struct Three {
+    dirs: Vec<tempfile::TempDir>,
+    addrs: BTreeMap<u64, String>,
+    members: Vec<Member>,
+    commits: Vec<Option<RaftCommit>>,
+}
+
+fn three(snapshot_every: u64) -> Three {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let listeners: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addrs: BTreeMap<u64, String> = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
+        .collect();
+    let members: Vec<Member> = (0..3).map(|_| Member::default()).collect();
+    let commits = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Some(start_snapshotting(
+                i as u64 + 1,
+                dirs[i].path(),
+                &addrs,
+                l,
+                members[i].clone(),
+                snapshot_every,
+            ))
+        })
+        .collect();
+    Three {
+        dirs,
+        addrs,
+        members,
+        commits,
+    }
+}
+
 /// Waits (bounded) until every history in `members` has `n` Txns.
 fn settle(members: &[&Member], n: usize) {
     let until = Instant::now() + Duration::from_secs(30);
@@ -185,29 +227,12 @@ fn check_history(applied: &[Txn], acked: &[Txn], maybe: &[Txn]) {
 
 #[test]
 fn three_members_one_history_through_failover_and_a_wiped_member() {
-    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let listeners: Vec<std::net::TcpListener> = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let addrs: BTreeMap<u64, String> = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
-        .collect();
-    let members: Vec<Member> = (0..3).map(|_| Member::default()).collect();
-    let mut commits: Vec<Option<RaftCommit>> = listeners
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| {
-            Some(start(
-                i as u64 + 1,
-                dirs[i].path(),
-                &addrs,
-                l,
-                members[i].clone(),
-            ))
-        })
-        .collect();
+    let Three {
+        dirs: _dirs,
+        addrs,
+        members,
+        mut commits,
+    } = three(40);
 
     // Every member proposes once the ensemble is up; followers forward to the leader.
     // (Fresh members all campaign at once, and one that led for a moment may step down
@@ -337,32 +362,14 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
 /// the batch was cut into frames, it was refused as one oversized frame every time.)
 #[test]
 fn a_follower_batch_larger_than_a_peer_frame_is_forwarded_in_order() {
-    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let listeners: Vec<std::net::TcpListener> = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let addrs: BTreeMap<u64, String> = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
-        .collect();
-    let members: Vec<Member> = (0..3).map(|_| Member::default()).collect();
-    let mut commits: Vec<Option<RaftCommit>> = listeners
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| {
-            // No snapshot of these 72 MiB: a debug build would spend the test's time
-            // writing and sending it.
-            Some(start_snapshotting(
-                i as u64 + 1,
-                dirs[i].path(),
-                &addrs,
-                l,
-                members[i].clone(),
-                1000,
-            ))
-        })
-        .collect();
+    // No snapshot of these 72 MiB: a debug build would spend the test's time writing
+    // and sending it.
+    let Three {
+        dirs: _dirs,
+        members,
+        mut commits,
+        ..
+    } = three(1000);
     let leader = agreed_leader(&commits);
     let follower = (1..=3u64).find(|m| *m != leader).unwrap();
 

@@ -107,10 +107,10 @@ impl Nodes {
             path: path.into(),
             node,
         });
-        let old = match self.by_hash.get_mut(&h) {
-            Some(held) if *held.path == *path => Some(std::mem::replace(held, z)),
-            Some(_) => self.collided.insert(path.into(), z),
-            None => self.by_hash.insert(h, z),
+        let old = match self.by_hash.get(&h) {
+            Some(held) if *held.path != *path => self.collided.insert(path.into(), z),
+            // New, or the same path again (replaced).
+            _ => self.by_hash.insert(h, z),
         };
         old.map(unwrap)
     }

@@ -229,52 +229,41 @@ fn bad_snapshots_are_errors_not_panics() {
         snapshot::decode(&wrong, Config::default()),
         Err(SnapshotError::Version(v)) if v == SNAPSHOT_VERSION + 1
     ));
-    // A node listed before its parent, in version 4 (which lists parents first).
-    let mut b = Vec::new();
-    b.write_i32(4);
-    b.write_i64(5);
-    b.write_i32(0);
-    b.write_i64(2);
-    for p in ["/", "/a/b"] {
-        b.write_string(p);
-        b.write_buffer(b"");
-        b.write_i32(0); // empty ACL vector
-        b.push(0);
-        b.write_i64(0);
-        for _ in 0..4 {
+    // Nodes `/` and `/a/b` with zeroed fields, no sessions, in format `version` (from
+    // 5 on, each node names its children: none here).
+    let two_nodes = |version: i32| {
+        let mut b = Vec::new();
+        b.write_i32(version);
+        b.write_i64(5);
+        b.write_i32(0);
+        b.write_i64(2);
+        for p in ["/", "/a/b"] {
+            b.write_string(p);
+            b.write_buffer(b"");
+            b.write_i32(0); // empty ACL vector
+            b.push(0);
             b.write_i64(0);
+            for _ in 0..4 {
+                b.write_i64(0);
+            }
+            for _ in 0..3 {
+                b.write_i32(0);
+            }
+            b.write_i64(0);
+            if version >= 5 {
+                b.write_i32(0); // no children
+            }
         }
-        for _ in 0..3 {
-            b.write_i32(0);
-        }
-        b.write_i64(0);
-    }
+        b
+    };
+    // A node listed before its parent, in version 4 (which lists parents first).
+    let b = two_nodes(4);
     assert!(matches!(
         snapshot::decode(&b, Config::default()),
         Err(SnapshotError::Orphan(p)) if p == "/a/b"
     ));
-    // The same in version 5, where each node names its children: `/` does not name
-    // `/a/b`, so the children do not add up.
-    let mut c = Vec::new();
-    c.write_i32(SNAPSHOT_VERSION);
-    c.write_i64(5);
-    c.write_i32(0);
-    c.write_i64(2);
-    for p in ["/", "/a/b"] {
-        c.write_string(p);
-        c.write_buffer(b"");
-        c.write_i32(0); // empty ACL vector
-        c.push(0);
-        c.write_i64(0);
-        for _ in 0..4 {
-            c.write_i64(0);
-        }
-        for _ in 0..3 {
-            c.write_i32(0);
-        }
-        c.write_i64(0);
-        c.write_i32(0); // no children
-    }
+    // The same in version 5: `/` does not name `/a/b`, so the children do not add up.
+    let c = two_nodes(SNAPSHOT_VERSION);
     assert!(matches!(
         snapshot::decode(&c, Config::default()),
         Err(SnapshotError::Children {

@@ -103,14 +103,19 @@ async fn raft_term(ens: &ChildEnsemble, i: usize) -> u64 {
         .unwrap_or_else(|| panic!("member {i}: no zlock_raft_term in mntr: {out}"))
 }
 
-async fn leader_cut_off(path: LockPath, name: &str) {
+/// Three members, each in a network namespace of its own (so one can be cut off).
+async fn netns_ensemble() -> ChildEnsemble {
     let opts = EnsembleOptions {
         netns: true,
         ..EnsembleOptions::default()
     };
-    let mut ens = ChildEnsemble::start_with(opts)
+    ChildEnsemble::start_with(opts)
         .await
-        .unwrap_or_else(|e| panic!("an ensemble in network namespaces (needs root): {e:#}"));
+        .unwrap_or_else(|e| panic!("an ensemble in network namespaces (needs root): {e:#}"))
+}
+
+async fn leader_cut_off(path: LockPath, name: &str) {
+    let mut ens = netns_ensemble().await;
     let l = ens.leader().await.unwrap();
     let f = (l + 1) % 3;
     let setup = connect(&ens.connect_string()).await;
@@ -292,13 +297,7 @@ async fn leader_cut_off_during_recipe_lock_traffic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_cut_off_during_native_lock_traffic() {
     bounded(async {
-        let opts = EnsembleOptions {
-            netns: true,
-            ..EnsembleOptions::default()
-        };
-        let mut ens = ChildEnsemble::start_with(opts)
-            .await
-            .unwrap_or_else(|e| panic!("an ensemble in network namespaces (needs root): {e:#}"));
+        let mut ens = netns_ensemble().await;
         let l = ens.leader().await.unwrap();
         let setup = connect(&ens.connect_string()).await;
         setup.ensure_path(CUT_OFF).await.unwrap();

@@ -191,8 +191,12 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             let mut guard = lock(&self.inner);
             let h = &mut *guard;
             for e in &entries {
-                if let EntryPayload::Membership(m) = &e.payload {
-                    h.membership = Membership::new(Some(e.log_id), m.clone());
+                match &e.payload {
+                    EntryPayload::Membership(m) => {
+                        h.membership = Membership::new(Some(e.log_id), m.clone());
+                    }
+                    EntryPayload::Normal(p) => self.since_snapshot += p.0.len() as u64,
+                    EntryPayload::Blank => {}
                 }
             }
             // Index 0 is openraft's initial membership: nothing for the host.
@@ -205,13 +209,6 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             });
             h.host.apply(&mut it);
             h.applied = Some(last);
-            self.since_snapshot += entries
-                .iter()
-                .map(|e| match &e.payload {
-                    EntryPayload::Normal(p) => p.0.len() as u64,
-                    _ => 0,
-                })
-                .sum::<u64>();
         }
         if self.snap_every.is_some() && self.since_snapshot >= self.snapshot_at {
             self.since_snapshot = 0;

@@ -44,23 +44,37 @@ impl Proposal {
     /// Splits `txns` (in order) into proposals within [`PROPOSAL_TXNS`] and
     /// [`PROPOSAL_BYTES`].
     pub fn split(txns: impl IntoIterator<Item = Txn>) -> Vec<Proposal> {
-        let mut packer = Packer::default();
+        let (mut done, mut cur, mut bytes) = (Vec::new(), Vec::new(), 0);
+        // A Txn's size is its encoding's; the scratch is reused.
+        let mut scratch = Vec::new();
         for t in txns {
-            packer.push(t);
+            scratch.clear();
+            t.encode(&mut scratch);
+            let n = scratch.len();
+            if !cur.is_empty() && (cur.len() == PROPOSAL_TXNS || bytes + n > PROPOSAL_BYTES) {
+                done.push(Proposal(std::mem::take(&mut cur)));
+                bytes = 0;
+            }
+            bytes += n;
+            cur.push(t);
         }
-        packer.finish()
+        if !cur.is_empty() {
+            done.push(Proposal(cur));
+        }
+        done
     }
 
     fn encode(&self) -> Vec<u8> {
         let mut buf = Vec::with_capacity(16 + 96 * self.0.len());
         buf.push(BATCH);
         buf.extend_from_slice(&(self.0.len() as u32).to_be_bytes());
-        let mut one = Vec::with_capacity(96);
         for t in &self.0 {
-            one.clear();
-            t.encode(&mut one);
-            buf.extend_from_slice(&(one.len() as u32).to_be_bytes());
-            buf.extend_from_slice(&one);
+            // Each Txn straight into the buffer, behind its length once known.
+            let at = buf.len();
+            buf.extend_from_slice(&[0; 4]);
+            t.encode(&mut buf);
+            let len = (buf.len() - at - 4) as u32;
+            buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
         }
         buf
     }
@@ -93,41 +107,6 @@ impl Proposal {
             return Err(format!("{} bytes after a proposal's last Txn", rest.len()));
         }
         Ok(Proposal(txns))
-    }
-}
-
-/// Packs Txns, in order, into proposals within [`PROPOSAL_TXNS`] and
-/// [`PROPOSAL_BYTES`].
-#[derive(Default)]
-pub(crate) struct Packer {
-    done: Vec<Proposal>,
-    cur: Vec<Txn>,
-    bytes: usize,
-    scratch: Vec<u8>,
-}
-
-impl Packer {
-    /// Adds `t`; returns the position of the proposal it went into.
-    pub fn push(&mut self, t: Txn) -> usize {
-        self.scratch.clear();
-        t.encode(&mut self.scratch);
-        let n = self.scratch.len();
-        if !self.cur.is_empty()
-            && (self.cur.len() == PROPOSAL_TXNS || self.bytes + n > PROPOSAL_BYTES)
-        {
-            self.done.push(Proposal(std::mem::take(&mut self.cur)));
-            self.bytes = 0;
-        }
-        self.bytes += n;
-        self.cur.push(t);
-        self.done.len()
-    }
-
-    pub fn finish(mut self) -> Vec<Proposal> {
-        if !self.cur.is_empty() {
-            self.done.push(Proposal(self.cur));
-        }
-        self.done
     }
 }
 
