@@ -103,12 +103,30 @@ fn start_snapshotting(
     member: Member,
     snapshot_every: u64,
 ) -> RaftCommit {
+    runtime().block_on(start_async(
+        me,
+        dir.to_path_buf(),
+        addrs.clone(),
+        listener,
+        member,
+        snapshot_every,
+    ))
+}
+
+async fn start_async(
+    me: u64,
+    dir: std::path::PathBuf,
+    addrs: BTreeMap<u64, String>,
+    listener: std::net::TcpListener,
+    member: Member,
+    snapshot_every: u64,
+) -> RaftCommit {
     let (wal, records) =
-        zlock_server::commit::raft::log::open_wal(&dir.join("log"), dir, WalOptions::default())
+        zlock_server::commit::raft::log::open_wal(&dir.join("log"), &dir, WalOptions::default())
             .unwrap();
     let opts = RaftOptions {
         me,
-        members: addrs.clone(),
+        members: addrs,
         ensemble: "test".into(),
         heartbeat_ms: 50,
         election_min_ms: 150,
@@ -116,15 +134,13 @@ fn start_snapshotting(
         snapshot_every: Some(snapshot_every),
         keep_behind_snapshot: 5,
         snapshot_dir: dir.join("snapshots"),
-        meta_dir: dir.to_path_buf(),
+        meta_dir: dir.clone(),
     };
-    runtime().block_on(async {
-        listener.set_nonblocking(true).unwrap();
-        let l = tokio::net::TcpListener::from_std(listener).unwrap();
-        RaftCommit::start(opts, member, wal, records, l)
-            .await
-            .unwrap()
-    })
+    listener.set_nonblocking(true).unwrap();
+    let l = tokio::net::TcpListener::from_std(listener).unwrap();
+    RaftCommit::start(opts, member, wal, records, l)
+        .await
+        .unwrap()
 }
 
 /// Three members on loopback ports, each on its own temp dir, with a snapshot every
@@ -147,20 +163,29 @@ fn three(snapshot_every: u64) -> Three {
         .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
         .collect();
     let members: Vec<Member> = (0..3).map(|_| Member::default()).collect();
-    let commits = listeners
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| {
-            Some(start_snapshotting(
-                i as u64 + 1,
-                dirs[i].path(),
-                &addrs,
-                l,
-                members[i].clone(),
-                snapshot_every,
-            ))
-        })
-        .collect();
+    // Started together: a member starting blank waits for a majority to answer
+    // (`commit::raft::rejoin`).
+    let commits = runtime().block_on(async {
+        let starting: Vec<_> = listeners
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                tokio::spawn(start_async(
+                    i as u64 + 1,
+                    dirs[i].path().to_path_buf(),
+                    addrs.clone(),
+                    l,
+                    members[i].clone(),
+                    snapshot_every,
+                ))
+            })
+            .collect();
+        let mut commits = Vec::new();
+        for s in starting {
+            commits.push(Some(s.await.unwrap()));
+        }
+        commits
+    });
     Three {
         dirs,
         addrs,
@@ -314,6 +339,30 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     let back = Member::default();
     let listener = std::net::TcpListener::bind(addrs[&leader].as_str()).unwrap();
     let mut c = start(leader, wiped.path(), &addrs, listener, back.clone());
+    // It lost its vote with its disk: it starts from the highest vote among the others
+    // (`commit::raft::rejoin`), not from nothing.
+    let highest = survivors
+        .iter()
+        .map(|&i| {
+            commits[i]
+                .as_ref()
+                .unwrap()
+                .raft()
+                .metrics()
+                .borrow()
+                .vote
+                .leader_id
+        })
+        .max()
+        .unwrap();
+    // (Asked of openraft's core: its metrics may not have been published yet.)
+    let own = runtime()
+        .block_on(c.raft().with_raft_state(|s| s.vote_ref().leader_id))
+        .unwrap();
+    assert!(
+        own >= highest,
+        "the wiped member restarted with vote {own}, below the others' {highest}"
+    );
     let mut batch = vec![txn(leader, 1000)];
     acked.extend(batch.clone());
     c.propose(&mut batch).unwrap();

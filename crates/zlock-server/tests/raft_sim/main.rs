@@ -3,7 +3,9 @@
 //! `zlock_core::State` as each member's host) in one process, on one thread, in
 //! simulated time, with a simulated network and disks. A seed decides everything:
 //! elections, partitions, message loss, delay, reordering and duplication, crashes
-//! (with torn log writes) and restarts, the clients' writes. After a faulty phase the
+//! (with torn log writes) and restarts, crashes that lose a member's whole disk (it
+//! restarts blank and rejoins through `commit::raft::rejoin`, one such member at a
+//! time), the clients' writes. After a faulty phase the
 //! network heals, every member comes back, and the run waits for one history.
 //!
 //! Checked at every step or applied point: election safety as openraft defines it

@@ -243,7 +243,12 @@ impl RaftNetwork<Zraft> for SimPeer {
                 let world = world.clone();
                 async move {
                     let id = (rpc.vote.leader_id.term, rpc.vote.leader_id.node_id);
-                    let r = raft.vote(rpc).await;
+                    // Through the catch-up gate, as the peer server answers.
+                    let local = lock(&world).locals.get(&to).cloned();
+                    let r = match local {
+                        Some(local) => local.vote(&raft, rpc).await,
+                        None => raft.vote(rpc).await,
+                    };
                     if r.as_ref().is_ok_and(|r| r.vote_granted) {
                         lock(&world).saw_grant(to, id.0, id.1);
                     }

@@ -10,6 +10,8 @@ use openraft::{BasicNode, ServerState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use zlock_server::commit::raft::log::{RaftLog, Writer};
+use zlock_server::commit::raft::peer::Local;
+use zlock_server::commit::raft::rejoin::{self, Found, Gate, Standing};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
 
@@ -44,6 +46,8 @@ pub struct Outcome {
     pub leaders: usize,
     pub shared_terms: usize,
     pub crashes: usize,
+    /// Crashes that lost the member's whole disk.
+    pub wipes: usize,
     pub partitions: usize,
 }
 
@@ -54,14 +58,22 @@ pub struct Failure {
     pub recent: Vec<String>,
 }
 
-/// One member's durable things: its disk (after a crash, what survived), its vote and
-/// purge files, its snapshot directory.
+/// One member's durable things: its disk (after a crash, what survived), its vote,
+/// purge and catch-up gate files, its snapshot directory. A wipe replaces them all.
 struct Durable {
     records: Vec<(u64, Vec<u8>)>,
     meta: tempfile::TempDir,
     snapshots: tempfile::TempDir,
-    /// Initialized once: a restart must not initialize again.
-    started: bool,
+}
+
+impl Durable {
+    fn blank() -> Durable {
+        Durable {
+            records: Vec::new(),
+            meta: scratch(),
+            snapshots: scratch(),
+        }
+    }
 }
 
 /// One running member.
@@ -85,6 +97,12 @@ struct Sim {
     members: Arc<Mutex<Members>>,
     /// Down members and the step they come back at.
     down: BTreeMap<u64, u64>,
+    /// Members started blank, asking the others where they stand before their Raft
+    /// starts (`rejoin::settle`, here over the simulated links).
+    settling: BTreeSet<u64>,
+    /// The member whose disk was wiped, until it has caught up (one at a time: two
+    /// members losing their disks together may lose what only they held).
+    amnesiac: Option<u64>,
     /// When the current partition heals.
     heal_at: Option<u64>,
     /// Per member: the election timeout (ms) now drawn, and when it last started one.
@@ -92,12 +110,15 @@ struct Sim {
     elected_at: BTreeMap<u64, u64>,
     /// The odds (per mille per step) of each fault in this run, and the disk's.
     crash_odds: u32,
+    /// Of the crashes, the percentage that wipe the member's disk.
+    wipe_odds: u32,
     partition_odds: u32,
     weather_odds: u32,
     /// The longest time a member's log writer takes to get to what was queued and
     /// fsync it, in microseconds.
     fsync_us: u64,
     crashes: usize,
+    wipes: usize,
     partitions: usize,
 }
 
@@ -137,11 +158,60 @@ impl Sim {
         lock(&self.world).event(e);
     }
 
+    /// Starts `id` from what its disk kept; a blank one first settles how it joins.
     async fn start(&mut self, id: u64) {
+        let b = &self.boxes[&id];
+        let (log, _) =
+            RaftLog::open_with_writer(MemDisk::default(), b.records.clone(), b.meta.path())
+                .unwrap();
+        if log.is_blank().unwrap() {
+            self.settling.insert(id);
+            self.event(format!("member {id} starts blank: asking the others"));
+        } else {
+            self.launch(id, None).await;
+        }
+    }
+
+    /// What the blank members can decide: each asks every member it can reach now
+    /// (blank ones answer blank, down ones not at all) and starts once `rejoin::decide`
+    /// says how.
+    async fn settle(&mut self) {
+        let n = self.ids.len();
+        for id in self.settling.clone() {
+            let answers: BTreeMap<u64, Standing> = {
+                let w = lock(&self.world);
+                self.ids
+                    .iter()
+                    .filter(|&&o| o != id && !w.cut.contains(&(id, o)) && !w.cut.contains(&(o, id)))
+                    .filter_map(|&o| match (w.rafts.get(&o), w.locals.get(&o)) {
+                        (Some(raft), Some(local)) => Some((o, local.standing(raft))),
+                        _ if self.settling.contains(&o) => Some((o, Standing::default())),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            if let Some(found) = rejoin::decide(n, &answers) {
+                self.settling.remove(&id);
+                self.event(format!("member {id} settled: {found:?} from {answers:?}"));
+                self.launch(id, Some(found)).await;
+            }
+        }
+    }
+
+    async fn launch(&mut self, id: u64, found: Option<Found>) {
         let b = self.boxes.get_mut(&id).unwrap();
         let disk = MemDisk::with(&b.records);
-        let (log, writer) =
+        let (mut log, writer) =
             RaftLog::open_with_writer(disk.clone(), b.records.clone(), b.meta.path()).unwrap();
+        let gate = Arc::new(Gate::open(b.meta.path()).unwrap());
+        if let Some(Found::Join { floor, target }) = found {
+            gate.close_until(target).unwrap();
+            log.set_vote(&floor).unwrap();
+        }
+        let local = Local {
+            view: log.view(),
+            gate,
+        };
         let host = SimHost::new(id, self.world.clone());
         let (sm, _applied) = StateMachine::open(
             host.clone(),
@@ -176,8 +246,7 @@ impl Sim {
                 }
             })
         };
-        if !b.started {
-            b.started = true;
+        if found == Some(Found::Bootstrap) {
             let nodes: BTreeMap<u64, BasicNode> =
                 self.ids.iter().map(|i| (*i, BasicNode::new(""))).collect();
             // Every member proposes the same membership, as RaftCommit::start does. Not
@@ -191,6 +260,7 @@ impl Sim {
         {
             let mut w = lock(&self.world);
             w.rafts.insert(id, raft.clone());
+            w.locals.insert(id, local);
             let now = w.now_ms();
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
@@ -218,7 +288,11 @@ impl Sim {
         let Some(r) = self.running.remove(&id) else {
             return;
         };
-        lock(&self.world).rafts.remove(&id);
+        {
+            let mut w = lock(&self.world);
+            w.rafts.remove(&id);
+            w.locals.remove(&id);
+        }
         self.members.lock().unwrap().running.remove(&id);
         // The disk task still runs meanwhile: openraft may be waiting on its log.
         let _ = r.raft.shutdown().await;
@@ -238,8 +312,16 @@ impl Sim {
             "member {id} crashed (torn write: {torn}, kept {keep} unsynced; {} records)",
             left.len()
         ));
-        self.boxes.get_mut(&id).unwrap().records = left;
         self.crashes += 1;
+        let wipe = self.rng.gen_range(0..100) < self.wipe_odds;
+        if wipe && self.amnesiac.is_none() {
+            self.boxes.insert(id, Durable::blank());
+            self.amnesiac = Some(id);
+            self.wipes += 1;
+            self.event(format!("member {id}'s disk is lost: it restarts blank"));
+        } else {
+            self.boxes.get_mut(&id).unwrap().records = left;
+        }
     }
 
     fn partition(&mut self, step: u64) {
@@ -364,6 +446,13 @@ impl Sim {
                 w.violation(format!("member {id}'s log writer: {e}"));
             }
         }
+        if let Some(id) = self.amnesiac {
+            let caught_up = w.locals.get(&id).is_some_and(|l| l.gate.target().is_none());
+            if caught_up {
+                self.amnesiac = None;
+                w.event(format!("member {id} has caught up after losing its disk"));
+            }
+        }
     }
 
     fn failed(&self) -> Option<Failure> {
@@ -400,6 +489,7 @@ impl Sim {
         if self.rng.gen_range(0..1000) < self.weather_odds {
             self.weather();
         }
+        self.settle().await;
         if self.rng.gen_range(0..1000) < self.crash_odds {
             let up: Vec<u64> = self.running.keys().copied().collect();
             if !up.is_empty() {
@@ -415,7 +505,7 @@ impl Sim {
 
     /// Every member applied the leader's whole log, all agree on the leader.
     fn converged(&self) -> bool {
-        if self.running.len() != self.ids.len() {
+        if self.running.len() != self.ids.len() || self.amnesiac.is_some() {
             return false;
         }
         let ms: Vec<_> = self
@@ -450,35 +540,29 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
         world: world.clone(),
         ids: ids.clone(),
         config: config(),
-        boxes: ids
-            .iter()
-            .map(|id| {
-                let b = Durable {
-                    records: Vec::new(),
-                    meta: scratch(),
-                    snapshots: scratch(),
-                    started: false,
-                };
-                (*id, b)
-            })
-            .collect(),
+        boxes: ids.iter().map(|id| (*id, Durable::blank())).collect(),
         running: BTreeMap::new(),
         members: members.clone(),
         down: BTreeMap::new(),
+        settling: BTreeSet::new(),
+        amnesiac: None,
         heal_at: None,
         timeout: BTreeMap::new(),
         elected_at: BTreeMap::new(),
         crash_odds: [0, 2, 5, 10][rng.gen_range(0..4)],
+        wipe_odds: [0, 20, 50][rng.gen_range(0..3)],
         partition_odds: [0, 3, 10][rng.gen_range(0..3)],
         weather_odds: [0, 5, 20][rng.gen_range(0..3)],
         fsync_us: [1_000, 5_000, 30_000][rng.gen_range(0..3)],
         crashes: 0,
+        wipes: 0,
         partitions: 0,
         rng: StdRng::seed_from_u64(rng.gen()),
     };
     sim.event(format!(
-        "seed {seed}: {n} members, crash {} partition {} weather {} (per mille per step), fsync up to {} us",
-        sim.crash_odds, sim.partition_odds, sim.weather_odds, sim.fsync_us
+        "seed {seed}: {n} members, crash {} partition {} weather {} (per mille per step), \
+         wipe {}% of crashes, fsync up to {} us",
+        sim.crash_odds, sim.partition_odds, sim.weather_odds, sim.wipe_odds, sim.fsync_us
     ));
     for id in ids.clone() {
         sim.start(id).await;
@@ -526,6 +610,7 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     let mut settled = false;
     for _ in 0..len.settle {
         tokio::time::sleep(STEP).await;
+        sim.settle().await;
         sim.elections().await;
         sim.observe();
         if let Some(f) = sim.failed() {
@@ -594,6 +679,7 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
             w.leaders.len() - terms.len()
         },
         crashes: sim.crashes,
+        wipes: sim.wipes,
         partitions: sim.partitions,
     })
 }

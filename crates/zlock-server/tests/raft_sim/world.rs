@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rand::rngs::StdRng;
 use rand::Rng;
+use zlock_server::commit::raft::peer::Local;
 use zlock_server::commit::raft::types::Raft;
 
 /// How the network treats messages in the current phase (per mille, milliseconds).
@@ -79,6 +80,8 @@ pub struct World {
     pub cut: BTreeSet<(u64, u64)>,
     /// The running members' Rafts: where messages are delivered.
     pub rafts: BTreeMap<u64, Raft>,
+    /// Their logs' ends and catch-up gates (what the peer server reads besides Raft).
+    pub locals: BTreeMap<u64, Local>,
     /// When each member last took an AppendEntries from a leader (for the elections
     /// the simulation triggers).
     pub heard: BTreeMap<u64, u64>,
@@ -108,6 +111,7 @@ impl World {
             weather: Weather::default(),
             cut: BTreeSet::new(),
             rafts: BTreeMap::new(),
+            locals: BTreeMap::new(),
             heard: BTreeMap::new(),
             trace: Trace::default(),
             applied: BTreeMap::new(),

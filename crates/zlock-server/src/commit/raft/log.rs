@@ -49,6 +49,25 @@ impl Tail {
     fn range(&self, range: impl RangeBounds<u64>) -> Vec<Entry> {
         self.entries.range(range).map(|(_, e)| e.clone()).collect()
     }
+
+    fn last_log_id(&self) -> Option<LogId> {
+        let last = self.entries.values().next_back().map(|e| *e.get_log_id());
+        last.or(self.last_purged)
+    }
+}
+
+/// Where a member's log ends, read by its peer server (a cheap clone of the store's
+/// tail).
+#[derive(Clone)]
+pub struct LogView {
+    tail: Arc<Mutex<Tail>>,
+}
+
+impl LogView {
+    /// The last entry's id (appended, perhaps not yet on disk), or the purge point.
+    pub fn last_log_id(&self) -> Option<LogId> {
+        lock(&self.tail).last_log_id()
+    }
 }
 
 /// Work for the writer thread, in the order openraft submitted it.
@@ -181,6 +200,28 @@ impl RaftLog {
             purged,
         };
         Ok((log, writer))
+    }
+
+    /// A reader of where the log ends.
+    pub fn view(&self) -> LogView {
+        LogView {
+            tail: self.tail.clone(),
+        }
+    }
+
+    /// Whether nothing was ever kept: no entry, no purge point, no vote (a member's
+    /// first start, or one whose data was lost: see [`super::rejoin`]).
+    pub fn is_blank(&self) -> std::io::Result<bool> {
+        let t = lock(&self.tail);
+        Ok(t.entries.is_empty()
+            && t.last_purged.is_none()
+            && self.vote.load().map_err(io_err)?.is_none())
+    }
+
+    /// Saves `vote` before openraft starts over this log (a rejoining member's floor).
+    pub fn set_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
+        let bytes = postcard::to_allocvec(vote).map_err(io_err)?;
+        self.vote.store(&bytes).map_err(io_err)
     }
 
     fn send(&self, op: Op) -> Result<(), StorageError> {
@@ -323,10 +364,9 @@ impl RaftLogStorage<Zraft> for RaftLog {
 
     async fn get_log_state(&mut self) -> Result<LogState<Zraft>, StorageError> {
         let t = lock(&self.tail);
-        let last = t.entries.values().next_back().map(|e| *e.get_log_id());
         Ok(LogState {
             last_purged_log_id: t.last_purged,
-            last_log_id: last.or(t.last_purged),
+            last_log_id: t.last_log_id(),
         })
     }
 
@@ -337,9 +377,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        let bytes = postcard::to_allocvec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
-        self.vote
-            .store(&bytes)
+        self.set_vote(vote)
             .map_err(|e| StorageIOError::write_vote(&e).into())
     }
 

@@ -24,6 +24,7 @@ pub mod log;
 pub mod peer;
 #[cfg(test)]
 mod peer_tests;
+pub mod rejoin;
 pub mod sm;
 pub mod types;
 
@@ -153,7 +154,30 @@ impl RaftCommit {
     ) -> Result<RaftCommit, CommitError> {
         let config = Arc::new(opts.config()?);
         let io = |e: std::io::Error| CommitError::Raft(e.to_string());
-        let log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
+        let mut log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
+        let gate = Arc::new(rejoin::Gate::open(&opts.meta_dir).map_err(io)?);
+        let id = Arc::new(Identity {
+            ensemble: opts.ensemble.clone(),
+            me: opts.me,
+            members: opts.members.keys().copied().collect::<BTreeSet<_>>(),
+        });
+        let mut bootstrap = false;
+        if log.is_blank().map_err(io)? {
+            match rejoin::settle(&listener, id.clone(), &opts.members).await {
+                rejoin::Found::Bootstrap => bootstrap = true,
+                rejoin::Found::Join { floor, target } => {
+                    // The gate first: a crash between the two leaves a blank member,
+                    // which asks again.
+                    gate.close_until(target).map_err(io)?;
+                    log.set_vote(&floor).map_err(io)?;
+                }
+            }
+        }
+        let local = peer::Local {
+            view: log.view(),
+            gate,
+        };
+        let catching_up = local.clone();
         let snapshot_due = Arc::new(tokio::sync::Notify::new());
         let (sm, applied) = sm::StateMachine::open(
             host,
@@ -162,11 +186,6 @@ impl RaftCommit {
             snapshot_due.clone(),
         )
         .map_err(io)?;
-        let id = Arc::new(Identity {
-            ensemble: opts.ensemble.clone(),
-            me: opts.me,
-            members: opts.members.keys().copied().collect::<BTreeSet<_>>(),
-        });
         let network = peer::Network { id: id.clone() };
         let raft = Raft::new(opts.me, config, network, log, sm)
             .await
@@ -176,6 +195,7 @@ impl RaftCommit {
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
+            local,
             id.clone(),
             hooks,
             contact.clone(),
@@ -199,19 +219,20 @@ impl RaftCommit {
             touch_tx,
             stopped.clone(),
         ));
+        tokio::spawn(rejoin::open_when_caught_up(
+            catching_up.gate,
+            catching_up.view,
+            stopped.clone(),
+        ));
         tokio::spawn(snapshots_when_due(raft.clone(), snapshot_due, stopped));
-        let fresh = !raft
-            .is_initialized()
-            .await
-            .map_err(|e| CommitError::Raft(e.to_string()))?;
-        if fresh {
+        if bootstrap {
             let nodes: BTreeMap<u64, BasicNode> = opts
                 .members
                 .iter()
                 .map(|(id, addr)| (*id, BasicNode::new(addr)))
                 .collect();
-            // Every fresh member proposes the same initial membership: openraft accepts
-            // that, and no member has to be started first.
+            // Every member that starts first proposes the same initial membership:
+            // openraft accepts that, and no member has to be started first.
             if let Err(e) = raft.initialize(nodes).await {
                 tracing::debug!(error = %e, "ensemble already initialized");
             }

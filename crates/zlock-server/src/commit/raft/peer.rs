@@ -29,6 +29,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::failover::Contact;
+use super::log::LogView;
+use super::rejoin::{Gate, Standing};
 use super::types::{Proposal, Raft, Zraft};
 
 /// The largest frame either side accepts (a snapshot chunk is 3 MiB by default).
@@ -54,6 +56,8 @@ pub enum Request {
     Touch(Vec<i64>),
     /// The leader's committed position, confirmed by a quorum (a read index).
     ReadIndex,
+    /// Where the member stands: asked by a member starting blank ([`super::rejoin`]).
+    Standing,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -67,6 +71,7 @@ pub enum Reply {
     Forward(Result<u64, ForwardError>),
     Touch,
     ReadIndex(Result<u64, String>),
+    Standing(Standing),
 }
 
 /// What the peer server hands to the member's host.
@@ -96,6 +101,41 @@ pub enum ForwardError {
     /// The leader's Raft stopped (its log failed).
     #[error("raft stopped: {0}")]
     Fatal(String),
+}
+
+/// What the peer server reads of this member besides its Raft: its log's end and its
+/// catch-up gate ([`super::rejoin`]).
+#[derive(Clone)]
+pub struct Local {
+    pub view: LogView,
+    pub gate: Arc<Gate>,
+}
+
+impl Local {
+    /// Answers a vote request: refused without asking openraft while the catch-up gate
+    /// is closed.
+    pub async fn vote(
+        &self,
+        raft: &Raft,
+        req: VoteRequest<u64>,
+    ) -> Result<VoteResponse<u64>, RaftError<u64>> {
+        let last = self.view.last_log_id();
+        if self.gate.refuses(last) {
+            let vote = raft.metrics().borrow().vote;
+            return Ok(VoteResponse::new(vote, last, false));
+        }
+        raft.vote(req).await
+    }
+
+    /// Where this member stands, for a member starting blank.
+    pub fn standing(&self, raft: &Raft) -> Standing {
+        let vote = raft.metrics().borrow().vote;
+        Standing {
+            // openraft's initial vote: none cast yet.
+            vote: (vote != Default::default()).then_some(vote),
+            last_log_id: self.view.last_log_id(),
+        }
+    }
 }
 
 /// Who this member is and who may talk to it.
@@ -161,6 +201,7 @@ pub async fn read_frame<T: serde::de::DeserializeOwned>(
 pub async fn serve(
     listener: TcpListener,
     raft: Raft,
+    local: Local,
     id: Arc<Identity>,
     hooks: Hooks,
     contact: Arc<Contact>,
@@ -177,13 +218,14 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let raft = raft.clone();
+        let local = local.clone();
         let id = id.clone();
         let hooks = hooks.clone();
         let contact = contact.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let served = tokio::select! {
-                r = serve_peer(stream, raft, &id, &hooks, &contact) => r,
+                r = serve_peer(stream, raft, &local, &id, &hooks, &contact) => r,
                 _ = stop.wait_for(|s| *s) => Ok(()),
             };
             if let Err(e) = served {
@@ -196,14 +238,10 @@ pub async fn serve(
     }
 }
 
-async fn serve_peer(
-    mut s: TcpStream,
-    raft: Raft,
-    id: &Identity,
-    hooks: &Hooks,
-    contact: &Contact,
-) -> Result<(), FrameError> {
-    let hello: Hello = read_frame(&mut s).await?;
+/// Reads the hello on `s` and answers it: the member it names if it is one that may
+/// talk to this one.
+async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
+    let hello: Hello = read_frame(s).await?;
     let refusal = if hello.ensemble != id.ensemble {
         Some(format!(
             "member of ensemble {:?}, this is {:?}",
@@ -217,19 +255,58 @@ async fn serve_peer(
         None
     };
     if let Some(why) = refusal {
-        let _ = write_frame(&mut s, &Reply::Hello(Err(why.clone()))).await;
+        let _ = write_frame(s, &Reply::Hello(Err(why.clone()))).await;
         return Err(FrameError::Refused(why));
     }
-    write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
-    let served = serve_requests(&mut s, raft, id, hooks, contact).await;
+    write_frame(s, &Reply::Hello(Ok(()))).await?;
+    Ok(hello.from)
+}
+
+async fn serve_peer(
+    mut s: TcpStream,
+    raft: Raft,
+    local: &Local,
+    id: &Identity,
+    hooks: &Hooks,
+    contact: &Contact,
+) -> Result<(), FrameError> {
+    let from = greet(&mut s, id).await?;
+    let served = serve_requests(&mut s, raft, local, id, hooks, contact).await;
     // A broken connection may be a dead leader (see `failover`).
-    contact.broke(hello.from);
+    contact.broke(from);
     served
+}
+
+/// Serves a peer of a member that has not started yet, being blank
+/// ([`super::rejoin::settle`]): the question where it stands is answered (blank), any
+/// other request closes the connection, as would a member not yet started. Ends when
+/// `stop` turns true.
+pub async fn answer_blank(
+    mut s: TcpStream,
+    id: Arc<Identity>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let answered = async {
+        greet(&mut s, &id).await?;
+        loop {
+            match read_frame::<Request>(&mut s).await? {
+                Request::Standing => {
+                    write_frame(&mut s, &Reply::Standing(Standing::default())).await?
+                }
+                _ => return Ok::<(), FrameError>(()),
+            }
+        }
+    };
+    tokio::select! {
+        _ = answered => {}
+        _ = stop.wait_for(|s| *s) => {}
+    }
 }
 
 async fn serve_requests(
     s: &mut TcpStream,
     raft: Raft,
+    local: &Local,
     id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
@@ -243,7 +320,7 @@ async fn serve_requests(
             }
             Request::Vote(r) => {
                 contact.asked(r.vote.leader_id().term);
-                Reply::Vote(raft.vote(r).await)
+                Reply::Vote(local.vote(&raft, r).await)
             }
             Request::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
             Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
@@ -252,6 +329,7 @@ async fn serve_requests(
                 Reply::Touch
             }
             Request::ReadIndex => Reply::ReadIndex(read_index(&raft).await),
+            Request::Standing => Reply::Standing(local.standing(&raft)),
         };
         write_frame(s, &reply).await?;
     }

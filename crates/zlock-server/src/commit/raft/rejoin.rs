@@ -1,0 +1,366 @@
+//! A member that starts with nothing on disk: the first start of an ensemble, or a
+//! member whose data directory was lost (wiped, a new disk) rejoining under its old id.
+//!
+//! The two look the same from inside, and the second is dangerous in Raft: the member
+//! has forgotten whom it voted for and what it acknowledged. Voting again at once it can
+//! grant a vote lower than one it granted before (two leaders elected with one member's
+//! two votes), accept appends from a deposed leader, or help elect a member that lacks
+//! entries committed with its own lost acknowledgements (openraft's FAQ: "Can I wipe out
+//! the data of ONE node...": no). ZooKeeper has the same hole. So a blank member first
+//! asks the others where they stand ([`Standing`]: their vote and last log id) and
+//! decides ([`decide`]):
+//!
+//! - **No member has had a leader** (every answer blank or still campaigning): the first
+//!   start. It goes on once a majority of the ensemble (itself included) has answered,
+//!   as a first start needs a quorum anyway, and proposes the initial membership (or,
+//!   if one of them is already campaigning, takes the highest vote among them and
+//!   waits for the leader's membership).
+//! - **Some member has had a leader**: it is rejoining. It waits for an answer from
+//!   *every* other member (a vote it granted before it lost its disk is then at most the
+//!   highest vote among them: the candidate it voted for holds a vote at least as high),
+//!   then takes that highest vote as its own before it starts ([`Found::Join`]'s
+//!   `floor`), so openraft refuses any lower vote or any append from a lower leader, and
+//!   keeps a catch-up [`Gate`]: it grants no vote until its log is at least as far along
+//!   as the furthest log among the answers, so it can no longer help elect a member that
+//!   lacks an entry committed with its lost acknowledgements (Raft's election rule: a log
+//!   at least as up to date as every log of a majority holds every committed entry).
+//!
+//! What this does not cover: two members that lost their disks at the same time (the
+//! one or two survivors may not hold every committed entry; nothing can recover that),
+//! which the README asks operators not to do.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use zlock_store::MetaFile;
+
+use super::log::LogView;
+use super::peer::{self, Identity, Peer, Reply, Request};
+use super::types::{LogId, Vote};
+
+/// Where a member stands, as it answers a blank member's question.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Standing {
+    /// Its current vote; `None` while it is blank itself.
+    pub vote: Option<Vote>,
+    pub last_log_id: Option<LogId>,
+}
+
+impl Standing {
+    /// Whether the member has known a leader: a committed vote, or a log past the
+    /// initial membership entry (a leader's first entry).
+    pub fn led(&self) -> bool {
+        self.vote.is_some_and(|v| v.is_committed()) || self.last_log_id.is_some_and(|l| l.index > 0)
+    }
+}
+
+/// What a blank member found out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The ensemble's first start, nobody has voted yet: propose the initial
+    /// membership.
+    Bootstrap,
+    /// Start from `floor` as this member's vote (not committed), propose nothing (a
+    /// leader sends the membership), and grant no vote before the log has reached
+    /// `target`: set when the ensemble has had a leader (a rejoin); without one (a
+    /// member already campaigning at a first start) nothing was committed yet.
+    Join { floor: Vote, target: Option<LogId> },
+}
+
+/// Decides from the answers of the other members (by id) of an ensemble of `members`
+/// voters; `None` while more answers are needed.
+pub fn decide(members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
+    let others = members.saturating_sub(1);
+    let highest = answers
+        .values()
+        .filter_map(|s| s.vote)
+        .max_by_key(|v| v.leader_id)
+        .map(|v| Vote::new(v.leader_id.term, v.leader_id.node_id));
+    if answers.values().any(Standing::led) {
+        if answers.len() < others {
+            return None;
+        }
+        let target = answers.values().filter_map(|s| s.last_log_id).max();
+        let floor = highest.unwrap_or_default();
+        return Some(Found::Join { floor, target });
+    }
+    let quorum = members / 2 + 1;
+    if answers.len() + 1 < quorum {
+        return None;
+    }
+    Some(match highest {
+        None => Found::Bootstrap,
+        Some(floor) => Found::Join {
+            floor,
+            target: None,
+        },
+    })
+}
+
+/// The catch-up gate of a rejoining member, kept in a file beside the vote so that it
+/// survives a restart before the member has caught up.
+pub struct Gate {
+    inner: Mutex<GateFile>,
+}
+
+struct GateFile {
+    file: MetaFile,
+    target: Option<LogId>,
+}
+
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl Gate {
+    /// The gate saved in `meta_dir` (open if there is none).
+    pub fn open(meta_dir: &Path) -> std::io::Result<Gate> {
+        let file = MetaFile::open(meta_dir, "rejoin").map_err(io_err)?;
+        let target = match file.load().map_err(io_err)? {
+            None => None,
+            Some(b) => postcard::from_bytes::<Option<LogId>>(&b).map_err(io_err)?,
+        };
+        Ok(Gate {
+            inner: Mutex::new(GateFile { file, target }),
+        })
+    }
+
+    /// Closes the gate until the log reaches `target` (saved before it returns).
+    pub fn close_until(&self, target: Option<LogId>) -> std::io::Result<()> {
+        let mut g = self.lock();
+        g.save(target)
+    }
+
+    /// The log position the member must reach before it votes, if any.
+    pub fn target(&self) -> Option<LogId> {
+        self.lock().target
+    }
+
+    /// Whether a vote must be refused while this member's log ends at `last`. Opens
+    /// (for good) once `last` has reached the target.
+    pub fn refuses(&self, last: Option<LogId>) -> bool {
+        let mut g = self.lock();
+        let Some(target) = g.target else {
+            return false;
+        };
+        if last >= Some(target) {
+            tracing::info!(%target, "caught up after rejoining: this member votes again");
+            if let Err(e) = g.save(None) {
+                // Open in memory; closed again after a restart, which only delays votes.
+                tracing::warn!(error = %e, "cannot clear the rejoin gate");
+                g.target = None;
+            }
+            return false;
+        }
+        true
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateFile> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl GateFile {
+    fn save(&mut self, target: Option<LogId>) -> std::io::Result<()> {
+        let bytes = postcard::to_allocvec(&target).map_err(io_err)?;
+        self.file.store(&bytes).map_err(io_err)?;
+        self.target = target;
+        Ok(())
+    }
+}
+
+/// Opens `gate` as soon as the log seen through `view` has caught up (looked at every
+/// 100 ms; a vote request also opens it), so that the member says so when it happens.
+pub async fn open_when_caught_up(
+    gate: Arc<Gate>,
+    view: LogView,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    while gate.refuses(view.last_log_id()) {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// How often a blank member asks the others, and how long it gives each answer.
+const ASK_EVERY: Duration = Duration::from_millis(200);
+const ANSWER_WITHIN: Duration = Duration::from_secs(1);
+/// How often it says what it is waiting for.
+const SAY_EVERY: Duration = Duration::from_secs(5);
+
+/// A blank member's start: asks every other member in `addrs` where it stands, until
+/// [`decide`] can tell, while answering the same question from others (as blank) on
+/// `listener`; any other request is refused by closing the connection, as a member not
+/// yet started would.
+pub async fn settle(
+    listener: &TcpListener,
+    id: Arc<Identity>,
+    addrs: &BTreeMap<u64, String>,
+) -> Found {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Standing)>();
+    let mut askers = tokio::task::JoinSet::new();
+    for (&member, addr) in addrs.iter().filter(|(m, _)| **m != id.me) {
+        let (mut p, tx) = (Peer::new(id.clone(), member, addr.clone()), tx.clone());
+        askers.spawn(async move {
+            let mut tick = tokio::time::interval(ASK_EVERY);
+            loop {
+                tick.tick().await;
+                if let Ok(Reply::Standing(s)) = p.call(&Request::Standing, ANSWER_WITHIN).await {
+                    if tx.send((member, s)).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut answers = BTreeMap::new();
+    let mut say = tokio::time::interval(SAY_EVERY);
+    say.tick().await;
+    let found = loop {
+        if let Some(f) = decide(addrs.len(), &answers) {
+            break f;
+        }
+        tokio::select! {
+            a = listener.accept() => {
+                if let Ok((s, _)) = a {
+                    let _ = s.set_nodelay(true);
+                    tokio::spawn(peer::answer_blank(s, id.clone(), stopped.clone()));
+                }
+            }
+            Some((member, s)) = rx.recv() => {
+                answers.insert(member, s);
+            }
+            _ = say.tick() => {
+                let missing: Vec<u64> = addrs
+                    .keys()
+                    .filter(|m| **m != id.me && !answers.contains_key(*m))
+                    .copied()
+                    .collect();
+                tracing::warn!(
+                    ?missing,
+                    "this member's data directory is empty: waiting for the other members to \
+                     answer before it joins (a member that lost its data hears from every \
+                     other member first)"
+                );
+            }
+        }
+    };
+    askers.abort_all();
+    let _ = stop.send(true);
+    match found {
+        Found::Bootstrap => tracing::info!("first start of the ensemble"),
+        Found::Join {
+            floor,
+            target: None,
+        } => tracing::info!(%floor, "first start of the ensemble, joining a campaign"),
+        Found::Join {
+            floor,
+            target: Some(target),
+        } => tracing::info!(
+            %floor,
+            %target,
+            "this member's data directory is empty and the ensemble has had a leader (a \
+             member started late, or one whose data was lost): it takes the highest vote \
+             among the others and votes only once its log has caught up"
+        ),
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn vote(term: u64, node: u64, committed: bool) -> Option<Vote> {
+        let mut v = Vote::new(term, node);
+        if committed {
+            v.commit();
+        }
+        Some(v)
+    }
+
+    fn log(term: u64, node: u64, index: u64) -> Option<LogId> {
+        Some(LogId::new(CommittedLeaderId::new(term, node), index))
+    }
+
+    fn answers(a: &[(u64, Standing)]) -> BTreeMap<u64, Standing> {
+        a.iter().copied().collect()
+    }
+
+    const BLANK: Standing = Standing {
+        vote: None,
+        last_log_id: None,
+    };
+
+    #[test]
+    fn a_first_start_goes_on_with_a_majority() {
+        assert_eq!(decide(3, &answers(&[])), None);
+        assert_eq!(decide(3, &answers(&[(2, BLANK)])), Some(Found::Bootstrap));
+        assert_eq!(decide(5, &answers(&[(2, BLANK)])), None);
+        // A member already campaigning (its initial membership entry, no leader yet).
+        let campaigning = Standing {
+            vote: vote(2, 3, false),
+            last_log_id: log(0, 0, 0),
+        };
+        assert_eq!(
+            decide(5, &answers(&[(2, BLANK), (3, campaigning)])),
+            Some(Found::Join {
+                floor: Vote::new(2, 3),
+                target: None
+            })
+        );
+        assert_eq!(decide(1, &answers(&[])), Some(Found::Bootstrap));
+    }
+
+    #[test]
+    fn a_member_that_lost_its_data_waits_for_every_other_member() {
+        let led = Standing {
+            vote: vote(4, 2, true),
+            last_log_id: log(4, 2, 17),
+        };
+        // A majority would do for a first start, not for a rejoin.
+        assert_eq!(decide(3, &answers(&[(2, led)])), None);
+        let behind = Standing {
+            vote: vote(5, 3, false),
+            last_log_id: log(3, 1, 20),
+        };
+        assert_eq!(
+            decide(3, &answers(&[(2, led), (3, behind)])),
+            Some(Found::Join {
+                // The highest vote (not committed), the furthest log by Raft's order:
+                // the later term wins over the longer log.
+                floor: Vote::new(5, 3),
+                target: log(4, 2, 17),
+            })
+        );
+        let five = answers(&[(2, led), (3, behind), (4, BLANK)]);
+        assert_eq!(decide(5, &five), None);
+    }
+
+    #[test]
+    fn the_gate_holds_until_the_log_has_caught_up_and_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Gate::open(dir.path()).unwrap();
+        assert!(!g.refuses(None));
+        g.close_until(log(4, 2, 17)).unwrap();
+        assert!(g.refuses(log(4, 2, 16)));
+        assert!(g.refuses(log(3, 1, 40)));
+        drop(g);
+        let g = Gate::open(dir.path()).unwrap();
+        assert!(g.refuses(None), "the gate was kept across a restart");
+        assert!(!g.refuses(log(5, 1, 3)));
+        assert!(!g.refuses(None), "open for good once caught up");
+        drop(g);
+        assert_eq!(Gate::open(dir.path()).unwrap().target(), None);
+    }
+}
