@@ -67,6 +67,7 @@
 //!   native one-round-trip lock path ([`Client::lock_native`], [`LockPath`]).
 
 mod client;
+pub mod connect;
 mod error;
 pub mod recipes;
 mod retry;

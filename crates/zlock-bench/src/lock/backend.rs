@@ -111,16 +111,6 @@ const ETCD_LEASE_SECS: i64 = 30;
 const RELEASE_LUA: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
-/// `a,b,c` from its `n`-th host on (`b,c,a` for 1): one host, or a chroot, unchanged.
-fn rotate_hosts(connect: &str, n: usize) -> String {
-    if connect.contains('/') || !connect.contains(',') {
-        return connect.to_owned();
-    }
-    let hosts: Vec<&str> = connect.split(',').collect();
-    let k = n % hosts.len();
-    [&hosts[k..], &hosts[..k]].concat().join(",")
-}
-
 impl Target {
     /// The counter of scenario C, as a key or path.
     fn counter_key(&self) -> String {
@@ -135,7 +125,7 @@ impl Target {
         let conn = match self.system {
             System::Zk => {
                 let n = self.stats.sessions.fetch_add(1, Ordering::Relaxed);
-                let addr = rotate_hosts(&self.addr, n);
+                let addr = zlock::connect::rotate_hosts(&self.addr, n);
                 let (client, mut events) = Client::connect(&addr, ZK_SESSION_MS)
                     .await
                     .with_context(|| format!("connecting to {}", self.addr))?;
@@ -419,19 +409,5 @@ impl Lock {
             _ => anyhow::bail!("released a lock with another lock's guard"),
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rotate_hosts;
-
-    #[test]
-    fn sessions_start_on_successive_hosts() {
-        assert_eq!(rotate_hosts("a:1,b:2,c:3", 0), "a:1,b:2,c:3");
-        assert_eq!(rotate_hosts("a:1,b:2,c:3", 1), "b:2,c:3,a:1");
-        assert_eq!(rotate_hosts("a:1,b:2,c:3", 5), "c:3,a:1,b:2");
-        assert_eq!(rotate_hosts("a:1", 7), "a:1");
-        assert_eq!(rotate_hosts("a:1,b:2/chroot", 1), "a:1,b:2/chroot");
     }
 }

@@ -77,7 +77,7 @@ impl PhaseResult {
 pub async fn run(a: OpsArgs) -> anyhow::Result<Vec<PhaseResult>> {
     let mut clients = Vec::with_capacity(a.clients);
     for i in 0..a.clients {
-        let (c, _ev) = Client::connect(&rotate_hosts(&a.server, i), 30_000)
+        let (c, _ev) = Client::connect(&zlock::connect::rotate_hosts(&a.server, i), 30_000)
             .await
             .with_context(|| format!("connecting to {}", a.server))?;
         clients.push(c);
@@ -247,7 +247,7 @@ pub async fn load(a: LoadArgs) -> anyhow::Result<()> {
     let bucket = a.bucket.max(1);
     let mut clients = Vec::with_capacity(clients_n);
     for i in 0..clients_n {
-        let (c, _ev) = Client::connect(&rotate_hosts(&a.server, i), 30_000)
+        let (c, _ev) = Client::connect(&zlock::connect::rotate_hosts(&a.server, i), 30_000)
             .await
             .with_context(|| format!("connecting to {}", a.server))?;
         clients.push(c);
@@ -445,27 +445,4 @@ pub async fn ready(a: ReadyArgs) -> anyhow::Result<()> {
         a.server,
         a.timeout_secs
     )
-}
-
-/// `a,b,c` from its `n`-th host on (`b,c,a` for 1), so that the sessions of a run spread
-/// over an ensemble's members (the client tries the hosts in order); one host, or a
-/// chroot, unchanged. (`zlock-bench` spreads its sessions the same way.)
-fn rotate_hosts(connect: &str, n: usize) -> String {
-    if connect.contains('/') || !connect.contains(',') {
-        return connect.to_owned();
-    }
-    let hosts: Vec<&str> = connect.split(',').collect();
-    let k = n % hosts.len();
-    [&hosts[k..], &hosts[..k]].concat().join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rotate_hosts;
-
-    #[test]
-    fn sessions_start_on_successive_hosts() {
-        assert_eq!(rotate_hosts("a:1,b:2,c:3", 2), "c:3,a:1,b:2");
-        assert_eq!(rotate_hosts("a:1", 3), "a:1");
-    }
 }
