@@ -415,11 +415,16 @@ impl RaftCommit {
                 }
             };
             match sent {
-                // Nothing was taken: wait for the next leader and send it there.
+                // Nothing was taken: send it to the next leader, as soon as this member
+                // learns of one (or again after 20 ms: the same member may lead still,
+                // its connection broken for a moment).
                 Err(ForwardError::NotLeader(_)) | Err(ForwardError::NotSent(_))
                     if tokio::time::Instant::now() < deadline =>
                 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    tokio::select! {
+                        () = other_leader(&self.raft, leader) => {}
+                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
                     leader = self.leader().await?;
                 }
                 r => break r,
