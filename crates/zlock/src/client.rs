@@ -166,8 +166,11 @@ impl Client {
     /// if unused.
     ///
     /// # Errors
-    /// [`Error::Connect`] when no host can be reached; [`Error::Protocol`] when it does
-    /// not answer the handshake like a ZooKeeper server; [`Error::BadConnectString`].
+    /// [`Error::Connect`] when no host can be reached; [`Error::HandshakeClosed`] when
+    /// the server closes the connection before it answers (too many connections from
+    /// this address, for one); [`Error::Protocol`] when it does not answer the handshake
+    /// like a ZooKeeper server; [`Error::BadConnectString`]. With several hosts, the
+    /// last host's error.
     pub async fn connect(
         connect_string: &str,
         timeout_ms: i32,

@@ -31,6 +31,7 @@
 //! watchers end. A new session is never opened silently.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,7 +151,16 @@ pub(crate) async fn handshake(
     let at = frame::begin(&mut out);
     req.encode(&mut out);
     frame::finish(&mut out, at);
-    s.write_all(&out).await.map_err(|_| Error::ConnectionLoss)?;
+    // The server may close a connection it accepted before it reads a byte (ZooKeeper's
+    // maxClientCnxns): an EOF or a reset from here on is that, any other error a
+    // connection loss.
+    let closed = |e: std::io::Error| match e.kind() {
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+            Error::HandshakeClosed(addr.to_owned())
+        }
+        _ => Error::ConnectionLoss,
+    };
+    s.write_all(&out).await.map_err(closed)?;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
         if let Some((n, body)) = frame::parse(&buf, usize::MAX >> 1).map_err(perr)? {
@@ -170,12 +180,8 @@ pub(crate) async fn handshake(
                 },
             ));
         }
-        if s.read_buf(&mut buf)
-            .await
-            .map_err(|_| Error::ConnectionLoss)?
-            == 0
-        {
-            return Err(Error::ConnectionLoss);
+        if s.read_buf(&mut buf).await.map_err(closed)? == 0 {
+            return Err(Error::HandshakeClosed(addr.to_owned()));
         }
     }
 }
