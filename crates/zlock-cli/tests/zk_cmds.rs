@@ -452,3 +452,24 @@ async fn same_output_shape_as_apache_zookeeper() {
     // Sanity: the script did exercise both success and failure.
     assert!(ours.iter().any(|t| t.1 == 1) && ours.iter().any(|t| t.1 == 0));
 }
+
+/// A server at its `maxClientCnxns` for this address closes the connection before the
+/// handshake: the command says why it could not connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_connections_explained() {
+    let server = TestServer::start_with(|c| c.max_client_cnxns = 1)
+        .await
+        .expect("server");
+    let s = &server.connect_string();
+    let (holder, _events) = zlock::Client::connect(s, 10_000).await.expect("connect");
+    fails(
+        s,
+        &["ls", "/"],
+        &format!(
+            "cannot connect to {s}: the server closed the connection during the handshake; \
+             too many connections from this address? (maxClientCnxns)"
+        ),
+    )
+    .await;
+    holder.close().await.expect("close");
+}

@@ -13,6 +13,7 @@ use zlock_proto::records::{
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
 use crate::error::{Error, Result};
+use crate::queue::Queue;
 use crate::session::{self, strip_chroot, Actor, Cmd, Sink, WatchKind, WatchReg};
 use crate::watcher::{ConnectionState, OneshotWatcher, PersistentWatcher};
 
@@ -49,13 +50,22 @@ impl CreateMode {
 /// every call fail with [`Error::SessionExpired`]; the client never opens a new session
 /// by itself.
 ///
+/// # Backpressure
+/// A session keeps at most 4 MiB of requests queued and not yet written to the socket
+/// (each request counts its encoded body plus 64 bytes, so at most ~65,000 tiny ones).
+/// Past that a request waits in line, in call order, until earlier ones are written;
+/// its future simply takes longer. While it waits it is held by its future only, so
+/// callers cannot pile up unbounded memory inside the client. The connection reads
+/// replies while it writes, so any number of requests may be in flight.
+///
 /// # Cancellation safety
 /// [`Client::send`] queues its request when called; the `async fn`s queue theirs when
 /// first polled. Dropping the future afterwards does not withdraw the request, it only
-/// discards the reply (and, for the `*_watch` methods, the watcher).
+/// discards the reply (and, for the `*_watch` methods, the watcher); except that a
+/// request still waiting in line for room (see Backpressure) is withdrawn.
 #[derive(Clone)]
 pub struct Client {
-    tx: mpsc::UnboundedSender<Cmd>,
+    queue: Queue,
     session_id: i64,
     timeout_ms: i32,
     passwd: Arc<[u8]>,
@@ -156,8 +166,11 @@ impl Client {
     /// if unused.
     ///
     /// # Errors
-    /// [`Error::Connect`] when no host can be reached; [`Error::Protocol`] when it does
-    /// not answer the handshake like a ZooKeeper server; [`Error::BadConnectString`].
+    /// [`Error::Connect`] when no host can be reached; [`Error::HandshakeClosed`] when
+    /// the server closes the connection before it answers (too many connections from
+    /// this address, for one); [`Error::Protocol`] when it does not answer the handshake
+    /// like a ZooKeeper server; [`Error::BadConnectString`]. With several hosts, the
+    /// last host's error.
     pub async fn connect(
         connect_string: &str,
         timeout_ms: i32,
@@ -202,12 +215,12 @@ impl Client {
             });
             match attempt {
                 Ok((stream, buf, est)) => {
-                    let (tx, rx) = mpsc::unbounded_channel();
+                    let (queue, inbox) = Queue::new();
                     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
                     let (state_tx, state_rx) = watch::channel(ConnectionState::Connected);
                     let features = Arc::new(AtomicI32::new(est.features));
                     let client = Client {
-                        tx,
+                        queue,
                         session_id: est.session_id,
                         timeout_ms: est.timeout_ms,
                         passwd: est.passwd.clone().into(),
@@ -221,7 +234,7 @@ impl Client {
                         i + 1,
                         chroot,
                         est,
-                        rx,
+                        inbox,
                         ev_tx,
                         state_tx,
                         features,
@@ -275,8 +288,10 @@ impl Client {
     }
 
     /// Sends a request; the returned future resolves with the raw reply. The request is
-    /// queued before this returns. Paths in it get the chroot prefixed; a watch flag (or
-    /// AddWatch) registers the watch so it is re-set after a reconnect.
+    /// queued, or takes its place in line when the queue is full (see Backpressure on
+    /// [`Client`]), before this returns, so it goes out before anything sent later.
+    /// Paths in it get the chroot prefixed; a watch flag (or AddWatch) registers the
+    /// watch so it is re-set after a reconnect.
     pub fn send(
         &self,
         req: &Request,
@@ -307,21 +322,17 @@ impl Client {
         let mut body = Vec::new();
         req.encode(&mut body);
         let (done, wait) = oneshot::channel();
-        let sent = self
-            .tx
-            .send(Cmd::Request {
-                op: req.op_code(),
-                body,
-                watch,
-                done,
-            })
-            .is_ok();
+        let place = self.queue.push(Cmd::Request {
+            op: req.op_code(),
+            body,
+            watch,
+            done,
+        });
         let gone = self.gone();
         async move {
-            if !sent {
-                return Err(gone);
-            }
-            wait.await.map_err(|_| gone)?
+            let reply = wait.await.map_err(|_| gone);
+            drop(place);
+            reply?
         }
     }
 
@@ -641,13 +652,11 @@ impl Client {
     pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
         let (done, wait) = oneshot::channel();
         let gone = self.gone();
-        self.tx
-            .send(Cmd::Auth {
-                scheme: scheme.to_owned(),
-                auth: auth.to_vec(),
-                done,
-            })
-            .map_err(|_| gone.clone())?;
+        let _place = self.queue.push(Cmd::Auth {
+            scheme: scheme.to_owned(),
+            auth: auth.to_vec(),
+            done,
+        });
         let (h, _) = wait.await.map_err(|_| gone)??;
         if h.err != 0 {
             return Err(Error::from_code(h.err));
@@ -674,9 +683,7 @@ impl Client {
     /// lost session it returns Ok at once.
     pub async fn close(&self) -> Result<()> {
         let (done, wait) = oneshot::channel();
-        if self.tx.send(Cmd::Close { done }).is_err() {
-            return Ok(());
-        }
+        let _place = self.queue.push(Cmd::Close { done });
         match wait.await {
             Ok(Ok(_)) | Err(_) | Ok(Err(Error::ConnectionLoss | Error::SessionExpired)) => Ok(()),
             Ok(Err(e)) => Err(e),

@@ -28,6 +28,15 @@ pub enum Error {
     /// Could not connect to any host.
     #[error("cannot connect to {0}: {1}")]
     Connect(String, String),
+    /// The server (this host) accepted the TCP connection and closed it before it
+    /// answered the handshake. ZooKeeper does that when the client's address already has
+    /// `maxClientCnxns` connections, when the server is not serving yet, or when the
+    /// client has seen a later zxid than the server has.
+    #[error(
+        "cannot connect to {0}: the server closed the connection during the handshake; \
+         too many connections from this address? (maxClientCnxns)"
+    )]
+    HandshakeClosed(String),
 }
 
 impl Error {
@@ -35,7 +44,7 @@ impl Error {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             Error::Server(c) => Some(*c),
-            Error::ConnectionLoss => Some(ErrorCode::ConnectionLoss),
+            Error::ConnectionLoss | Error::HandshakeClosed(_) => Some(ErrorCode::ConnectionLoss),
             Error::SessionExpired => Some(ErrorCode::SessionExpired),
             _ => None,
         }

@@ -19,10 +19,17 @@
 //!   [`Error::SessionExpired`]. The client never opens a new session by itself: make a
 //!   new [`Client`].
 //!
+//! # Backpressure
+//! Each session queues at most 4 MiB of requests not yet written to the socket; later
+//! requests wait in line, in call order (see [`Client`]). Replies are read while
+//! requests are written, so a caller may keep thousands of requests in flight on one
+//! connection.
+//!
 //! # Cancellation safety
 //! A request is queued when its method is called (for [`Client::send`]) or first polled
-//! (for the `async fn`s); dropping the future later does not withdraw it. Watchers and
-//! the state stream are cancellation safe.
+//! (for the `async fn`s); dropping the future later does not withdraw it, unless it is
+//! still waiting in line for room in the queue. Watchers and the state stream are
+//! cancellation safe.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), zlock::Error> {
@@ -57,6 +64,7 @@
 //!
 //! # Layout
 //! - [`Client`]: the handle (clone it freely).
+//! - `queue`: the session's request queue, bounded in bytes, callers waiting in line.
 //! - `session`: the actor that owns the socket, the watch registry and reconnection.
 //! - `watcher`: typed watchers and [`ConnectionState`].
 //! - [`RetryPolicy`]: retries ConnectionLoss for idempotent operations.
@@ -69,6 +77,7 @@
 mod client;
 pub mod connect;
 mod error;
+mod queue;
 pub mod recipes;
 mod retry;
 mod session;

@@ -2,6 +2,16 @@
 //! (which a ZooKeeper server sends in request order), keeps the watch registry and
 //! reconnects.
 //!
+//! # Reading while writing
+//! One task reads and writes the socket: its loop writes the unwritten part of a batch
+//! with `write` (cancel safe: a write that loses the race wrote nothing) in the same
+//! `select!` as the read, so replies keep being read while a write waits for the server.
+//! A server stops reading a connection whose unwritten replies pile up (ZooKeeper's
+//! `globalOutstandingLimit`; zlock's 1000), so a client that stopped reading during a
+//! blocked write would wait for it forever. New commands are taken from the
+//! [`Inbox`] only once the previous batch is written, in call order; the batch's room in
+//! the queue is given back then (see [`crate::queue`]).
+//!
 //! # Connection loss
 //! When the connection breaks (EOF, I/O error, or nothing heard for 2/3 of the session
 //! timeout) the actor fails every request already written with
@@ -21,6 +31,7 @@
 //! watchers end. A new session is never opened silently.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +50,7 @@ use zlock_proto::records::{
 use zlock_proto::{ErrorCode, OpCode, Reader, Record};
 
 use crate::error::{Error, Result};
+use crate::queue::Inbox;
 use crate::watcher::{ConnectionState, EventType, WatchedEvent};
 
 /// A reply: its header and the bytes after it.
@@ -139,7 +151,16 @@ pub(crate) async fn handshake(
     let at = frame::begin(&mut out);
     req.encode(&mut out);
     frame::finish(&mut out, at);
-    s.write_all(&out).await.map_err(|_| Error::ConnectionLoss)?;
+    // The server may close a connection it accepted before it reads a byte (ZooKeeper's
+    // maxClientCnxns): an EOF or a reset from here on is that, any other error a
+    // connection loss.
+    let closed = |e: std::io::Error| match e.kind() {
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+            Error::HandshakeClosed(addr.to_owned())
+        }
+        _ => Error::ConnectionLoss,
+    };
+    s.write_all(&out).await.map_err(closed)?;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
         if let Some((n, body)) = frame::parse(&buf, usize::MAX >> 1).map_err(perr)? {
@@ -159,12 +180,8 @@ pub(crate) async fn handshake(
                 },
             ));
         }
-        if s.read_buf(&mut buf)
-            .await
-            .map_err(|_| Error::ConnectionLoss)?
-            == 0
-        {
-            return Err(Error::ConnectionLoss);
+        if s.read_buf(&mut buf).await.map_err(closed)? == 0 {
+            return Err(Error::HandshakeClosed(addr.to_owned()));
         }
     }
 }
@@ -323,7 +340,7 @@ pub(crate) struct Actor {
     pub passwd: Vec<u8>,
     pub timeout_ms: i32,
     pub last_zxid: i64,
-    pub cmds: mpsc::UnboundedReceiver<Cmd>,
+    pub cmds: Inbox,
     pub events: mpsc::UnboundedSender<WatcherEvent>,
     pub state: watch::Sender<ConnectionState>,
     /// The server's feature bits, shared with the [`Client`](crate::Client) handles.
@@ -350,7 +367,7 @@ impl Actor {
         next_host: usize,
         chroot: String,
         est: Established,
-        cmds: mpsc::UnboundedReceiver<Cmd>,
+        cmds: Inbox,
         events: mpsc::UnboundedSender<WatcherEvent>,
         state: watch::Sender<ConnectionState>,
         features: Arc<AtomicI32>,
@@ -406,6 +423,7 @@ impl Actor {
                 Cmd::Request { done, .. } | Cmd::Auth { done, .. } | Cmd::Close { done } => done,
             };
             let _ = done.send(Err(Error::SessionExpired));
+            self.cmds.release();
         }
     }
 
@@ -537,10 +555,15 @@ impl Actor {
         let mut ping = tokio::time::interval(ping_every);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
+        // Frames to write; `written` of its bytes are on the socket. New commands are
+        // taken only once it is all written (so it holds at most one batch, within the
+        // queue's bound, plus pings).
         let mut out = Vec::with_capacity(64 * 1024);
+        let mut written = 0;
         let mut closing = false;
 
-        // Prime a resumed connection: auth first, then the watches.
+        // Prime a resumed connection: auth first, then the watches (written by the
+        // loop below before it takes any command).
         for (scheme, auth) in &self.auths {
             write_auth(&mut out, scheme, auth);
             auth_pending.push_back((None, None));
@@ -581,16 +604,22 @@ impl Actor {
                 }),
             ));
         }
-        if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                return End::Broken;
-            }
-            out.clear();
-        }
 
         let end = 'conn: loop {
+            let unwritten = written < out.len();
             tokio::select! {
-                cmd = self.cmds.recv(), if !closing => {
+                r = wr.write(&out[written..]), if unwritten => {
+                    match r {
+                        Ok(0) | Err(_) => break 'conn End::Broken,
+                        Ok(n) => written += n,
+                    }
+                    if written == out.len() {
+                        out.clear();
+                        written = 0;
+                        self.cmds.release();
+                    }
+                }
+                cmd = self.cmds.recv(), if !closing && !unwritten => {
                     let Some(cmd) = cmd else { break 'conn End::Closed };
                     let mut cmd = Some(cmd);
                     // Take every queued command: one write for all of them.
@@ -620,10 +649,8 @@ impl Actor {
                             }
                         }
                         if closing { break; }
-                        cmd = self.cmds.try_recv().ok();
+                        cmd = self.cmds.try_recv();
                     }
-                    if wr.write_all(&out).await.is_err() { break 'conn End::Broken; }
-                    out.clear();
                     ping.reset();
                 }
                 _ = tokio::time::sleep_until(last_heard + read_timeout) => {
@@ -634,8 +661,6 @@ impl Actor {
                     let at = frame::begin(&mut out);
                     RequestHeader { xid: XID_PING, op_type: OpCode::Ping.code() }.encode(&mut out);
                     frame::finish(&mut out, at);
-                    if wr.write_all(&out).await.is_err() { break 'conn End::Broken; }
-                    out.clear();
                 }
                 r = rd.read_buf(&mut buf) => {
                     match r {
@@ -715,6 +740,8 @@ impl Actor {
         for done in auth_pending.into_iter().filter_map(|(d, _)| d) {
             let _ = done.send(Err(Error::ConnectionLoss));
         }
+        // The commands taken are answered (or will be re-sent from `grants`).
+        self.cmds.release();
         end
     }
 

@@ -398,3 +398,32 @@ async fn zlock_process_restart_same_port() {
     admin.close().await.unwrap();
     server.kill9();
 }
+
+/// A server at its `maxClientCnxns` for this address accepts the TCP connection and
+/// closes it before the handshake (ZooKeeper does the same): the error says so, and
+/// the same address connects again once a connection is freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlock_handshake_closed_at_max_client_cnxns_is_explained() {
+    let s = TestServer::start_with(|c| c.max_client_cnxns = 1)
+        .await
+        .unwrap();
+    let addr = s.connect_string();
+    let first = connect(&addr, 10_000).await;
+    let refused = within("second connect", Client::connect(&addr, 10_000)).await;
+    let e = refused
+        .err()
+        .expect("a second connection over maxClientCnxns=1");
+    assert_eq!(e, Error::HandshakeClosed(addr.clone()));
+    assert_eq!(e.code(), Some(ErrorCode::ConnectionLoss));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "cannot connect to {addr}: the server closed the connection during the \
+             handshake; too many connections from this address? (maxClientCnxns)"
+        )
+    );
+    first.close().await.unwrap();
+    // The server sees the first connection go once the close is answered.
+    let again = within("connect after a close", connect(&addr, 10_000)).await;
+    again.close().await.unwrap();
+}

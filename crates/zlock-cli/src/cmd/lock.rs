@@ -88,7 +88,7 @@ pub async fn connect(
         Err(_) => Err(format!(
             "cannot connect to {addr}: timed out after {wait:?}"
         )),
-        Ok(Err(e @ Error::Connect(..))) => Err(format!("{e}")),
+        Ok(Err(e @ (Error::Connect(..) | Error::HandshakeClosed(_)))) => Err(format!("{e}")),
         Ok(Err(e)) => Err(format!("cannot connect to {addr}: {e}")),
         Ok(Ok(c)) => Ok(c),
     }

@@ -328,7 +328,7 @@ async fn dispatch(cmd: ZkCmd) -> Res<String> {
             ))
         })?
         .map_err(|e| match e {
-            Error::Connect(..) => Failure(format!("{e}")),
+            Error::Connect(..) | Error::HandshakeClosed(_) => Failure(format!("{e}")),
             other => Failure(format!("cannot connect to {addr}: {other}")),
         })?;
     let out = exec(&client, cmd).await;
