@@ -64,6 +64,7 @@
 //!
 //! # Layout
 //! - [`Client`]: the handle (clone it freely).
+//! - [`connect`]: connect strings ([`connect::rotate_hosts`] spreads sessions over hosts).
 //! - `queue`: the session's request queue, bounded in bytes, callers waiting in line.
 //! - `session`: the actor that owns the socket, the watch registry and reconnection.
 //! - `watcher`: typed watchers and [`ConnectionState`].
