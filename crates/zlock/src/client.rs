@@ -14,7 +14,8 @@ use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
 use crate::error::{Error, Result};
 use crate::queue::Queue;
-use crate::session::{self, strip_chroot, Actor, Cmd, Sink, WatchKind, WatchReg};
+use crate::session::{self, strip_chroot, Actor, Cmd, Forgotten, Sink, WatchKind, WatchReg};
+use crate::watcher::Forget;
 use crate::watcher::{ConnectionState, OneshotWatcher, PersistentWatcher};
 
 /// How a node is created (ZooKeeper's CreateMode).
@@ -74,6 +75,8 @@ pub struct Client {
     /// The server's zlock feature bits (0 for Apache ZooKeeper), kept by the actor.
     features: Arc<AtomicI32>,
     lock_path: LockPath,
+    /// Where dropped watchers tell the actor they are gone.
+    forgotten: mpsc::UnboundedSender<Forgotten>,
 }
 
 /// Which way the lock recipes take (see [`Client::with_lock_path`]).
@@ -217,6 +220,7 @@ impl Client {
                 Ok((stream, buf, est)) => {
                     let (queue, inbox) = Queue::new();
                     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+                    let (forgotten, forgotten_rx) = mpsc::unbounded_channel();
                     let (state_tx, state_rx) = watch::channel(ConnectionState::Connected);
                     let features = Arc::new(AtomicI32::new(est.features));
                     let client = Client {
@@ -228,6 +232,7 @@ impl Client {
                         state: state_rx,
                         features: features.clone(),
                         lock_path: LockPath::Auto,
+                        forgotten,
                     };
                     let actor = Actor::new(
                         hosts.clone(),
@@ -235,6 +240,7 @@ impl Client {
                         chroot,
                         est,
                         inbox,
+                        forgotten_rx,
                         ev_tx,
                         state_tx,
                         features,
@@ -333,6 +339,18 @@ impl Client {
             let reply = wait.await.map_err(|_| gone);
             drop(place);
             reply?
+        }
+    }
+
+    /// What a watcher of `kind` on `path` (a client path) holds to be forgotten once
+    /// dropped.
+    fn forget(&self, kind: WatchKind, path: &str) -> Forget {
+        let mut path = path.to_owned();
+        prefix(&self.chroot, &mut path);
+        Forget {
+            tx: self.forgotten.clone(),
+            kind,
+            path,
         }
     }
 
@@ -581,7 +599,11 @@ impl Client {
                 Sink::Oneshot(tx),
             )
             .await?;
-        Ok((r.data.unwrap_or_default(), r.stat, OneshotWatcher { rx }))
+        let watcher = OneshotWatcher {
+            rx,
+            _forget: self.forget(WatchKind::Data, path),
+        };
+        Ok((r.data.unwrap_or_default(), r.stat, watcher))
     }
 
     /// The node's Stat (None if absent) and a one-shot watcher for its creation, data
@@ -602,7 +624,11 @@ impl Client {
             Err(Error::Server(ErrorCode::NoNode)) => None,
             Err(e) => return Err(e),
         };
-        Ok((stat, OneshotWatcher { rx }))
+        let watcher = OneshotWatcher {
+            rx,
+            _forget: self.forget(WatchKind::Exists, path),
+        };
+        Ok((stat, watcher))
     }
 
     /// The node's children and a one-shot watcher for a change of them (or deletion).
@@ -617,7 +643,11 @@ impl Client {
                 Sink::Oneshot(tx),
             )
             .await?;
-        Ok((r.children, OneshotWatcher { rx }))
+        let watcher = OneshotWatcher {
+            rx,
+            _forget: self.forget(WatchKind::Child, path),
+        };
+        Ok((r.children, watcher))
     }
 
     /// A persistent watch on `path` (addWatch, ZooKeeper 3.6+), recursive or not.
@@ -640,7 +670,15 @@ impl Client {
         if h.err != 0 {
             return Err(Error::from_code(h.err));
         }
-        Ok(PersistentWatcher { rx })
+        let kind = if recursive {
+            WatchKind::PersistentRecursive
+        } else {
+            WatchKind::Persistent
+        };
+        Ok(PersistentWatcher {
+            rx,
+            _forget: self.forget(kind, path),
+        })
     }
 
     /// Adds credentials to the session (e.g. `add_auth("digest", b"user:pass")`). Once

@@ -47,6 +47,7 @@ use zlock_proto::records::{
     ReplyHeader, RequestHeader, SetWatches, SetWatches2, WatcherEvent, FEATURE_NATIVE_LOCK,
     XID_AUTH, XID_LOCK_GRANT, XID_NOTIFICATION, XID_PING, XID_SET_WATCHES,
 };
+use zlock_proto::records::{watcher_type, WatchesRequest};
 use zlock_proto::{ErrorCode, OpCode, Reader, Record};
 
 use crate::error::{Error, Result};
@@ -65,6 +66,27 @@ pub(crate) enum Sink {
     /// request as sent (server paths; filled in when it is queued) is kept to
     /// re-register the waiter after a reconnect.
     Grant(oneshot::Sender<Result<LockGrant>>, Option<LockRequest>),
+}
+
+impl Sink {
+    /// Whether someone still listens: a dropped watcher's sink is closed. `None` (the
+    /// session's catch-all event stream) always listens.
+    fn is_live(&self) -> bool {
+        match self {
+            Sink::None => true,
+            Sink::Oneshot(tx) => !tx.is_closed(),
+            Sink::Persistent(tx) => !tx.is_closed(),
+            Sink::Grant(tx, _) => !tx.is_closed(),
+        }
+    }
+}
+
+/// A watcher that was dropped: its kind and server path, sent to the actor so that
+/// the watch is forgotten (and removed on the server once no other watcher of the
+/// session needs it).
+pub(crate) struct Forgotten {
+    pub kind: WatchKind,
+    pub path: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,6 +297,60 @@ impl Watches {
         }
     }
 
+    /// Drops the closed sinks of the watch `kind` on `path`. Returns the server's
+    /// watcher type to remove when no live sink is left for what the server keeps: one
+    /// data watch serves both data and exist watchers, as in ZooKeeper.
+    fn prune(&mut self, kind: WatchKind, path: &str) -> Option<i32> {
+        let (maps, ty): (Vec<&mut HashMap<String, Vec<Sink>>>, i32) = match kind {
+            WatchKind::Exists | WatchKind::Data => {
+                (vec![&mut self.data, &mut self.exist], watcher_type::DATA)
+            }
+            WatchKind::Child => (vec![&mut self.child], watcher_type::CHILDREN),
+            WatchKind::Persistent => (vec![&mut self.persistent], watcher_type::PERSISTENT),
+            WatchKind::PersistentRecursive => (
+                vec![&mut self.recursive],
+                watcher_type::PERSISTENT_RECURSIVE,
+            ),
+            WatchKind::LockGrant => return None,
+        };
+        let mut had = false;
+        let mut live = false;
+        for map in maps {
+            if let Some(sinks) = map.get_mut(path) {
+                had = true;
+                sinks.retain(Sink::is_live);
+                if sinks.is_empty() {
+                    map.remove(path);
+                } else {
+                    live = true;
+                }
+            }
+        }
+        (had && !live).then_some(ty)
+    }
+
+    /// [`Watches::prune`] on every watch (before re-registering them after a
+    /// reconnect): what no watcher needs any more, to remove on the server.
+    fn prune_all(&mut self) -> Vec<(i32, String)> {
+        let mut gone = Vec::new();
+        for (kind, map) in [
+            (WatchKind::Data, &self.data),
+            (WatchKind::Exists, &self.exist),
+            (WatchKind::Child, &self.child),
+            (WatchKind::Persistent, &self.persistent),
+            (WatchKind::PersistentRecursive, &self.recursive),
+        ] {
+            for (path, sinks) in map {
+                if !sinks.iter().all(Sink::is_live) {
+                    gone.push((kind, path.clone()));
+                }
+            }
+        }
+        gone.into_iter()
+            .filter_map(|(kind, path)| self.prune(kind, &path).map(|ty| (ty, path)))
+            .collect()
+    }
+
     fn is_empty(&self) -> bool {
         self.data.is_empty()
             && self.exist.is_empty()
@@ -341,12 +417,17 @@ pub(crate) struct Actor {
     pub timeout_ms: i32,
     pub last_zxid: i64,
     pub cmds: Inbox,
+    /// Watchers dropped by their owners.
+    pub forgotten: mpsc::UnboundedReceiver<Forgotten>,
     pub events: mpsc::UnboundedSender<WatcherEvent>,
     pub state: watch::Sender<ConnectionState>,
     /// The server's feature bits, shared with the [`Client`](crate::Client) handles.
     pub features: Arc<AtomicI32>,
     auths: Vec<(String, Vec<u8>)>,
     watches: Watches,
+    /// Watches no watcher needs any more, to remove on the server (RemoveWatches:
+    /// watcher type, server path), sent on the current connection or the next.
+    removals: Vec<(i32, String)>,
     /// Queued native lock requests by node (server path).
     grants: HashMap<String, GrantWait>,
     /// `grants` size at which given-up waits are next pruned.
@@ -368,6 +449,7 @@ impl Actor {
         chroot: String,
         est: Established,
         cmds: Inbox,
+        forgotten: mpsc::UnboundedReceiver<Forgotten>,
         events: mpsc::UnboundedSender<WatcherEvent>,
         state: watch::Sender<ConnectionState>,
         features: Arc<AtomicI32>,
@@ -381,11 +463,13 @@ impl Actor {
             timeout_ms: est.timeout_ms,
             last_zxid: 0,
             cmds,
+            forgotten,
             events,
             state,
             features,
             auths: Vec::new(),
             watches: Watches::default(),
+            removals: Vec::new(),
             grants: HashMap::new(),
             grants_prune_at: 64,
         }
@@ -530,13 +614,26 @@ impl Actor {
             return;
         }
         let no_node = h.err == ErrorCode::NoNode.code();
-        match (kind, h.err == 0) {
-            (WatchKind::Exists, true) => self.watches.register(WatchKind::Data, path, sink),
-            (WatchKind::Exists, false) if no_node => {
-                self.watches.register(WatchKind::Exists, path, sink)
-            }
-            (k, true) => self.watches.register(k, path, sink),
-            _ => {}
+        let kind = match (kind, h.err == 0) {
+            (WatchKind::Exists, true) => WatchKind::Data,
+            (WatchKind::Exists, false) if no_node => WatchKind::Exists,
+            (k, true) => k,
+            _ => return,
+        };
+        // Its watcher may have been dropped before the server's answer (its Forgotten
+        // came first and found nothing): the server has the watch now.
+        let closed = !sink.is_live();
+        self.watches.register(kind, path.clone(), sink);
+        if closed {
+            self.forget(kind, path);
+        }
+    }
+
+    /// A watcher of `kind` on `path` was dropped: its sink goes, and the watch is
+    /// removed on the server once no other watcher needs it.
+    fn forget(&mut self, kind: WatchKind, path: String) {
+        if let Some(ty) = self.watches.prune(kind, &path) {
+            self.removals.push((ty, path));
         }
     }
 
@@ -568,6 +665,10 @@ impl Actor {
             write_auth(&mut out, scheme, auth);
             auth_pending.push_back((None, None));
         }
+        // Dropped watchers are not registered again; what the server may still hold
+        // of them is removed below.
+        let gone = self.watches.prune_all();
+        self.removals.extend(gone);
         if !self.watches.is_empty() {
             self.watches.set_watches(self.last_zxid, &mut out);
         }
@@ -606,8 +707,25 @@ impl Actor {
         }
 
         let end = 'conn: loop {
+            if !closing {
+                for (watcher_type, path) in self.removals.drain(..) {
+                    let xid = next_xid;
+                    next_xid = next_xid.wrapping_add(1).max(1);
+                    let at = frame::begin(&mut out);
+                    RequestHeader {
+                        xid,
+                        op_type: OpCode::RemoveWatches.code(),
+                    }
+                    .encode(&mut out);
+                    WatchesRequest { path, watcher_type }.encode(&mut out);
+                    frame::finish(&mut out, at);
+                    // Nobody waits for the answer (NOWATCHER if the server had none).
+                    pending.push_back((xid, oneshot::channel().0, None));
+                }
+            }
             let unwritten = written < out.len();
             tokio::select! {
+                Some(f) = self.forgotten.recv() => self.forget(f.kind, f.path),
                 r = wr.write(&out[written..]), if unwritten => {
                     match r {
                         Ok(0) | Err(_) => break 'conn End::Broken,

@@ -4,7 +4,10 @@
 //! set them, and re-registered (SetWatches, relative to the last zxid seen) after every
 //! reconnect, so an event that happened while disconnected still fires.
 //!
-//! Dropping a watcher does not remove the watch on the server (it fires into nothing).
+//! Dropping a watcher forgets it: the session stops registering it after a reconnect
+//! and, once no other watcher of the session needs the same watch (one data watch
+//! serves every data and exists watcher of a path), removes it on the server
+//! (removeWatches), so it is not fed for nothing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +16,34 @@ use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
+use crate::session::{Forgotten, WatchKind};
+
+/// Held by a watcher: tells its session, when dropped, that the watcher is gone.
+pub(crate) struct Forget {
+    pub tx: mpsc::UnboundedSender<Forgotten>,
+    pub kind: WatchKind,
+    /// The server path (chroot included).
+    pub path: String,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        let path = std::mem::take(&mut self.path);
+        let _ = self.tx.send(Forgotten {
+            kind: self.kind,
+            path,
+        });
+    }
+}
+
+impl std::fmt::Debug for Forget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forget")
+            .field("kind", &self.kind)
+            .field("path", &self.path)
+            .finish()
+    }
+}
 
 /// Connection state in Apache Curator's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +99,12 @@ pub struct WatchedEvent {
 /// A one-shot watch: a future resolving to the one event that triggers it.
 ///
 /// Resolves to [`Error::SessionExpired`] if the session is lost first, or
-/// [`Error::Closed`] if the client is closed. Cancellation safe: dropping it only
-/// discards the event.
+/// [`Error::Closed`] if the client is closed. Cancellation safe: dropping it discards
+/// the event and forgets the watch (see the module doc).
 #[derive(Debug)]
 pub struct OneshotWatcher {
     pub(crate) rx: oneshot::Receiver<Result<WatchedEvent>>,
+    pub(crate) _forget: Forget,
 }
 
 impl Future for OneshotWatcher {
@@ -89,9 +121,11 @@ impl Future for OneshotWatcher {
 /// recursive, below it; recursive watches get no NodeChildrenChanged).
 ///
 /// [`PersistentWatcher::changed`] returns None once the session is lost or closed.
+/// Dropping it removes the watch (see the module doc).
 #[derive(Debug)]
 pub struct PersistentWatcher {
     pub(crate) rx: mpsc::UnboundedReceiver<WatchedEvent>,
+    pub(crate) _forget: Forget,
 }
 
 impl PersistentWatcher {

@@ -427,3 +427,113 @@ async fn zlock_handshake_closed_at_max_client_cnxns_is_explained() {
     let again = within("connect after a close", connect(&addr, 10_000)).await;
     again.close().await.unwrap();
 }
+
+/// The watched paths `wchc` lists for session `sid` (zlock answers it on the client
+/// port).
+async fn watched_by(addr: SocketAddr, sid: i64) -> Vec<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"wchc").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let mut mine = false;
+    let mut paths = Vec::new();
+    for line in out.lines() {
+        match line.strip_prefix('\t') {
+            Some(p) if mine => paths.push(p.to_owned()),
+            Some(_) => {}
+            // Session ids in hex, as ZooKeeper prints them.
+            None => mine = line.trim() == format!("{sid:#x}"),
+        }
+    }
+    paths
+}
+
+/// Waits (bounded) until `wchc` shows `path` watched by `sid` or not, as `want`.
+async fn wait_watched(addr: SocketAddr, sid: i64, path: &str, want: bool) {
+    within(&format!("{path} watched: {want}"), async {
+        while watched_by(addr, sid).await.iter().any(|p| p == path) != want {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+/// A dropped watcher is forgotten: removed on the server (`wchc`) once no other
+/// watcher of the session needs the watch, so the server sends nothing more for it,
+/// and not registered again after a reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zlock_dropped_watchers_are_removed() {
+    let s = TestServer::start().await.unwrap();
+    let addr = zlock_addr(&s);
+    let proxy = Proxy::start(addr).await;
+    let admin = connect(&addr.to_string(), 10_000).await;
+    admin.ensure_path("/dw/a").await.unwrap();
+    let (c, mut events) = Client::connect(&proxy.addr.to_string(), 6_000)
+        .await
+        .unwrap();
+    let sid = c.session_id();
+
+    // A one-shot data watch, dropped.
+    let (_, _, w) = c.get_data_watch("/dw/a").await.unwrap();
+    wait_watched(addr, sid, "/dw/a", true).await;
+    drop(w);
+    wait_watched(addr, sid, "/dw/a", false).await;
+    // The server sends nothing for it: an event would come before the reply to a read
+    // made after the change.
+    admin.set_data("/dw/a", b"1", -1).await.unwrap();
+    c.get_data("/dw/a", false).await.unwrap();
+    assert!(events.try_recv().is_err(), "an event for a dropped watcher");
+
+    // Two watchers of one data watch (getData and exists): dropping one keeps the
+    // server's watch for the other, which still fires.
+    let (_, _, w1) = c.get_data_watch("/dw/a").await.unwrap();
+    let (_, w2) = c.exists_watch("/dw/a").await.unwrap();
+    drop(w1);
+    c.get_data("/dw/a", false).await.unwrap();
+    admin.set_data("/dw/a", b"2", -1).await.unwrap();
+    assert_eq!(
+        within("the exists watcher left", w2).await.unwrap(),
+        ev(EventType::NodeDataChanged, "/dw/a")
+    );
+    while events.try_recv().is_ok() {}
+
+    // A persistent recursive watch, dropped.
+    let pw = c.add_watch("/dw", true).await.unwrap();
+    wait_watched(addr, sid, "/dw", true).await;
+    drop(pw);
+    wait_watched(addr, sid, "/dw", false).await;
+    admin.set_data("/dw/a", b"3", -1).await.unwrap();
+    c.get_data("/dw/a", false).await.unwrap();
+    assert!(events.try_recv().is_err(), "an event for a dropped watcher");
+
+    // A child watch dropped while the connection is down: after the reconnect it is
+    // not registered again (and what the server kept of it is removed).
+    let (_, cw) = c.get_children_watch("/dw").await.unwrap();
+    let (_, _, kept) = c.get_data_watch("/dw/a").await.unwrap();
+    wait_watched(addr, sid, "/dw", true).await;
+    proxy.block(true);
+    proxy.cut();
+    wait_state(&c, ConnectionState::Suspended).await;
+    drop(cw);
+    proxy.block(false);
+    wait_state(&c, ConnectionState::Reconnected).await;
+    wait_watched(addr, sid, "/dw", false).await;
+    admin
+        .create("/dw/b", b"", CreateMode::Persistent)
+        .await
+        .unwrap();
+    c.get_data("/dw/a", false).await.unwrap();
+    assert!(events.try_recv().is_err(), "an event for a dropped watcher");
+    // The watcher still held was registered again.
+    assert!(watched_by(addr, sid).await.iter().any(|p| p == "/dw/a"));
+    admin.set_data("/dw/a", b"4", -1).await.unwrap();
+    assert_eq!(
+        within("the watcher kept across the reconnect", kept)
+            .await
+            .unwrap(),
+        ev(EventType::NodeDataChanged, "/dw/a")
+    );
+    c.close().await.unwrap();
+    admin.close().await.unwrap();
+}
