@@ -310,7 +310,7 @@ async fn sync_while_the_followers_pause() {
 async fn all_members_kill9_and_restart() {
     bounded(async {
         let (mut ens, l) = start().await;
-        let mover = connect(&ens.connect_string_from(l)).await;
+        let mover = on_member(&ens, l).await;
         mover
             .create("/before-power-cut", b"", CreateMode::Ephemeral)
             .await
@@ -426,7 +426,7 @@ async fn wiped_member_rejoins_by_snapshot() {
 async fn client_moves_when_its_member_dies() {
     bounded(async {
         let (mut ens, l) = start().await;
-        let mover = connect(&ens.connect_string_from(l)).await;
+        let mover = on_member(&ens, l).await;
         mover
             .create("/mine", b"", CreateMode::Ephemeral)
             .await
@@ -461,6 +461,27 @@ async fn client_moves_when_its_member_dies() {
         other.close().await.unwrap();
     })
     .await;
+}
+
+/// A session whose connection is on member `i` (asked of `i`'s `cons`), given every
+/// member from `i` on: its first host may not take it (a handshake that outlasts the
+/// client's wait while an election settles goes to the next host), and a test of what
+/// happens to `i`'s clients needs one there.
+async fn on_member(ens: &ChildEnsemble, i: usize) -> Client {
+    let until = Instant::now() + T;
+    loop {
+        let c = connect(&ens.connect_string_from(i)).await;
+        let cons = ens.four_letters(i, "cons", Duration::from_secs(5)).await;
+        let sid = format!("sid={:#x})", c.session_id());
+        if cons.is_some_and(|out| out.contains(&sid)) {
+            return c;
+        }
+        assert!(
+            Instant::now() < until,
+            "no session of member {i} within {T:?}"
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+    }
 }
 
 /// A member restarted on its data replays its log, the CreateSessions it proposed
