@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::session::{Forgotten, WatchKind};
 
 /// Held by a watcher: tells its session, when dropped, that the watcher is gone.
+#[derive(Debug)]
 pub(crate) struct Forget {
     pub tx: mpsc::UnboundedSender<Forgotten>,
     pub kind: WatchKind,
@@ -33,15 +34,6 @@ impl Drop for Forget {
             kind: self.kind,
             path,
         });
-    }
-}
-
-impl std::fmt::Debug for Forget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Forget")
-            .field("kind", &self.kind)
-            .field("path", &self.path)
-            .finish()
     }
 }
 

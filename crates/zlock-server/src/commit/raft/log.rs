@@ -105,7 +105,9 @@ fn disk_index(raft: u64) -> u64 {
     raft + 1
 }
 
-fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+/// An I/O error carrying `e`'s message (the raft module's store, gate and snapshot
+/// files report their failures so).
+pub(super) fn io_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 

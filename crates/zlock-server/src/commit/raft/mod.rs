@@ -177,7 +177,6 @@ impl RaftCommit {
             view: log.view(),
             gate,
         };
-        let catching_up = local.clone();
         let snapshot_due = Arc::new(tokio::sync::Notify::new());
         let (sm, applied) = sm::StateMachine::open(
             host,
@@ -192,6 +191,9 @@ impl RaftCommit {
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
         let (contact, broke) = failover::Contact::new();
+        if local.gate.target().is_some() {
+            tokio::spawn(rejoin::open_when_caught_up(local.clone(), stopped.clone()));
+        }
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
@@ -217,11 +219,6 @@ impl RaftCommit {
             contact,
             (silent, Duration::from_millis(opts.heartbeat_ms)),
             touch_tx,
-            stopped.clone(),
-        ));
-        tokio::spawn(rejoin::open_when_caught_up(
-            catching_up.gate,
-            catching_up.view,
             stopped.clone(),
         ));
         tokio::spawn(snapshots_when_due(raft.clone(), snapshot_due, stopped));

@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use zlock_store::MetaFile;
 
-use super::log::LogView;
-use super::peer::{self, Identity, Peer, Reply, Request};
+use super::log::io_err;
+use super::peer::{self, Identity, Local, Peer, Reply, Request};
 use super::types::{LogId, Vote};
 
 /// Where a member stands, as it answers a blank member's question.
@@ -112,10 +112,6 @@ struct GateFile {
     target: Option<LogId>,
 }
 
-fn io_err(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
-
 impl Gate {
     /// The gate saved in `meta_dir` (open if there is none).
     pub fn open(meta_dir: &Path) -> std::io::Result<Gate> {
@@ -173,15 +169,11 @@ impl GateFile {
     }
 }
 
-/// Opens `gate` as soon as the log seen through `view` has caught up (looked at every
-/// 100 ms; a vote request also opens it), so that the member says so when it happens.
-pub async fn open_when_caught_up(
-    gate: Arc<Gate>,
-    view: LogView,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+/// Opens `local`'s gate as soon as its log has caught up (looked at every 100 ms; a
+/// vote request also opens it), so that the member says so when it happens.
+pub async fn open_when_caught_up(local: Local, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
-    while gate.refuses(view.last_log_id()) {
+    while local.gate.refuses(local.view.last_log_id()) {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,

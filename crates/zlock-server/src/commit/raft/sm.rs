@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use zlock_core::LogIndex;
 
+use super::log::io_err;
 use super::types::{Entry, LogId, Membership, SnapshotMeta, StorageError, Zraft};
 use crate::commit::{Entry as CommitEntry, Snapshots};
 
@@ -52,10 +53,6 @@ pub struct StateMachine<H: Snapshots> {
 
 fn lock<H>(m: &Mutex<Hosted<H>>) -> std::sync::MutexGuard<'_, Hosted<H>> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn io_err(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
 }
 
 /// Splits a snapshot payload into its Raft meta and the host's payload.
