@@ -115,7 +115,7 @@ struct ServerArgs {
     /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
     /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled,
     /// znode.container.checkIntervalMs, clientPortListenBacklog, globalOutstandingLimit,
-    /// zlock.commitSpinMicros; for an ensemble server.N, dynamicConfigFile, peerType,
+    /// zlock.commitSpinMicros, zlock.lockDelayMs; for an ensemble server.N, dynamicConfigFile, peerType,
     /// initLimit, syncLimit, zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the
     /// member's id in <dataDir>/myid). Other keys are logged and ignored.
     #[arg(long, short = 'c', value_name = "FILE")]
@@ -157,6 +157,12 @@ struct ServerArgs {
     /// (znode.container.checkIntervalMs)
     #[arg(long, value_name = "MS")]
     container_check_interval: Option<u64>,
+    /// Lock-delay for native lock requests that do not ask for one, ms
+    /// (zlock.lockDelayMs) [default: 0, none]: when a holder's session expires or
+    /// closes without releasing, its lock is granted to the next waiter only this long
+    /// after, so a holder that was merely paused has time to notice. At most 60000
+    #[arg(long, value_name = "MS", value_parser = parse_lock_delay)]
+    lock_delay: Option<i32>,
     /// Threads for client connections [default: CPUs minus 1, at least 1: the commit
     /// thread (fsync, then apply) wants a CPU of its own]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -167,6 +173,13 @@ struct ServerArgs {
     /// the cost of otherwise idle CPU time; 0 never polls
     #[arg(long, value_name = "US")]
     commit_spin_us: Option<u64>,
+}
+
+fn parse_lock_delay(s: &str) -> Result<i32, String> {
+    let ms: u64 = s
+        .parse()
+        .map_err(|_| format!("not a number of ms: {s:?}"))?;
+    zlock_server::config::lock_delay(ms)
 }
 
 /// A `--server` flag's member, and the flag as given (for messages).
@@ -212,6 +225,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.container_check_interval {
             c.container_check_interval_ms = v.max(1);
+        }
+        if let Some(v) = self.lock_delay {
+            c.lock_delay_ms = v;
         }
         if let Some(v) = self.commit_spin_us {
             c.commit_spin_us = Some(v);

@@ -21,24 +21,36 @@
 //! lost with it; the client re-sends its request with [`lock_flags::RESUME`] on
 //! reconnect, which finds its node and answers whether it holds.
 //!
+//! Lock-delay (Chubby's): a contender may ask that, if its session ends while it holds
+//! (an expiry, or a close without a release), its lock path grant nothing more for a
+//! while, so that a holder that was only paused has time to notice it lost the lock
+//! before anyone else acts under it. The hold starts at the CloseSession Txn's time and
+//! ends at the first Txn whose time reaches it (the server proposes one then, see
+//! [`LockIndex::next_delay_end`]): decided by Txn times, never by a member's clock, so
+//! every member grants at the same log position. A release (a delete of the holder's
+//! node by its own session) hands over at once, as before. Only the native index is
+//! held back: a standard-recipe contender (Curator, kazoo) on the same path acts on the
+//! holder node's deletion as ZooKeeper's recipe does.
+//!
 //! A multi that fails leaves the index exactly as it was: its undo puts the nodes back,
 //! and the tree forgets the lock changes of both the multi and the undo
 //! ([`crate::tree::DataTree`]'s `rollback_lock_changes`), so a waiter whose node the
 //! multi had deleted keeps waiting on the same entry.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use zlock_proto::lock_order::{is_reader, Mode, QueueKey};
 use zlock_proto::records::{
     lock_flags, lock_mode, Acl, LockGrant, LockRequest, LockResponse, Stat,
+    LOCK_DELAY_SERVER_DEFAULT, MAX_LOCK_DELAY_MS,
 };
 use zlock_proto::{ErrorCode, OpCode, Record};
 
 mod image;
 
 pub(crate) use image::{mode_of_parts, mode_parts};
-pub use image::{LockImage, PendingWaiter, RestoreError, SavedWaiter};
+pub use image::{LockImage, PendingWaiter, RestoreError, SavedLock, SavedWaiter};
 
 use crate::path;
 use crate::state::{Reply, State};
@@ -64,6 +76,8 @@ struct Entry {
     owner: SessionId,
     /// A native waiter not granted yet.
     waiter: Option<Waiter>,
+    /// The lock-delay its native request asked for, ms (0: none).
+    delay_ms: i64,
 }
 
 impl Entry {
@@ -72,6 +86,7 @@ impl Entry {
             read: is_reader(name),
             owner,
             waiter: None,
+            delay_ms: 0,
         }
     }
 }
@@ -87,6 +102,8 @@ struct Queue {
     /// The largest lease count a waiter of this queue asked for (1 for locks): past
     /// that many entries and a writer, nothing can be granted.
     max_leases: usize,
+    /// A lock-delay runs until this Txn time (ms): nothing is granted before it.
+    held_until: Option<i64>,
 }
 
 impl Queue {
@@ -131,6 +148,9 @@ impl Queue {
     /// Grants every waiter that nothing blocks any more, walking from the front only
     /// while a grant is still possible.
     fn settle(&mut self, lock: &str, out: &mut Vec<(SessionId, String)>) {
+        if self.held_until.is_some() {
+            return;
+        }
         let mut writers_before = 0;
         for (before, (key, e)) in self.entries.iter_mut().enumerate() {
             if writers_before > 0 && before >= self.max_leases.max(1) {
@@ -159,6 +179,8 @@ fn child_path(lock: &str, name: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct LockIndex {
     queues: HashMap<Arc<str>, Queue>,
+    /// The lock-delays running: (end time, lock path), earliest first.
+    holds: BTreeSet<(i64, Arc<str>)>,
 }
 
 impl LockIndex {
@@ -178,6 +200,19 @@ impl LockIndex {
 
     pub fn is_empty(&self) -> bool {
         self.queues.is_empty()
+    }
+
+    /// When the earliest running lock-delay ends (a Txn time, ms). Nothing is granted
+    /// under it until a Txn with at least that time is applied: the member that
+    /// proposes expiries proposes one then, so the waiters do not wait for other
+    /// traffic.
+    pub fn next_delay_end(&self) -> Option<i64> {
+        self.holds.first().map(|(t, _)| *t)
+    }
+
+    /// Lock paths held back by a running lock-delay.
+    pub fn delayed(&self) -> usize {
+        self.holds.len()
     }
 }
 
@@ -224,10 +259,76 @@ impl State {
                 q.settle(&lock, &mut granted);
             }
         }
+        self.push_grants(granted);
+    }
+
+    /// Queues the grants for [`State::apply`] to take, each with its node's czxid.
+    fn push_grants(&mut self, granted: Vec<(SessionId, String)>) {
         for (session, node) in granted {
             let czxid = self.tree.get(&node).map_or(0, |n| n.czxid);
             self.lock_grants.push((session, LockGrant { node, czxid }));
         }
+    }
+
+    /// Starts the lock-delays of the locks that `session`, ending at `time_ms`, holds
+    /// through `nodes` (its ephemeral nodes, about to be removed) with a delay asked.
+    pub(crate) fn hold_back_locks_of(
+        &mut self,
+        session: SessionId,
+        time_ms: i64,
+        nodes: &[String],
+    ) {
+        for node in nodes {
+            let parent = path::parent(node);
+            let Some((lock, _)) = self.locks.queues.get_key_value(parent) else {
+                continue;
+            };
+            let lock = lock.clone();
+            let name = &node[node.rfind('/').map_or(0, |i| i + 1)..];
+            let Some(key) = QueueKey::of(name) else {
+                continue;
+            };
+            let Some(q) = self.locks.queues.get_mut(&lock) else {
+                continue;
+            };
+            // A native entry with no waiter is one that was granted: a holder.
+            let holds = q
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.owner == session && e.delay_ms > 0 && e.waiter.is_none());
+            if !holds {
+                continue;
+            }
+            let delay = q.entries.get(&key).map_or(0, |e| e.delay_ms);
+            let until = time_ms.saturating_add(delay);
+            if let Some(old) = q.held_until {
+                if old >= until {
+                    continue;
+                }
+                self.locks.holds.remove(&(old, lock.clone()));
+            }
+            q.held_until = Some(until);
+            self.locks.holds.insert((until, lock));
+        }
+    }
+
+    /// Ends the lock-delays due at `time_ms` (a Txn's time) and grants what they held
+    /// back. Called before every Txn is applied.
+    pub(crate) fn end_lock_delays(&mut self, time_ms: i64) {
+        let mut granted = Vec::new();
+        while let Some((until, lock)) = self.locks.holds.first().cloned() {
+            if until > time_ms {
+                break;
+            }
+            self.locks.holds.pop_first();
+            if let Some(q) = self.locks.queues.get_mut(&lock) {
+                if q.held_until == Some(until) {
+                    q.held_until = None;
+                    q.settle(&lock, &mut granted);
+                }
+            }
+        }
+        self.push_grants(granted);
     }
 
     /// Starts following `lock`: its current children become the queue.
@@ -281,6 +382,13 @@ impl State {
             lock_mode::SEMAPHORE if r.leases >= 1 => Mode::Semaphore(r.leases as usize),
             _ => return Err(ErrorCode::BadArguments),
         };
+        // The proposer puts its default in place of LOCK_DELAY_SERVER_DEFAULT; a Txn
+        // that still carries it (written by a caller with no server) asks for none.
+        let delay_ms = match r.lock_delay_ms {
+            LOCK_DELAY_SERVER_DEFAULT => 0,
+            d if (0..=MAX_LOCK_DELAY_MS).contains(&d) => i64::from(d),
+            _ => return Err(ErrorCode::BadArguments),
+        };
         self.check_writable(cx, r)?;
         self.create_lock_path(cx, &r.path, trig)?;
         let lock = self.follow(&r.path);
@@ -293,7 +401,7 @@ impl State {
         };
 
         if r.flags & lock_flags::RESUME != 0 {
-            if let Some(resp) = self.resume(cx, &lock, r, &waiter, trig)? {
+            if let Some(resp) = self.resume(cx, &lock, r, &waiter, delay_ms, trig)? {
                 return Ok(resp);
             }
         }
@@ -301,7 +409,7 @@ impl State {
             let q = &self.locks.queues[&lock];
             let (n, w) = (q.entries.len(), q.writers);
             // A new node would come after every entry.
-            if !mode.may_hold(n, w) {
+            if q.held_until.is_some() || !mode.may_hold(n, w) {
                 return Ok(LockResponse {
                     node: String::new(),
                     czxid: 0,
@@ -323,15 +431,17 @@ impl State {
         let Some(key) = QueueKey::of(name) else {
             return Err(ErrorCode::SystemError);
         };
-        Ok(self.decide(&lock, key, waiter, node, &stat))
+        Ok(self.decide(&lock, key, waiter, delay_ms, node, &stat))
     }
 
-    /// Answers whether the entry `key` holds; registers `waiter` on it if not.
+    /// Answers whether the entry `key` holds; registers `waiter` on it if not. The
+    /// entry keeps `delay_ms` as its lock-delay.
     fn decide(
         &mut self,
         lock: &Arc<str>,
         key: Key,
         waiter: Waiter,
+        delay_ms: i64,
         node: String,
         stat: &Stat,
     ) -> LockResponse {
@@ -344,12 +454,13 @@ impl State {
             };
         };
         let (before, writers_before) = q.before(&key);
-        let granted = waiter.mode.may_hold(before, writers_before);
+        let granted = q.held_until.is_none() && waiter.mode.may_hold(before, writers_before);
         if !granted {
             q.max_leases = q.max_leases.max(waiter.mode.leases());
-            if let Some(e) = q.entries.get_mut(&key) {
-                e.waiter = Some(waiter);
-            }
+        }
+        if let Some(e) = q.entries.get_mut(&key) {
+            e.delay_ms = delay_ms;
+            e.waiter = (!granted).then_some(waiter);
         }
         LockResponse {
             node,
@@ -384,6 +495,7 @@ impl State {
         lock: &Arc<str>,
         r: &LockRequest,
         waiter: &Waiter,
+        delay_ms: i64,
         trig: &mut Vec<Trigger>,
     ) -> Result<Option<LockResponse>, ErrorCode> {
         let q = &self.locks.queues[lock];
@@ -399,7 +511,7 @@ impl State {
             .get(&node)
             .map(|n| n.stat())
             .ok_or(ErrorCode::NoNode)?;
-        let resp = self.decide(lock, key, waiter.clone(), node.clone(), &stat);
+        let resp = self.decide(lock, key, waiter.clone(), delay_ms, node.clone(), &stat);
         if !resp.granted && r.flags & lock_flags::TRY != 0 {
             // A try that does not hold leaves nothing behind.
             self.delete(cx, &node, -1, &mut None, trig)?;

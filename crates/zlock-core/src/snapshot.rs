@@ -1,7 +1,7 @@
 //! The state's snapshot encoding (the payload inside a snapshot file).
 //!
-//! Version 5, jute primitives:
-//! `int version (=5) | long zxid | int session count | sessions | long node count | nodes |
+//! Version 6, jute primitives:
+//! `int version (=6) | long zxid | int session count | sessions | long node count | nodes |
 //!  int lock count | locks`
 //! - session: `long id | int timeout_ms | buffer passwd | long owner` (the member whose
 //!   requests act for it; -1: any)
@@ -12,17 +12,22 @@
 //!   (each node but `/` is named by its parent; decoding checks that the counts add up)
 //!   kind: 0 persistent, 1 ephemeral (arg = owner session), 2 container, 3 TTL (arg = ms).
 //! - lock, one per lock path the native lock index follows, in path order:
-//!   `ustring path | int waiter count | waiters`
+//!   `ustring path | int waiter count | waiters | long held_until (-1: no lock-delay
+//!    running) | int delay count | delays`
 //! - waiter, in queue order: `ustring node name (under the lock path) | long session |
 //!   byte mode | int leases`; mode: 0 exclusive, 1 read, 2 semaphore (leases >= 1; the
 //!   field is 1 for the others).
+//! - delay, in queue order, for each entry whose request asked for a lock-delay:
+//!   `ustring node name | long delay_ms`
 //!
 //! The lock section keeps only what the log decided and the tree does not show: which
-//! paths are followed and which entries have a native waiter (see [`crate::locks`]).
+//! paths are followed, which entries have a native waiter or a lock-delay, and which
+//! paths a lock-delay holds back (see [`crate::locks`]).
 //! The entries are the lock paths' children; decoding follows each path again, which
 //! rebuilds its queue from the tree, and puts the waiters back, so the restored state
 //! grants exactly what the state that was saved would have.
 //!
+//! Version 5 is version 6 without the lock-delays (none running, none asked for).
 //! Version 4 is version 5 with the nodes parents before children (depth-first from `/`)
 //! and without their child names: decoding links each node into its parent, which
 //! cost a look-up per node when writing and when reading.
@@ -39,7 +44,7 @@ use zlock_proto::records::Acl;
 use zlock_proto::DecodeError;
 
 use crate::ids::MemberId;
-use crate::locks::{mode_of_parts, mode_parts, LockImage, RestoreError, SavedWaiter};
+use crate::locks::{mode_of_parts, mode_parts, LockImage, RestoreError, SavedLock, SavedWaiter};
 use crate::path;
 use crate::state::{Config, Session, Sessions, State};
 use std::sync::Arc;
@@ -51,7 +56,8 @@ use crate::tree::{DataTree, Node, NodeKind, Nodes, SessionId};
 /// index's followed paths and waiters after the nodes. 4: each session's owner. 5: the
 /// nodes in the map's order, each with its children's names (before: parents before
 /// children, in a walk of the tree), so that neither writing nor reading looks a node up.
-pub const SNAPSHOT_VERSION: i32 = 5;
+/// 6: the lock-delays of the lock section.
+pub const SNAPSHOT_VERSION: i32 = 6;
 
 /// The oldest version [`decode`] still reads.
 const OLDEST_VERSION: i32 = 2;
@@ -204,15 +210,23 @@ fn write_parts(
         return w.write_all(&out);
     }
     out.write_i32(locks.locks.len() as i32);
-    for (lock, waiters) in &locks.locks {
-        out.write_string(lock);
-        out.write_i32(waiters.len() as i32);
-        for wt in waiters {
+    for lock in &locks.locks {
+        out.write_string(&lock.path);
+        out.write_i32(lock.waiters.len() as i32);
+        for wt in &lock.waiters {
             let (mode, leases) = mode_parts(wt.mode);
             out.write_string(&wt.name);
             out.write_i64(wt.session.0);
             out.push(mode);
             out.write_i32(i32::try_from(leases).unwrap_or(i32::MAX));
+        }
+        if version >= 6 {
+            out.write_i64(lock.held_until.unwrap_or(-1));
+            out.write_i32(lock.delays.len() as i32);
+            for (name, delay_ms) in &lock.delays {
+                out.write_string(name);
+                out.write_i64(*delay_ms);
+            }
         }
         if out.len() >= CHUNK {
             w.write_all(&out)?;
@@ -327,13 +341,13 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
         });
     }
     if v >= 3 {
-        let locks = read_locks(&mut r)?;
+        let locks = read_locks(&mut r, v)?;
         st.restore_locks(locks)?;
     }
     Ok(st)
 }
 
-fn read_locks(r: &mut Reader<'_>) -> Result<LockImage, DecodeError> {
+fn read_locks(r: &mut Reader<'_>, version: i32) -> Result<LockImage, DecodeError> {
     let n = r.read_i32()?;
     let mut locks = Vec::new();
     for _ in 0..n.max(0) {
@@ -369,7 +383,22 @@ fn read_locks(r: &mut Reader<'_>) -> Result<LockImage, DecodeError> {
                 mode,
             });
         }
-        locks.push((lock, waiters));
+        let mut saved = SavedLock {
+            path: lock,
+            waiters,
+            held_until: None,
+            delays: Vec::new(),
+        };
+        if version >= 6 {
+            let until = r.read_i64()?;
+            saved.held_until = (until >= 0).then_some(until);
+            let nd = r.read_i32()?;
+            for _ in 0..nd.max(0) {
+                let name: Box<str> = r.read_string()?.into();
+                saved.delays.push((name, r.read_i64()?));
+            }
+        }
+        locks.push(saved);
     }
     Ok(LockImage { locks })
 }
@@ -538,6 +567,7 @@ mod tests {
                 leases: 1,
                 flags: 0,
                 release: String::new(),
+                ..LockRequest::default()
             };
             write(&mut st, s, Request::Lock(lock));
         }
@@ -597,14 +627,14 @@ mod tests {
     fn a_lock_section_that_does_not_fit_the_tree_is_refused() {
         let st = with_waiter();
         let mut image = st.locks.image();
-        image.locks[0].1[0].name = "x-0000000007".into();
+        image.locks[0].waiters[0].name = "x-0000000007".into();
         let mut b = Vec::new();
         write_parts(4, st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockEntry(p)) if p == "/l/x-0000000007"
         ));
-        image.locks[0].0 = "/nope".into();
+        image.locks[0].path = "/nope".into();
         let mut b = Vec::new();
         write_parts(4, st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
         assert!(matches!(

@@ -172,6 +172,7 @@ impl State {
             zxid: self.zxid,
             ..Applied::default()
         };
+        self.end_lock_delays(txn.time_ms);
         match &txn.body {
             TxnBody::CreateSession { passwd, timeout_ms } => {
                 let id = State::session_id_for(txn.origin.member, self.zxid);
@@ -186,7 +187,7 @@ impl State {
                 out.created_session = Some(id);
             }
             TxnBody::CloseSession { session_id } => {
-                self.close_session(*session_id, zxid, &mut out.events);
+                self.close_session(*session_id, zxid, txn.time_ms, &mut out.events);
                 out.closed_session = Some(*session_id);
             }
             TxnBody::Request { auth, request } => {
@@ -238,7 +239,7 @@ impl State {
         match req {
             Request::Multi(ops) => self.multi(cx, ops, events),
             Request::CloseSession => {
-                self.close_session(cx.session, cx.zxid, events);
+                self.close_session(cx.session, cx.zxid, cx.time, events);
                 Reply::ok(Vec::new())
             }
             Request::Lock(r) => {
@@ -270,9 +271,19 @@ impl State {
         }
     }
 
-    fn close_session(&mut self, session: SessionId, zxid: i64, events: &mut Vec<Notification>) {
+    /// Ends `session` at Txn time `time_ms`: its ephemeral nodes go (starting the
+    /// lock-delays of the locks it held, see [`crate::locks`]), and its watches.
+    fn close_session(
+        &mut self,
+        session: SessionId,
+        zxid: i64,
+        time_ms: i64,
+        events: &mut Vec<Notification>,
+    ) {
         let mut trig = Vec::new();
-        for p in self.tree.ephemerals_of(session) {
+        let nodes = self.tree.ephemerals_of(session);
+        self.hold_back_locks_of(session, time_ms, &nodes);
+        for p in nodes {
             self.unlink(&p, zxid, &mut trig);
         }
         self.fire(trig, events);

@@ -72,6 +72,8 @@ pub enum TxnBody {
         request: Request,
     },
     /// Removal of empty containers and expired TTL nodes, re-checked at apply time.
+    /// Also proposed with no paths when a lock-delay is due: like every Txn, its time
+    /// ends the lock-delays that have run their course (see [`crate::locks`]).
     DeleteExpired { paths: Vec<String> },
     /// A session resumes at `origin.member` (in an ensemble): from this Txn on, only
     /// that member's requests act for it; one still on its way from the member it left

@@ -112,6 +112,10 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
                     st.state.locks.waiting().to_string(),
                 ),
                 (
+                    "zlock_lock_delays_running",
+                    st.state.locks.delayed().to_string(),
+                ),
+                (
                     "zlock_native_lock_grants",
                     st.stats.lock_grants.load(Ordering::Relaxed).to_string(),
                 ),

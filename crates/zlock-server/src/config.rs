@@ -325,6 +325,11 @@ pub struct ServerConfig {
     /// `znode.container.checkIntervalMs`: how often empty containers and expired TTL
     /// nodes are looked for.
     pub container_check_interval_ms: u64,
+    /// `zlock.lockDelayMs` (zlock's own key): the lock-delay, ms, given to a native lock
+    /// request that does not ask for one (see `zlock_core::locks`). Default 0: none, as
+    /// in ZooKeeper, where a dead holder's lock goes to the next waiter at once. At most
+    /// `zlock_proto::records::MAX_LOCK_DELAY_MS`.
+    pub lock_delay_ms: i32,
     /// Listen backlog. ZooKeeper's 50 makes the 51st of a burst of clients wait a second
     /// for a SYN retry; 1024 lets a burst of 1000 in at once.
     pub listen_backlog: u32,
@@ -425,6 +430,7 @@ impl Default for ServerConfig {
             commit_spin_us: None,
             extended_types: false,
             container_check_interval_ms: 60_000,
+            lock_delay_ms: 0,
             listen_backlog: 1024,
             global_outstanding_limit: 8192,
             ensemble: None,
@@ -616,6 +622,9 @@ impl ServerConfig {
                 "znode.container.checkIntervalMs" => {
                     self.container_check_interval_ms = num(v)?.max(1)
                 }
+                "zlock.lockDelayMs" => {
+                    self.lock_delay_ms = lock_delay(num(v)?).map_err(|e| bad(&e))?
+                }
                 "globalOutstandingLimit" => {
                     self.global_outstanding_limit = usize::try_from(num(v)?)
                         .map_err(|_| bad("too large"))?
@@ -680,6 +689,16 @@ impl ServerConfig {
     }
 }
 
+/// A lock-delay from the configuration, ms: at most
+/// [`MAX_LOCK_DELAY_MS`](zlock_proto::records::MAX_LOCK_DELAY_MS).
+pub fn lock_delay(ms: u64) -> Result<i32, String> {
+    use zlock_proto::records::MAX_LOCK_DELAY_MS;
+    i32::try_from(ms)
+        .ok()
+        .filter(|d| *d <= MAX_LOCK_DELAY_MS)
+        .ok_or_else(|| format!("a lock-delay is at most {MAX_LOCK_DELAY_MS} ms"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,6 +729,25 @@ mod tests {
         assert!(c.four_letter_allowed("mntr"));
         assert!(!c.four_letter_allowed("dump"));
         assert!(c.extended_types);
+    }
+
+    #[test]
+    fn lock_delay_is_read_in_ms_and_bounded() {
+        let mut c = ServerConfig::default();
+        assert_eq!(
+            c.lock_delay_ms, 0,
+            "none unless configured, as in ZooKeeper"
+        );
+        c.apply_text(Path::new("zoo.cfg"), "zlock.lockDelayMs=1500\n")
+            .unwrap();
+        assert_eq!(c.lock_delay_ms, 1500);
+        for bad in ["60001", "-1", "1s"] {
+            let e = c
+                .apply_text(Path::new("zoo.cfg"), &format!("zlock.lockDelayMs={bad}\n"))
+                .unwrap_err();
+            assert!(e.to_string().contains("zlock.lockDelayMs"), "{e}");
+        }
+        assert_eq!(c.lock_delay_ms, 1500);
     }
 
     #[test]

@@ -291,6 +291,7 @@ async fn truncated_request_after_handshake() {
             leases: 1,
             flags: 0,
             release: "/m/lock/x".into(),
+            ..zlock_proto::records::LockRequest::default()
         };
         let mut body = zlock_proto::Record::to_bytes(&req);
         body.truncate(body.len() - 3);

@@ -8,7 +8,8 @@ use zlock_proto::records::{
     add_watch_mode, Acl, AddWatchRequest, Create2Response, CreateRequest, CreateResponse,
     DeleteRequest, GetAclResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
     LockGrant, LockRequest, LockResponse, MultiOp, MultiResult, PathRequest, PathWatchRequest,
-    SetDataRequest, Stat, StatResponse, WatcherEvent, FEATURE_NATIVE_LOCK,
+    SetDataRequest, Stat, StatResponse, WatcherEvent, FEATURE_LOCK_DELAY, FEATURE_NATIVE_LOCK,
+    LOCK_DELAY_SERVER_DEFAULT,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
@@ -406,10 +407,17 @@ impl Client {
     ///
     /// # Errors
     /// `Server(Unimplemented)` without sending anything if the server does not offer
-    /// the native lock (Apache ZooKeeper would close the connection); otherwise the
+    /// the native lock (Apache ZooKeeper would close the connection), or `req` sets
+    /// `lock_delay_ms` and the server does not offer lock-delay (a zlock server older
+    /// than it would ignore the field); `Server(BadArguments)` for a lock-delay over
+    /// [`MAX_LOCK_DELAY_MS`](zlock_proto::records::MAX_LOCK_DELAY_MS); otherwise the
     /// errors of a create.
     pub async fn lock_native(&self, req: LockRequest) -> Result<NativeLock> {
-        if !self.server_has_native_locks() {
+        let features = self.features.load(Ordering::Relaxed);
+        let delay_asked = req.lock_delay_ms != LOCK_DELAY_SERVER_DEFAULT;
+        if features & FEATURE_NATIVE_LOCK == 0
+            || (delay_asked && features & FEATURE_LOCK_DELAY == 0)
+        {
             return Err(Error::Server(ErrorCode::Unimplemented));
         }
         let (gtx, grx) = oneshot::channel();

@@ -4,7 +4,7 @@
 //! queue of 10,000 waiters handed over with one message per hand-over. `native/`: the
 //! queue order the server and the recipes share; a failed multi keeps the index;
 //! a grant made while the waiter is disconnected, and a second break before the
-//! waiter's re-sent request is answered.
+//! waiter's re-sent request is answered; lock-delay after a holder dies.
 //!
 //! Every scenario runs against its own in-process zlock server (`standalone::<name>`)
 //! and, all in turn, against one three-member zlock ensemble (`ensemble`: `zlock
@@ -15,6 +15,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "native/lock_delay.rs"]
+mod lock_delay;
 #[path = "native/order.rs"]
 mod order;
 #[allow(dead_code)] // not every test binary uses every knob
@@ -57,6 +59,7 @@ fn req(path: &str, guid: &str) -> LockRequest {
         leases: 1,
         flags: 0,
         release: String::new(),
+        ..LockRequest::default()
     }
 }
 
@@ -548,4 +551,7 @@ scenarios! {
         reconnect::waiter_survives_a_second_break_before_its_resume_is_answered,
     failed_multi_over_a_waiters_node_keeps_its_grant =>
         rollback::failed_multi_over_a_waiters_node_keeps_its_grant,
+    lock_delay_after_the_holder_dies => lock_delay::lock_delay_after_the_holder_dies,
+    clean_release_hands_over_at_once => lock_delay::clean_release_hands_over_at_once,
+    lock_delay_out_of_bounds_is_refused => lock_delay::lock_delay_out_of_bounds_is_refused,
 }

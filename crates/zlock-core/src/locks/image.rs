@@ -1,5 +1,6 @@
 //! The replicated part of the lock index, as a snapshot keeps it: the followed lock
-//! paths and their native waiters. The entries themselves are the lock paths' children,
+//! paths, their native waiters, and their lock-delays (the delay each entry asked for,
+//! and the hold running on a path). The entries themselves are the lock paths' children,
 //! which the snapshot's tree holds already, so restoring follows each path again
 //! (rebuilding its queue from the tree) and puts each waiter back on its entry.
 
@@ -28,10 +29,22 @@ pub struct SavedWaiter {
     pub mode: Mode,
 }
 
-/// The followed lock paths (sorted) and each one's waiters (in queue order).
+/// One followed lock path in a [`LockImage`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SavedLock {
+    pub path: Arc<str>,
+    /// Its native waiters, in queue order.
+    pub waiters: Vec<SavedWaiter>,
+    /// The Txn time a running lock-delay ends at, if one runs.
+    pub held_until: Option<i64>,
+    /// The entries that asked for a lock-delay: (node name, ms), in queue order.
+    pub delays: Vec<(Box<str>, i64)>,
+}
+
+/// The followed lock paths, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockImage {
-    pub locks: Vec<(Arc<str>, Vec<SavedWaiter>)>,
+    pub locks: Vec<SavedLock>,
 }
 
 /// Why a [`LockImage`] does not fit the tree it came with.
@@ -39,7 +52,7 @@ pub struct LockImage {
 pub enum RestoreError {
     /// A followed lock path that is not in the tree.
     NoLockPath(String),
-    /// A waiter whose node is not an entry of its lock path.
+    /// A waiter or a lock-delay whose node is not an entry of its lock path.
     NoEntry(String),
 }
 
@@ -65,7 +78,7 @@ pub fn mode_of_parts(kind: u8, leases: usize) -> Option<Mode> {
 impl LockIndex {
     /// What a snapshot keeps of the index.
     pub fn image(&self) -> LockImage {
-        let mut locks: Vec<(Arc<str>, Vec<SavedWaiter>)> = self
+        let mut locks: Vec<SavedLock> = self
             .queues
             .iter()
             .map(|(lock, q)| {
@@ -80,10 +93,21 @@ impl LockIndex {
                         })
                     })
                     .collect();
-                (lock.clone(), waiters)
+                let delays = q
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.delay_ms > 0)
+                    .map(|(key, e)| (key.name().into(), e.delay_ms))
+                    .collect();
+                SavedLock {
+                    path: lock.clone(),
+                    waiters,
+                    held_until: q.held_until,
+                    delays,
+                }
             })
             .collect();
-        locks.sort_by(|a, b| a.0.cmp(&b.0));
+        locks.sort_by(|a, b| a.path.cmp(&b.path));
         LockImage { locks }
     }
 
@@ -111,7 +135,13 @@ impl State {
     /// Follows the lock paths of `image` again and puts its waiters back, on a state
     /// whose tree is already loaded and whose index is empty.
     pub(crate) fn restore_locks(&mut self, image: LockImage) -> Result<(), RestoreError> {
-        for (lock, waiters) in image.locks {
+        for saved in image.locks {
+            let SavedLock {
+                path: lock,
+                waiters,
+                held_until,
+                delays,
+            } = saved;
             if !self.tree.contains(&lock) {
                 return Err(RestoreError::NoLockPath(lock.to_string()));
             }
@@ -131,6 +161,17 @@ impl State {
                     session: w.session,
                     mode: w.mode,
                 });
+            }
+            for (name, delay_ms) in delays {
+                let entry = QueueKey::of(name.clone()).and_then(|k| q.entries.get_mut(&k));
+                let Some(e) = entry else {
+                    return Err(RestoreError::NoEntry(child_path(&lock, &name)));
+                };
+                e.delay_ms = delay_ms;
+            }
+            if let Some(until) = held_until {
+                q.held_until = Some(until);
+                self.locks.holds.insert((until, lock.clone()));
             }
         }
         Ok(())

@@ -1,9 +1,9 @@
 //! The native lock (opcode 1001): grants decided in the commit that creates or removes a
 //! node, FIFO with recipe contenders on the same path, one grant per hand-over however
-//! long the queue.
+//! long the queue; lock-delay after a holder dies.
 
-use zlock_core::Applied;
-use zlock_proto::records::{lock_flags, lock_mode, LockRequest, LockResponse};
+use zlock_core::{Applied, TxnBody};
+use zlock_proto::records::{lock_flags, lock_mode, LockRequest, LockResponse, MAX_LOCK_DELAY_MS};
 use zlock_proto::{Reader, Record, Request};
 
 use crate::harness::*;
@@ -18,6 +18,7 @@ fn lock_req(path: &str, prefix: &str, mode: i32, leases: i32, flags: i32) -> Req
         leases,
         flags,
         release: String::new(),
+        ..LockRequest::default()
     })
 }
 
@@ -398,4 +399,117 @@ fn a_refused_request_creates_no_containers() {
         assert_eq!(h.write(b, req).reply.err, err);
         assert_eq!(h.dump(), before, "a refused lock request changed the tree");
     }
+}
+
+/// A lock request asking for a lock-delay of `delay_ms`.
+fn lock_with_delay(h: &mut Harness, s: SessionId, path: &str, delay_ms: i32) -> LockResponse {
+    let Request::Lock(mut r) = lock_req(path, "_c_x-lock-", lock_mode::EXCLUSIVE, 1, 0) else {
+        unreachable!()
+    };
+    r.lock_delay_ms = delay_ms;
+    answer(&h.write(s, Request::Lock(r)))
+}
+
+/// An expiry of `s`: a CloseSession no client asked for.
+fn expire(h: &mut Harness, s: SessionId) -> Applied {
+    let txn = h.txn(SessionId::NONE, TxnBody::CloseSession { session_id: s });
+    h.apply(&txn)
+}
+
+/// A Txn that changes nothing but carries the time (what the server proposes when a
+/// lock-delay is due).
+fn tick_txn(h: &mut Harness) -> Applied {
+    let txn = h.txn(
+        SessionId::NONE,
+        TxnBody::DeleteExpired { paths: Vec::new() },
+    );
+    h.apply(&txn)
+}
+
+#[test]
+fn lock_delay_holds_back_the_next_grant_after_a_holder_dies() {
+    let mut h = Harness::new();
+    let (a, b, c) = (h.session(), h.session(), h.session());
+    assert!(lock_with_delay(&mut h, a, "/l", 500).granted);
+    let rb = lock_with_delay(&mut h, b, "/l", 500);
+    assert!(!rb.granted);
+    h.tick(100);
+    let x = expire(&mut h, a);
+    assert!(x.grants.is_empty(), "granted inside the lock-delay");
+    assert_eq!(h.st.locks.next_delay_end(), Some(T0 + 100 + 500));
+    // A newcomer waits too, and a try finds the lock busy.
+    let rc = lock_with_delay(&mut h, c, "/l", 0);
+    assert!(!rc.granted);
+    let Request::Lock(mut t) = lock_req("/l", "_c_t-lock-", lock_mode::EXCLUSIVE, 1, 0) else {
+        unreachable!()
+    };
+    t.flags = lock_flags::TRY;
+    let d = h.session();
+    assert!(!answer(&h.write(d, Request::Lock(t))).granted);
+    h.tick(499);
+    assert!(tick_txn(&mut h).grants.is_empty(), "1 ms early");
+    h.tick(1);
+    let x = tick_txn(&mut h);
+    assert_eq!(
+        grants(&x),
+        vec![(b, rb.node.clone())],
+        "granted when it ends"
+    );
+    assert_eq!(h.st.locks.next_delay_end(), None);
+    // b releases cleanly: c is granted at once.
+    let x = h.delete(b, &rb.node, -1);
+    assert_eq!(grants(&x), vec![(c, rc.node)]);
+}
+
+#[test]
+fn lock_delay_ends_at_any_txn_whose_time_reaches_it_and_not_for_a_release() {
+    let mut h = Harness::new();
+    let (a, b, other) = (h.session(), h.session(), h.session());
+    let ra = lock_with_delay(&mut h, a, "/l", 200);
+    let rb = lock_with_delay(&mut h, b, "/l", 200);
+    // A clean release hands over at once, whatever the delay asked.
+    assert_eq!(
+        grants(&h.delete(a, &ra.node, -1)),
+        vec![(b, rb.node.clone())]
+    );
+    let a2 = h.session();
+    let ra2 = lock_with_delay(&mut h, a2, "/l", 200);
+    // A client's own closeSession without a release counts as dying while holding.
+    assert!(h.close(b).grants.is_empty());
+    h.tick(250);
+    // Someone else's write carries the time past the end: the grant rides on it.
+    let x = h.create(other, "/unrelated", b"", 0);
+    assert_eq!(grants(&x), vec![(a2, ra2.node)]);
+}
+
+#[test]
+fn lock_delay_only_for_a_holder_that_asked_and_within_bounds() {
+    let mut h = Harness::new();
+    let (a, b, c) = (h.session(), h.session(), h.session());
+    // A holder without a delay: the waiter is granted by the expiry itself.
+    lock_with_delay(&mut h, a, "/l", 0);
+    let rb = lock_with_delay(&mut h, b, "/l", 1000);
+    assert_eq!(grants(&expire(&mut h, a)), vec![(b, rb.node.clone())]);
+    // A waiter (not a holder) with a delay dies: nothing is held back.
+    let rc = lock_with_delay(&mut h, c, "/l", 1000);
+    let d = h.session();
+    let rd = lock_with_delay(&mut h, d, "/l", 0);
+    assert!(expire(&mut h, c).grants.is_empty());
+    assert_eq!(h.st.locks.next_delay_end(), None);
+    assert!(!rc.granted);
+    // b held with a delay: its expiry holds d back.
+    assert!(expire(&mut h, b).grants.is_empty());
+    assert!(h.st.locks.next_delay_end().is_some());
+    h.tick(1000);
+    assert_eq!(grants(&tick_txn(&mut h)), vec![(d, rd.node)]);
+    // Out of bounds: refused, nothing created.
+    let e = h.session();
+    for bad in [MAX_LOCK_DELAY_MS + 1, -2] {
+        let Request::Lock(mut r) = lock_req("/l2", "_c_x-lock-", lock_mode::EXCLUSIVE, 1, 0) else {
+            unreachable!()
+        };
+        r.lock_delay_ms = bad;
+        assert_eq!(h.write(e, Request::Lock(r)).reply.err, BAD_ARGUMENTS);
+    }
+    assert!(!h.has("/l2"));
 }

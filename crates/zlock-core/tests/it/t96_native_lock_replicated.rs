@@ -19,6 +19,7 @@ fn lock_req(path: &str, prefix: &str, mode: i32, leases: i32) -> Request {
         leases,
         flags: 0,
         release: String::new(),
+        ..LockRequest::default()
     })
 }
 
@@ -125,6 +126,51 @@ fn log() -> Vec<Txn> {
                 paths: vec!["/gone/l".into()],
             },
         ),
+    );
+    // A lock-delay: a holder that asked for one expires, and its waiter is granted by
+    // the first Txn whose time reaches the end (the only Txns here whose time moves).
+    let mut ds = Vec::new();
+    for _ in 0..2 {
+        let t = h.txn(
+            SessionId::NONE,
+            TxnBody::CreateSession {
+                passwd: vec![2; 16],
+                timeout_ms: 30_000,
+            },
+        );
+        ds.push(run(&mut h, t).created_session.unwrap());
+    }
+    let delayed = |g: &str| {
+        let Request::Lock(mut r) = lock_req("/d", &format!("_c_{g}-lock-"), 0, 1) else {
+            unreachable!()
+        };
+        r.lock_delay_ms = 300;
+        Request::Lock(r)
+    };
+    run(&mut h, req(ds[0], delayed("d0")));
+    run(&mut h, req(ds[1], delayed("d1")));
+    let at = |t: i64, s: SessionId, body: TxnBody| Txn {
+        time_ms: T0 + t,
+        ..at_t0(s, body)
+    };
+    let expiry = at(
+        10,
+        SessionId::NONE,
+        TxnBody::CloseSession { session_id: ds[0] },
+    );
+    assert!(run(&mut h, expiry).grants.is_empty());
+    let tick = |t: i64| {
+        at(
+            t,
+            SessionId::NONE,
+            TxnBody::DeleteExpired { paths: Vec::new() },
+        )
+    };
+    assert!(run(&mut h, tick(309)).grants.is_empty());
+    assert_eq!(run(&mut h, tick(310)).grants.len(), 1);
+    run(
+        &mut h,
+        at(320, ds[1], TxnBody::CloseSession { session_id: ds[1] }),
     );
     // More waiters after the reap, then everyone leaves one by one.
     run(&mut h, req(ss[4], ex("late")));

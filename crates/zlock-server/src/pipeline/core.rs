@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use zlock_core::sessions::SessionTracker;
 use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody, Zxid};
-use zlock_proto::records::Id;
+use zlock_proto::records::{Id, LOCK_DELAY_SERVER_DEFAULT};
 use zlock_proto::Request;
 
 use crate::clock::{now_ms, Clock};
@@ -204,6 +204,17 @@ impl Core {
                         Request::CloseSession => TxnBody::CloseSession {
                             session_id: session,
                         },
+                        Request::Lock(mut lock) => {
+                            // The proposer fixes the default in the Txn: a member
+                            // configured otherwise applies the same lock-delay.
+                            if lock.lock_delay_ms == LOCK_DELAY_SERVER_DEFAULT {
+                                lock.lock_delay_ms = self.config.lock_delay_ms;
+                            }
+                            TxnBody::Request {
+                                auth,
+                                request: Request::Lock(lock),
+                            }
+                        }
                         request => TxnBody::Request { auth, request },
                     };
                     txns.push(Txn {
@@ -458,13 +469,24 @@ impl Core {
                 out.push(Item::Expire { session });
             }
         }
+        let mut paths = Vec::new();
         if now >= self.next_container_check {
             self.next_container_check =
                 now + Duration::from_millis(self.config.container_check_interval_ms);
-            let paths = self.state.expired_candidates(now_ms());
-            if !paths.is_empty() {
-                out.push(Item::DeleteExpired { paths });
-            }
+            paths = self.state.expired_candidates(now_ms());
+        }
+        // A lock-delay ends at the first Txn whose time reaches it; the member that
+        // expires sessions proposes one then, so its waiters are granted within a tick
+        // even when nothing else is written. Proposed again each tick until applied.
+        let delay_due = self.leads
+            && self.in_touch
+            && self
+                .state
+                .locks
+                .next_delay_end()
+                .is_some_and(|end| end <= now_ms());
+        if !paths.is_empty() || delay_due {
+            out.push(Item::DeleteExpired { paths });
         }
     }
 }

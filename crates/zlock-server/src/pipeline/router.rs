@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use zlock_core::{Answer, Applied, MemberId, Origin, Reply, SessionId, State};
-use zlock_proto::records::{ConnectResponse, Id, WatcherEvent, FEATURE_NATIVE_LOCK};
+use zlock_proto::records::{
+    ConnectResponse, Id, WatcherEvent, FEATURE_LOCK_DELAY, FEATURE_NATIVE_LOCK,
+};
 use zlock_proto::Request;
 
 use super::long_read::{self, LongReads};
@@ -96,7 +98,7 @@ pub(crate) struct Router {
 
 /// The feature bits this server answers a zlock client with (none to other clients).
 pub(crate) fn offered(asked: Option<i32>) -> Option<i32> {
-    asked.map(|_| FEATURE_NATIVE_LOCK)
+    asked.map(|_| FEATURE_NATIVE_LOCK | FEATURE_LOCK_DELAY)
 }
 
 /// Queues a frame on `conn`, encoded in place, and notes the connection for the flush.

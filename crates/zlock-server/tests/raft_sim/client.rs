@@ -134,6 +134,7 @@ impl Client {
                     leases: 1,
                     flags: 0,
                     release: String::new(),
+                    ..LockRequest::default()
                 })
             } else if roll < 97 {
                 let node = self.nodes.remove(0);

@@ -299,6 +299,7 @@ pub(crate) fn native_request(
         leases,
         flags: 0,
         release: String::new(),
+        ..LockRequest::default()
     }
 }
 

@@ -71,6 +71,7 @@ pub fn lock_request(li: usize, prefix: &str, mode: i32, flags: i32, release: Str
         leases,
         flags,
         release,
+        ..LockRequest::default()
     })
 }
 
