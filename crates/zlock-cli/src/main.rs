@@ -37,16 +37,9 @@ enum Cmd {
     /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Run a command while holding a lock: `zlock lock /locks/job -- ./job.sh`
-    #[command(
-        after_help = "Examples:\n  zlock lock /locks/backup -- ./backup.sh\n  \
-                            zlock lock /locks/backup --timeout 10s -- sh -c 'echo $ZLOCK_FENCING_TOKEN'\n\n\
-                            The command gets ZLOCK_FENCING_TOKEN (the lock node's czxid, strictly\n\
-                            increasing across holders) and ZLOCK_LOCK_NODE. Its exit code is passed\n\
-                            through. SIGINT/SIGTERM are forwarded to it; once it exits the lock is\n\
-                            released and zlock exits with 128+signal. On --timeout: prints\n\
-                            `timed out waiting for lock <path>` and exits 1. Connection errors exit 1."
-    )]
+    /// Run a command while holding a lock (exclusive, --shared or --semaphore N):
+    /// `zlock lock /locks/job -- ./job.sh`
+    #[command(after_help = cmd::lock::AFTER_HELP)]
     Lock(cmd::lock::LockArgs),
     /// Demonstrations: `zlock demo orders --clients 101 [--no-lock | --naive]`
     #[command(subcommand)]
