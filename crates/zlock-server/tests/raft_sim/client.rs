@@ -125,6 +125,14 @@ impl Client {
                     },
                 )
             } else if roll < 70 || self.nodes.is_empty() {
+                // A third ask for a lock-delay: a session closed while holding then
+                // holds its lock back until a Txn's time passes the end, which every
+                // member must decide at the same log position.
+                let lock_delay_ms = if self.rng.gen_range(0..3) == 0 {
+                    self.rng.gen_range(1..=400)
+                } else {
+                    0
+                };
                 Request::Lock(LockRequest {
                     path: format!("/locks/l{}", self.rng.gen_range(0..LOCKS)),
                     prefix: "lock-".into(),
@@ -134,7 +142,7 @@ impl Client {
                     leases: 1,
                     flags: 0,
                     release: String::new(),
-                    ..LockRequest::default()
+                    lock_delay_ms,
                 })
             } else if roll < 97 {
                 let node = self.nodes.remove(0);
