@@ -57,6 +57,16 @@ pub struct WalCommit<L: LogStore, A: Apply> {
     failed: bool,
     /// Encoding buffer, reused.
     buf: Vec<u8>,
+    /// Metrics on: each fsync's time (ms) and its batch's size.
+    timers: Option<WalTimers>,
+}
+
+/// What [`WalCommit`] observes per fsync, when metrics are on (ZooKeeper's `fsynctime`
+/// and `sync_processor_batch_size`).
+#[derive(Debug, Clone)]
+pub struct WalTimers {
+    pub fsync_ms: metrics::Histogram,
+    pub batch_size: metrics::Histogram,
 }
 
 impl<L: LogStore, A: Apply> WalCommit<L, A> {
@@ -69,7 +79,14 @@ impl<L: LogStore, A: Apply> WalCommit<L, A> {
             last,
             failed: false,
             buf: Vec::with_capacity(4096),
+            timers: None,
         }
+    }
+
+    /// Observes each fsync (see [`WalTimers`]).
+    pub fn with_timers(mut self, timers: Option<WalTimers>) -> Self {
+        self.timers = timers;
+        self
     }
 
     fn write(&mut self, batch: &[Txn]) -> Result<(), CommitError> {
@@ -80,7 +97,13 @@ impl<L: LogStore, A: Apply> WalCommit<L, A> {
             txn.encode(&mut self.buf);
             self.log.append(index.0, &self.buf)?;
         }
+        let started = std::time::Instant::now();
         self.log.sync()?;
+        if let Some(t) = &self.timers {
+            t.fsync_ms
+                .record(started.elapsed().as_secs_f64() * 1000.0);
+            t.batch_size.record(batch.len() as f64);
+        }
         Ok(())
     }
 }
