@@ -57,6 +57,7 @@ pub(crate) async fn start(
     apply: CoreApply,
     core: Arc<Mutex<Core>>,
     items: mpsc::Sender<Item>,
+    timings: &Option<crate::stats::Timings>,
 ) -> Result<Member, ServerError> {
     let Some(e) = &config.ensemble else {
         return Err(ServerError::Ensemble("no ensemble configured".into()));
@@ -122,9 +123,14 @@ pub(crate) async fn start(
         members = e.members.len(),
         "starting as an ensemble member"
     );
-    let raft = RaftCommit::start_with(opts, apply, wal, records, listener, hooks)
-        .await
-        .map_err(|x| err(&x))?;
+    let raft = match timings {
+        None => RaftCommit::start_with(opts, apply, wal, records, listener, hooks).await,
+        Some(t) => {
+            let wal = crate::commit::Timed::new(wal, t.fsync.clone(), t.batch.clone());
+            RaftCommit::start_with(opts, apply, wal, records, listener, hooks).await
+        }
+    }
+    .map_err(|x| err(&x))?;
 
     let leadership = {
         let r = raft.reporter();

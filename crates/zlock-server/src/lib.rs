@@ -190,21 +190,30 @@ pub async fn serve(
     let mut quorum = None;
     let mut raft_handle = None;
     let commit_thread = match recovered {
-        Some((wal, last)) => spawn_sequencer(
-            commit::WalCommit::new(wal, last, apply).with_timers(timings.as_ref().map(|t| {
-                commit::WalTimers {
-                    fsync_ms: t.fsync.clone(),
-                    batch_size: t.batch.clone(),
-                }
-            })),
-            commit_rx,
-            core.clone(),
-            spin,
-            fatal_tx,
-        )?,
+        Some((wal, last)) => match &timings {
+            None => spawn_sequencer(
+                commit::WalCommit::new(wal, last, apply),
+                commit_rx,
+                core.clone(),
+                spin,
+                fatal_tx,
+            )?,
+            Some(t) => spawn_sequencer(
+                commit::WalCommit::new(
+                    commit::Timed::new(wal, t.fsync.clone(), t.batch.clone()),
+                    last,
+                    apply,
+                ),
+                commit_rx,
+                core.clone(),
+                spin,
+                fatal_tx,
+            )?,
+        },
         None => {
             let ensemble::Member { raft, tasks, touch } =
-                ensemble::start(&config, apply, core.clone(), commit_tx.clone()).await?;
+                ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings)
+                    .await?;
             member_tasks = tasks;
             quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));

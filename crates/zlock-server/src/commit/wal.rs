@@ -57,16 +57,50 @@ pub struct WalCommit<L: LogStore, A: Apply> {
     failed: bool,
     /// Encoding buffer, reused.
     buf: Vec<u8>,
-    /// Metrics on: each fsync's time (ms) and its batch's size.
-    timers: Option<WalTimers>,
 }
 
-/// What [`WalCommit`] observes per fsync, when metrics are on (ZooKeeper's `fsynctime`
-/// and `sync_processor_batch_size`).
-#[derive(Debug, Clone)]
-pub struct WalTimers {
+/// A [`LogStore`] that observes each sync, for the metrics: its time (ms, ZooKeeper's
+/// `fsynctime`) and the records it made durable (`sync_processor_batch_size`: Txns
+/// in the WAL; log entries, each a proposed batch of Txns, in a Raft log).
+pub struct Timed<L: LogStore> {
+    pub inner: L,
     pub fsync_ms: metrics::Histogram,
     pub batch_size: metrics::Histogram,
+    /// Records appended since the last sync.
+    appended: u64,
+}
+
+impl<L: LogStore> Timed<L> {
+    pub fn new(inner: L, fsync_ms: metrics::Histogram, batch_size: metrics::Histogram) -> Self {
+        Timed {
+            inner,
+            fsync_ms,
+            batch_size,
+            appended: 0,
+        }
+    }
+}
+
+impl<L: LogStore> LogStore for Timed<L> {
+    fn append(&mut self, index: u64, payload: &[u8]) -> Result<(), CommitError> {
+        self.appended += 1;
+        self.inner.append(index, payload)
+    }
+    fn sync(&mut self) -> Result<(), CommitError> {
+        let started = std::time::Instant::now();
+        self.inner.sync()?;
+        self.fsync_ms
+            .record(started.elapsed().as_secs_f64() * 1000.0);
+        self.batch_size
+            .record(std::mem::take(&mut self.appended) as f64);
+        Ok(())
+    }
+    fn purge_through(&mut self, index: u64) -> Result<(), CommitError> {
+        self.inner.purge_through(index)
+    }
+    fn truncate_from(&mut self, index: u64) -> Result<(), CommitError> {
+        self.inner.truncate_from(index)
+    }
 }
 
 impl<L: LogStore, A: Apply> WalCommit<L, A> {
@@ -79,14 +113,7 @@ impl<L: LogStore, A: Apply> WalCommit<L, A> {
             last,
             failed: false,
             buf: Vec::with_capacity(4096),
-            timers: None,
         }
-    }
-
-    /// Observes each fsync (see [`WalTimers`]).
-    pub fn with_timers(mut self, timers: Option<WalTimers>) -> Self {
-        self.timers = timers;
-        self
     }
 
     fn write(&mut self, batch: &[Txn]) -> Result<(), CommitError> {
@@ -97,13 +124,7 @@ impl<L: LogStore, A: Apply> WalCommit<L, A> {
             txn.encode(&mut self.buf);
             self.log.append(index.0, &self.buf)?;
         }
-        let started = std::time::Instant::now();
         self.log.sync()?;
-        if let Some(t) = &self.timers {
-            t.fsync_ms
-                .record(started.elapsed().as_secs_f64() * 1000.0);
-            t.batch_size.record(batch.len() as f64);
-        }
         Ok(())
     }
 }

@@ -43,8 +43,10 @@
 //!   `stale_sessions_expired`, `looking_count` (0 on a single node, as in ZooKeeper).
 //! - Summaries, 0.5/0.9/0.99: `readlatency`, `updatelatency` (ms, received to answered).
 //! - Summaries, 0.5: `fsynctime` (ms per fsync of the log: the WAL's on a single node,
-//!   the Raft log's on a member), `sync_processor_batch_size` (Txns per fsync: the
-//!   group commit), `snapshottime` (ms), `election_time` (ms without a known leader
+//!   the Raft log's on a member), `sync_processor_batch_size` (records per fsync, the
+//!   group commit: Txns on a single node, log entries, each a proposed batch of Txns,
+//!   on a member), `snapshottime` (ms; the single node's snapshots: a member's, which
+//!   openraft asks for, are not timed yet), `election_time` (ms without a known leader
 //!   until one is known, seen every 100 ms; count 0 on a single node, as in ZooKeeper).
 //! - Ensemble members: `quorum_size` (voters), `synced_observers` (0: no observers yet).
 //! - The leader only: `learners`, `synced_followers`, `synced_non_voting_followers` (0),
