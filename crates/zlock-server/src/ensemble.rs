@@ -251,9 +251,7 @@ impl Leaderless {
             (true, Some(t)) => {
                 self.since = None;
                 if let Some(timings) = &stats.timings {
-                    timings
-                        .election
-                        .record(t.elapsed().as_secs_f64() * 1000.0);
+                    timings.election.record(t.elapsed().as_secs_f64() * 1000.0);
                 }
             }
             _ => {}

@@ -212,8 +212,7 @@ pub async fn serve(
         },
         None => {
             let ensemble::Member { raft, tasks, touch } =
-                ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings)
-                    .await?;
+                ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings).await?;
             member_tasks = tasks;
             quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));

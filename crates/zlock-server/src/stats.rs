@@ -33,8 +33,9 @@ pub struct Stats {
     /// Bytes of watch events and native lock grants queued (ZooKeeper's `watch_bytes`
     /// counts watch events; a grant is zlock's notification of the same kind).
     pub watch_bytes: AtomicU64,
-    /// Client connections accepted (ZooKeeper's `connection_request_count`).
-    pub connections_accepted: AtomicU64,
+    /// Connect requests (session handshakes) received: ZooKeeper's
+    /// `connection_request_count`, which four-letter words do not count.
+    pub connect_requests: AtomicU64,
     /// Client connections refused by `maxClientCnxns` (`connection_rejected`).
     pub connections_rejected: AtomicU64,
     /// Native lock grants pushed (each one hand-over).

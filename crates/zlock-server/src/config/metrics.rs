@@ -31,7 +31,8 @@
 use std::net::IpAddr;
 
 /// The Prometheus provider's class name in ZooKeeper 3.6+.
-pub const PROMETHEUS_CLASS: &str = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
+pub const PROMETHEUS_CLASS: &str =
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
 
 /// zlock's short name for the same.
 pub const PROMETHEUS_SHORT: &str = "prometheus";
@@ -137,10 +138,7 @@ mod tests {
         assert_eq!((m.http_host, m.http_port), (IpAddr::from([0; 4]), 7001));
         assert!(m.apply("httpHost", "zk1.example").is_err());
         assert!(m.apply("httpPort", "70000").is_err());
-        assert_eq!(
-            m.apply("exportJvmInfo", "true"),
-            Ok(Applied::NotApplicable)
-        );
+        assert_eq!(m.apply("exportJvmInfo", "true"), Ok(Applied::NotApplicable));
         assert_eq!(m.apply("nope", "1"), Ok(Applied::Unknown));
     }
 }

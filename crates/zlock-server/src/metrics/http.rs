@@ -131,7 +131,10 @@ async fn connection(
 
 async fn respond(req: Request<Incoming>, ctx: &Context) -> Response<Full<Bytes>> {
     if req.uri().path() != "/metrics" {
-        return plain(StatusCode::NOT_FOUND, "not found: the metrics are at /metrics\n");
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found: the metrics are at /metrics\n",
+        );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");

@@ -256,7 +256,8 @@ impl Registry {
             fsync: basic.summary("fsynctime", "One fsync of the log, ms."),
             batch: basic.summary(
                 "sync_processor_batch_size",
-                "Txns written by one fsync of the log (group commit).",
+                "Records made durable by one fsync of the log (group commit): Txns, or \
+                 Raft entries on an ensemble member.",
             ),
             snapshot: basic.summary("snapshottime", "Writing one snapshot, ms."),
             election: basic.summary(
@@ -285,10 +286,8 @@ impl Registry {
             znode_count: main.gauge("znode_count", "Znodes."),
             watch_count: main.gauge("watch_count", "Watches."),
             ephemerals_count: main.gauge("ephemerals_count", "Ephemeral znodes."),
-            approximate_data_size: main.gauge(
-                "approximate_data_size",
-                "Bytes of znode paths and data.",
-            ),
+            approximate_data_size: main
+                .gauge("approximate_data_size", "Bytes of znode paths and data."),
             global_sessions: main.gauge("global_sessions", "Sessions."),
             local_sessions: main.gauge("local_sessions", "Local sessions (none in zlock)."),
             open_fds: fds,
@@ -321,18 +320,16 @@ impl Registry {
                 "Non-voting followers (none in zlock).",
             ),
             pending_syncs: leader.gauge("pending_syncs", "Followers being sent a snapshot."),
-            leader_uptime: leader.gauge("leader_uptime", "Time since this member became leader, ms."),
+            leader_uptime: leader
+                .gauge("leader_uptime", "Time since this member became leader, ms."),
         };
         let c = Counters {
             bytes_received: main.counter("bytes_received_count", "Bytes of client frames read."),
             response_bytes: main.counter("response_bytes", "Bytes of replies sent."),
-            watch_bytes: main.counter(
-                "watch_bytes",
-                "Bytes of watch events and lock grants sent.",
-            ),
+            watch_bytes: main.counter("watch_bytes", "Bytes of watch events and lock grants sent."),
             connection_requests: main.counter(
                 "connection_request_count",
-                "Client connections accepted.",
+                "Connect requests (session handshakes) received.",
             ),
             connections_rejected: main.counter(
                 "connection_rejected",
@@ -416,7 +413,7 @@ impl Registry {
         c.response_bytes.absolute(load(&stats.response_bytes));
         c.watch_bytes.absolute(load(&stats.watch_bytes));
         c.connection_requests
-            .absolute(load(&stats.connections_accepted));
+            .absolute(load(&stats.connect_requests));
         c.connections_rejected
             .absolute(load(&stats.connections_rejected));
         c.sessions_expired.absolute(load(&stats.sessions_expired));

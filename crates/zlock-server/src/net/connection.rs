@@ -94,10 +94,9 @@ async fn run(
     let connect = loop {
         match frame::parse(&buf, max).map_err(bad_frame)? {
             Some((n, body)) => {
-                shared
-                    .stats
-                    .bytes_received
-                    .fetch_add(n as u64, Ordering::Relaxed);
+                let stats = &shared.stats;
+                stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
+                stats.connect_requests.fetch_add(1, Ordering::Relaxed);
                 let req = ConnectRequest::decode(&mut Reader::new(body))
                     .map_err(|_| Closed::Malformed)?;
                 buf.advance(n);

@@ -27,7 +27,6 @@ pub(crate) async fn accept_loop(
                         drop(stream);
                         continue;
                     }
-                    shared.stats.connections_accepted.fetch_add(1, Ordering::Relaxed);
                     tasks.spawn(connection::serve(stream, addr, shared.clone(), shutdown.clone()));
                 }
                 Err(e) => {
