@@ -6,6 +6,8 @@
 //! (another path or method, a malformed or oversized request, a client that never
 //! finishes) is answered cleanly while the server keeps serving its clients.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
