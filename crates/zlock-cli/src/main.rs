@@ -108,7 +108,8 @@ struct ServerArgs {
     /// maxClientCnxns, minSessionTimeout, maxSessionTimeout, 4lw.commands.whitelist,
     /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled,
     /// znode.container.checkIntervalMs, clientPortListenBacklog, globalOutstandingLimit,
-    /// zlock.commitSpinMicros, zlock.lockDelayMs; for an ensemble server.N, dynamicConfigFile, peerType,
+    /// zlock.commitSpinMicros, zlock.lockDelayMs, metricsProvider.className,
+    /// metricsProvider.httpHost, metricsProvider.httpPort; for an ensemble server.N, dynamicConfigFile, peerType,
     /// initLimit, syncLimit, zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the
     /// member's id in <dataDir>/myid). Other keys are logged and ignored.
     #[arg(long, short = 'c', value_name = "FILE")]
@@ -166,6 +167,14 @@ struct ServerArgs {
     /// the cost of otherwise idle CPU time; 0 never polls
     #[arg(long, value_name = "US")]
     commit_spin_us: Option<u64>,
+    /// Serve Prometheus metrics at http://HOST:N/metrics (metricsProvider.className=
+    /// prometheus, metricsProvider.httpPort=N) [default: off; ZooKeeper's port is 7000]
+    #[arg(long, value_name = "N")]
+    metrics_port: Option<u16>,
+    /// Address for the metrics endpoint (metricsProvider.httpHost) [default: 127.0.0.1;
+    /// 0.0.0.0 for every interface, ZooKeeper's default]
+    #[arg(long, value_name = "ADDR")]
+    metrics_host: Option<std::net::IpAddr>,
 }
 
 fn parse_lock_delay(s: &str) -> Result<i32, String> {
@@ -224,6 +233,13 @@ impl ServerArgs {
         }
         if let Some(v) = self.commit_spin_us {
             c.commit_spin_us = Some(v);
+        }
+        if let Some(v) = self.metrics_port {
+            c.metrics.enabled = true;
+            c.metrics.http_port = v;
+        }
+        if let Some(v) = self.metrics_host {
+            c.metrics.http_host = v;
         }
         if let Some(v) = self.myid {
             c.declared.myid = Some(v);

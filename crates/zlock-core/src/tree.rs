@@ -436,10 +436,7 @@ impl DataTree {
 
     /// Approximate bytes of node data (for `mntr`'s approximate_data_size).
     pub fn approximate_data_size(&self) -> u64 {
-        self.nodes
-            .iter()
-            .map(|(k, n)| (k.len() + n.data_len()) as u64)
-            .sum()
+        self.nodes.approximate_data_size()
     }
 }
 

@@ -46,12 +46,14 @@ use zlock_store::WalOptions;
 mod ensemble;
 #[cfg(test)]
 mod ensemble_tests;
+mod metrics;
 
 use ensemble::{member, read_dynamic};
 pub use ensemble::{
     parse_member_id, read_myid, DeclaredEnsemble, IdFrom, MemberSyntax, Origin, RaftTiming,
     MAX_MEMBER_ID,
 };
+pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -221,6 +223,8 @@ pub enum Ignored {
     /// A ZooKeeper key that tunes how its ensemble members talk to each other, which
     /// zlock's Raft replication has no use for.
     EnsembleOnly,
+    /// A `metricsProvider.*` key for the JVM or the Java provider's worker pool.
+    NotApplicable,
 }
 
 /// ZooKeeper keys that only tune how its ensemble members talk to each other (its own
@@ -363,6 +367,9 @@ pub struct ServerConfig {
     /// `zlock.electionTimeoutMs` (zlock's own key): the lower bound of Raft's election
     /// timeout, instead of 3 heartbeats; the upper bound is twice it.
     pub election_timeout_ms: Option<u64>,
+    /// `metricsProvider.*`: the Prometheus endpoint, off by default (see
+    /// [`MetricsConfig`]).
+    pub metrics: MetricsConfig,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
@@ -439,6 +446,7 @@ impl Default for ServerConfig {
             sync_limit: 5,
             raft_heartbeat_ms: None,
             election_timeout_ms: None,
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -582,6 +590,32 @@ impl ServerConfig {
                 };
                 first_member.get_or_insert_with(|| at.clone());
                 members.add(at.clone(), member(at, raw, id, v)?)?;
+                continue;
+            }
+            if let Some(key) = k.strip_prefix("metricsProvider.") {
+                let why = match self.metrics.apply(key, v).map_err(|e| bad(&e))? {
+                    metrics::Applied::Set => continue,
+                    metrics::Applied::NotApplicable => {
+                        tracing::info!(
+                            "{}:{line}: ignoring {k}: it tunes ZooKeeper's JVM or its Java \
+                             metrics provider",
+                            path.display()
+                        );
+                        Ignored::NotApplicable
+                    }
+                    metrics::Applied::Unknown => {
+                        tracing::warn!(
+                            "{}:{line}: ignoring unknown configuration key {k}",
+                            path.display()
+                        );
+                        Ignored::Unknown
+                    }
+                };
+                ignored.push(IgnoredKey {
+                    line,
+                    key: k.to_owned(),
+                    why,
+                });
                 continue;
             }
             match k {
@@ -822,6 +856,38 @@ mod tests {
         c.apply_text(Path::new("zoo.cfg"), "listenBacklog=88\n")
             .unwrap();
         assert_eq!(c.listen_backlog, 88);
+    }
+
+    #[test]
+    fn metrics_provider_keys() {
+        let mut c = ServerConfig::default();
+        assert!(!c.metrics.enabled);
+        let ignored = c
+            .apply_text(
+                Path::new("zoo.cfg"),
+                "metricsProvider.className=org.apache.zookeeper.metrics.prometheus.\
+                 PrometheusMetricsProvider\nmetricsProvider.httpPort=7001\n\
+                 metricsProvider.httpHost=0.0.0.0\nmetricsProvider.exportJvmInfo=true\n",
+            )
+            .unwrap();
+        assert!(c.metrics.enabled);
+        assert_eq!(c.metrics.http_port, 7001);
+        assert_eq!(c.metrics.http_host, IpAddr::from([0, 0, 0, 0]));
+        assert_eq!(
+            ignored
+                .iter()
+                .map(|i| (i.line, i.key.as_str(), i.why))
+                .collect::<Vec<_>>(),
+            [(4, "metricsProvider.exportJvmInfo", Ignored::NotApplicable)]
+        );
+        let e = c
+            .apply_text(
+                Path::new("zoo.cfg"),
+                "metricsProvider.className=com.example.Other\n",
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("zoo.cfg:1"), "{e}");
+        assert!(e.to_string().contains(PROMETHEUS_CLASS), "{e}");
     }
 
     #[test]

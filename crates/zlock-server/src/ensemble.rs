@@ -57,6 +57,7 @@ pub(crate) async fn start(
     apply: CoreApply,
     core: Arc<Mutex<Core>>,
     items: mpsc::Sender<Item>,
+    timings: &Option<crate::stats::Timings>,
 ) -> Result<Member, ServerError> {
     let Some(e) = &config.ensemble else {
         return Err(ServerError::Ensemble("no ensemble configured".into()));
@@ -122,9 +123,14 @@ pub(crate) async fn start(
         members = e.members.len(),
         "starting as an ensemble member"
     );
-    let raft = RaftCommit::start_with(opts, apply, wal, records, listener, hooks)
-        .await
-        .map_err(|x| err(&x))?;
+    let raft = match timings {
+        None => RaftCommit::start_with(opts, apply, wal, records, listener, hooks).await,
+        Some(t) => {
+            let wal = crate::commit::Timed::new(wal, t.fsync.clone(), t.batch.clone());
+            RaftCommit::start_with(opts, apply, wal, records, listener, hooks).await
+        }
+    }
+    .map_err(|x| err(&x))?;
 
     let leadership = {
         let r = raft.reporter();
@@ -151,10 +157,13 @@ pub(crate) async fn start(
         tokio::spawn(async move {
             let mut every = tokio::time::interval(TICK);
             let mut pending: Vec<i64> = Vec::new();
+            let stats = with_core(&core, &mut Vec::new(), |c| c.router.stats.clone());
+            let mut leaderless = Leaderless::default();
             loop {
                 every.tick().await;
                 let mut dirty = Vec::new();
                 let facts = r.facts();
+                leaderless.saw(facts.leader.is_some(), &stats);
                 let fresh = with_core(&core, &mut dirty, |c| {
                     c.ensemble = Some(facts);
                     c.take_touched()
@@ -219,5 +228,33 @@ async fn watch_quorum(
             );
         }
         tx.send_modify(|t| t.in_touch = now);
+    }
+}
+
+/// Elections as ZooKeeper's metrics count them, seen every [`TICK`]: each time this
+/// member knows no leader counts one `looking_count`, and the time until it knows one
+/// again is an `election_time` (ms).
+#[derive(Default)]
+struct Leaderless {
+    since: Option<std::time::Instant>,
+}
+
+impl Leaderless {
+    fn saw(&mut self, leader_known: bool, stats: &crate::stats::Stats) {
+        match (leader_known, self.since) {
+            (false, None) => {
+                self.since = Some(std::time::Instant::now());
+                stats
+                    .looking
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            (true, Some(t)) => {
+                self.since = None;
+                if let Some(timings) = &stats.timings {
+                    timings.election.record(t.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+            _ => {}
+        }
     }
 }

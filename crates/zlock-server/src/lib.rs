@@ -19,6 +19,8 @@
 //! - [`recovery`]: snapshot + log replay at startup.
 //! - `snapshot`: background snapshot writer.
 //! - `admin`, `stats`: four-letter-word answers and counters.
+//! - `metrics`: Prometheus metrics over HTTP (`metricsProvider.*`), ZooKeeper's names
+//!   and zlock's own; the list of what is exported and what not is its module doc.
 //!
 //! # Data directory
 //! `<dataDir>/snapshots/snapshot.<index>` and `<dataLogDir or dataDir>/wal/log.<first
@@ -31,6 +33,7 @@ pub mod recovery;
 
 mod admin;
 mod ensemble;
+mod metrics;
 mod net;
 mod pipeline;
 mod snapshot;
@@ -102,9 +105,27 @@ pub async fn serve(
 
     let (commit_tx, commit_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
-    let stats = Arc::new(stats::Stats::default());
-    let snapshots = snapshot::SnapshotWorker::start(config.snapshot_dir(), commit_tx.clone())
-        .map_err(ServerError::Thread)?;
+    // Bound first: a port in use stops the start, as in ZooKeeper.
+    let metrics_listener = match config.metrics.enabled {
+        true => {
+            let addr = SocketAddr::new(config.metrics.http_host, config.metrics.http_port);
+            Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?,
+            )
+        }
+        false => None,
+    };
+    let registry = metrics::registry(&config.metrics);
+    let timings = registry.as_ref().map(|r| r.timings());
+    let stats = Arc::new(stats::Stats::with_timings(timings.clone()));
+    let snapshots = snapshot::SnapshotWorker::start(
+        config.snapshot_dir(),
+        commit_tx.clone(),
+        timings.as_ref().map(|t| t.snapshot.clone()),
+    )
+    .map_err(ServerError::Thread)?;
 
     let (state, recovered) = match &config.ensemble {
         None => {
@@ -151,6 +172,7 @@ pub async fn serve(
         } else {
             "follower"
         },
+        led_since: None,
         touched: config.ensemble.as_ref().map(|_| Default::default()),
         snapshot_self: config.ensemble.is_none(),
         ensemble: None,
@@ -168,16 +190,29 @@ pub async fn serve(
     let mut quorum = None;
     let mut raft_handle = None;
     let commit_thread = match recovered {
-        Some((wal, last)) => spawn_sequencer(
-            commit::WalCommit::new(wal, last, apply),
-            commit_rx,
-            core.clone(),
-            spin,
-            fatal_tx,
-        )?,
+        Some((wal, last)) => match &timings {
+            None => spawn_sequencer(
+                commit::WalCommit::new(wal, last, apply),
+                commit_rx,
+                core.clone(),
+                spin,
+                fatal_tx,
+            )?,
+            Some(t) => spawn_sequencer(
+                commit::WalCommit::new(
+                    commit::Timed::new(wal, t.fsync.clone(), t.batch.clone()),
+                    last,
+                    apply,
+                ),
+                commit_rx,
+                core.clone(),
+                spin,
+                fatal_tx,
+            )?,
+        },
         None => {
             let ensemble::Member { raft, tasks, touch } =
-                ensemble::start(&config, apply, core.clone(), commit_tx.clone()).await?;
+                ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings).await?;
             member_tasks = tasks;
             quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));
@@ -189,6 +224,21 @@ pub async fn serve(
     let (tick_stop, ticker) = pipeline::ticker::start_ticker(core.clone(), commit_tx.clone())
         .map_err(ServerError::Thread)?;
 
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let metrics_task = match (metrics_listener, registry) {
+        (Some(listener), Some(registry)) => {
+            if let Ok(addr) = listener.local_addr() {
+                tracing::info!(%addr, "serving Prometheus metrics at /metrics");
+            }
+            let ctx = metrics::http::Context {
+                registry,
+                stats: stats.clone(),
+                commit: commit_tx.clone(),
+            };
+            Some(tokio::spawn(metrics::serve(listener, ctx, stop_rx.clone())))
+        }
+        _ => None,
+    };
     let shared = Arc::new(net::Shared {
         config: config.clone(),
         commit: commit_tx.clone(),
@@ -201,7 +251,6 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "zlock serving");
     }
-    let (stop_tx, stop_rx) = watch::channel(false);
     let accept = tokio::spawn(net::listener::accept_loop(listener, shared, stop_rx));
 
     let fatal = tokio::select! {
@@ -211,6 +260,9 @@ pub async fn serve(
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = accept.await;
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
     let _ = commit_tx.send(pipeline::Item::Shutdown).await;
     drop(commit_tx);
     drop(tick_stop);

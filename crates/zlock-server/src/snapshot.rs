@@ -49,7 +49,13 @@ impl Write for Cancellable<'_> {
 }
 
 impl SnapshotWorker {
-    pub fn start(dir: PathBuf, commit: mpsc::Sender<Item>) -> std::io::Result<Self> {
+    /// Starts the worker; `timer` (metrics on) observes each snapshot written, ms
+    /// (ZooKeeper's `snapshottime`).
+    pub fn start(
+        dir: PathBuf,
+        commit: mpsc::Sender<Item>,
+        timer: Option<metrics::Histogram>,
+    ) -> std::io::Result<Self> {
         let (tx, rx) = std_mpsc::sync_channel::<Image>(1);
         let stopping = Arc::new(AtomicBool::new(false));
         let stop_flag = stopping.clone();
@@ -71,6 +77,9 @@ impl SnapshotWorker {
                     drop(image);
                     match written {
                         Ok(path) => {
+                            if let Some(t) = &timer {
+                                t.record(started.elapsed().as_secs_f64() * 1000.0);
+                            }
                             tracing::info!(
                                 path = %path.display(),
                                 ms = started.elapsed().as_millis() as u64,

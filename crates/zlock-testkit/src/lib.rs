@@ -94,6 +94,12 @@ impl TestServer {
         self.addr.to_string()
     }
 
+    /// Where `GET /metrics` is served, if metrics are on (see [`with_metrics`]).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        let m = &self.config.metrics;
+        m.enabled.then(|| SocketAddr::new(m.http_host, m.http_port))
+    }
+
     /// Stops the server and waits until it has flushed and released the port. Returns
     /// the data directory so a new server can recover from it.
     pub async fn stop(mut self) -> anyhow::Result<Option<TempDir>> {
@@ -113,6 +119,14 @@ impl Drop for TestServer {
             let _ = s.send(());
         }
     }
+}
+
+/// Turns the Prometheus endpoint on, at a free loopback port: for
+/// [`TestServer::start_with`], then [`TestServer::metrics_addr`].
+pub fn with_metrics(cfg: &mut ServerConfig) {
+    cfg.metrics.enabled = true;
+    cfg.metrics.http_host = std::net::IpAddr::from([127, 0, 0, 1]);
+    cfg.metrics.http_port = free_port();
 }
 
 /// Settings for test servers: everything enabled, short timers.

@@ -155,6 +155,14 @@ impl Nodes {
             .chain(self.collided.values())
             .map(|z| (&*z.path, &z.node))
     }
+
+    /// Approximate bytes of paths and data (ZooKeeper's approximate_data_size). O(n):
+    /// take it on a copy, off the core's lock.
+    pub fn approximate_data_size(&self) -> u64 {
+        self.iter()
+            .map(|(k, n)| (k.len() + n.data_len()) as u64)
+            .sum()
+    }
 }
 
 /// The node out of a znode the map no longer holds (copied if a copy of the map does).

@@ -35,7 +35,7 @@
 pub mod raft;
 mod wal;
 
-pub use wal::{LogStore, WalCommit};
+pub use wal::{LogStore, Timed, WalCommit};
 
 use thiserror::Error;
 use zlock_core::{LogIndex, Txn};

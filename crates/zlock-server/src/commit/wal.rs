@@ -59,6 +59,50 @@ pub struct WalCommit<L: LogStore, A: Apply> {
     buf: Vec<u8>,
 }
 
+/// A [`LogStore`] that observes each sync, for the metrics: its time (ms, ZooKeeper's
+/// `fsynctime`) and the records it made durable (`sync_processor_batch_size`: Txns
+/// in the WAL; log entries, each a proposed batch of Txns, in a Raft log).
+pub struct Timed<L: LogStore> {
+    pub inner: L,
+    pub fsync_ms: metrics::Histogram,
+    pub batch_size: metrics::Histogram,
+    /// Records appended since the last sync.
+    appended: u64,
+}
+
+impl<L: LogStore> Timed<L> {
+    pub fn new(inner: L, fsync_ms: metrics::Histogram, batch_size: metrics::Histogram) -> Self {
+        Timed {
+            inner,
+            fsync_ms,
+            batch_size,
+            appended: 0,
+        }
+    }
+}
+
+impl<L: LogStore> LogStore for Timed<L> {
+    fn append(&mut self, index: u64, payload: &[u8]) -> Result<(), CommitError> {
+        self.appended += 1;
+        self.inner.append(index, payload)
+    }
+    fn sync(&mut self) -> Result<(), CommitError> {
+        let started = std::time::Instant::now();
+        self.inner.sync()?;
+        self.fsync_ms
+            .record(started.elapsed().as_secs_f64() * 1000.0);
+        self.batch_size
+            .record(std::mem::take(&mut self.appended) as f64);
+        Ok(())
+    }
+    fn purge_through(&mut self, index: u64) -> Result<(), CommitError> {
+        self.inner.purge_through(index)
+    }
+    fn truncate_from(&mut self, index: u64) -> Result<(), CommitError> {
+        self.inner.truncate_from(index)
+    }
+}
+
 impl<L: LogStore, A: Apply> WalCommit<L, A> {
     /// A commit stage appending after `last` (the last record the log holds, which
     /// recovery has applied).

@@ -94,6 +94,9 @@ async fn run(
     let connect = loop {
         match frame::parse(&buf, max).map_err(bad_frame)? {
             Some((n, body)) => {
+                let stats = &shared.stats;
+                stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
+                stats.connect_requests.fetch_add(1, Ordering::Relaxed);
                 let req = ConnectRequest::decode(&mut Reader::new(body))
                     .map_err(|_| Closed::Malformed)?;
                 buf.advance(n);
@@ -143,10 +146,9 @@ async fn run(
             match frame::parse(&buf, max) {
                 Ok(Some((n, body))) => {
                     info.received.fetch_add(1, Ordering::Relaxed);
-                    shared
-                        .stats
-                        .packets_received
-                        .fetch_add(1, Ordering::Relaxed);
+                    let stats = &shared.stats;
+                    stats.packets_received.fetch_add(1, Ordering::Relaxed);
+                    stats.bytes_received.fetch_add(n as u64, Ordering::Relaxed);
                     // Stop reading while too many replies are unwritten: a client that
                     // sends without reading cannot make the server buffer without bound.
                     if budget.available_permits() == 0 {

@@ -50,6 +50,13 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
             let _ = writeln!(s, "jute.maxbuffer={}", cfg.max_packet);
             let _ = writeln!(s, "globalOutstandingLimit={}", cfg.global_outstanding_limit);
             let _ = writeln!(s, "extendedTypesEnabled={}", cfg.extended_types);
+            if cfg.metrics.enabled {
+                let m = &cfg.metrics;
+                let class = crate::config::PROMETHEUS_CLASS;
+                let _ = writeln!(s, "metricsProvider.className={class}");
+                let _ = writeln!(s, "metricsProvider.httpHost={}", m.http_host);
+                let _ = writeln!(s, "metricsProvider.httpPort={}", m.http_port);
+            }
             match &cfg.ensemble {
                 None => {
                     let _ = writeln!(s, "serverId=0");

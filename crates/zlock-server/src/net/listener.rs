@@ -1,5 +1,6 @@
 //! The accept loop: one task per connection, `maxClientCnxns` per client IP.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -22,6 +23,7 @@ pub(crate) async fn accept_loop(
                     let limit = shared.config.max_client_cnxns as usize;
                     if limit > 0 && shared.stats.conns_from(addr.ip()) >= limit {
                         tracing::warn!(%addr, limit, "too many connections from this address");
+                        shared.stats.connections_rejected.fetch_add(1, Ordering::Relaxed);
                         drop(stream);
                         continue;
                     }

@@ -46,6 +46,8 @@ pub(crate) struct Core {
     pub in_touch: bool,
     /// In an ensemble: `leader` or `follower`; `standalone` otherwise.
     pub mode: &'static str,
+    /// In an ensemble, since when this member leads (`leader_uptime`).
+    pub led_since: Option<Instant>,
     /// In an ensemble, the sessions active here since the last report to the leader
     /// (whose tracker is the one that expires); `None` on the single node.
     pub touched: Option<std::collections::HashSet<SessionId>>,
@@ -122,6 +124,9 @@ impl Core {
     pub fn set_leader(&mut self, leads: bool) {
         if leads && !self.leads {
             self.sessions.restart_all(self.clock.now());
+        }
+        if leads != self.leads || self.led_since.is_none() {
+            self.led_since = leads.then(Instant::now);
         }
         self.leads = leads;
         self.mode = if leads { "leader" } else { "follower" };
@@ -205,6 +210,10 @@ impl Core {
                             session_id: session,
                         },
                         Request::Lock(mut lock) => {
+                            self.router
+                                .stats
+                                .lock_requests
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             // The proposer fixes the default in the Txn: a member
                             // configured otherwise applies the same lock-delay.
                             if lock.lock_delay_ms == LOCK_DELAY_SERVER_DEFAULT {
@@ -267,6 +276,9 @@ impl Core {
                 };
                 let _ = done.send(admin::answer(query, &facts));
             }
+            Item::Scrape { done } => {
+                let _ = done.send(Box::new(self.scrape()));
+            }
             Item::OutOfTouch => {
                 txns.clear();
                 self.router.drop_all();
@@ -276,6 +288,30 @@ impl Core {
             Item::Shutdown => return Flow::Stop,
         }
         Flow::Go
+    }
+
+    /// What a metrics scrape reads of the applied state (see `crate::metrics`): numbers,
+    /// and an O(1) copy of the znodes.
+    fn scrape(&self) -> crate::metrics::Scrape {
+        let st = &self.state;
+        crate::metrics::Scrape {
+            latency: self.router.latency.clone(),
+            znode_count: st.tree.len(),
+            watch_count: st.watches.count(),
+            ephemerals_count: st.tree.ephemeral_count(),
+            global_sessions: st.sessions.len(),
+            nodes: st.tree.nodes().clone(),
+            waiting: self.router.waiting(),
+            lock_waiters: st.locks.waiting(),
+            lock_paths: st.locks.len(),
+            lock_delays: st.locks.delayed(),
+            ensemble: self.ensemble.clone(),
+            led_since: if self.ensemble.is_some() && self.leads {
+                self.led_since
+            } else {
+                None
+            },
+        }
     }
 
     /// Applies committed entries in log order (the commit stage's [`Apply`]).
@@ -303,6 +339,9 @@ impl Core {
     /// produced: replies, events and grants to the router, sessions to the tracker.
     fn apply_txn(&mut self, txn: &Txn) {
         let a = self.state.apply_txn(txn);
+        if txn.origin.member == self.router.me {
+            self.count_applied(txn, &a);
+        }
         if let Some(s) = a.created_session {
             let timeout = self.state.sessions.get(&s).map_or(0, |s| s.timeout_ms);
             self.sessions
@@ -325,6 +364,32 @@ impl Core {
         if self.snapshot_self && self.since_snapshot >= self.config.snap_count {
             self.since_snapshot = 0;
             self.snapshots.submit(&self.state);
+        }
+    }
+
+    /// The counters of a Txn this member proposed (its clock fixed the Txn's time):
+    /// lock hand-overs and failures, expiries.
+    fn count_applied(&self, txn: &Txn, a: &zlock_core::Applied) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = &self.router.stats;
+        if let (Some(t), false) = (&stats.timings, a.grants.is_empty()) {
+            let ms = (now_ms() - txn.time_ms).max(0) as f64;
+            for _ in &a.grants {
+                t.handover.record(ms);
+            }
+        }
+        let is_lock = matches!(
+            &txn.body,
+            TxnBody::Request {
+                request: Request::Lock(_),
+                ..
+            }
+        );
+        if is_lock && a.reply.err != 0 {
+            stats.lock_failures.fetch_add(1, Relaxed);
+        }
+        if a.closed_session.is_some() && txn.origin.session == SessionId::NONE {
+            stats.sessions_expired.fetch_add(1, Relaxed);
         }
     }
 

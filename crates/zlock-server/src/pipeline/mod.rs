@@ -117,6 +117,10 @@ pub(crate) enum Item {
         query: AdminQuery,
         done: oneshot::Sender<String>,
     },
+    /// A metrics scrape: the applied state's numbers (see `crate::metrics`).
+    Scrape {
+        done: oneshot::Sender<Box<crate::metrics::Scrape>>,
+    },
     /// A snapshot at this index was written: older log segments may go.
     Purge { through: u64 },
     /// In an ensemble: this member lost touch with its quorum. Every client connection

@@ -18,8 +18,9 @@
 //! order above holds for it too.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 use zlock_core::{Answer, Applied, MemberId, Origin, Reply, SessionId, State};
@@ -113,6 +114,18 @@ pub(crate) fn queue(
     }
 }
 
+/// `encode`, adding the bytes it appends to `bytes`.
+fn counted<'a>(
+    bytes: &'a AtomicU64,
+    encode: impl FnOnce(&mut Vec<u8>) + 'a,
+) -> impl FnOnce(&mut Vec<u8>) + 'a {
+    move |out| {
+        let at = out.len();
+        encode(out);
+        bytes.fetch_add((out.len() - at) as u64, Ordering::Relaxed);
+    }
+}
+
 impl Router {
     pub fn new(me: MemberId, stats: Arc<Stats>, long_reads: LongReads) -> Router {
         Router {
@@ -167,9 +180,11 @@ impl Router {
     }
 
     /// Queues a frame on the session's connection, if it has one here.
+    /// (Watch events and lock grants: counted as `watch_bytes`.)
     pub fn send(&mut self, session: SessionId, encode: impl FnOnce(&mut Vec<u8>)) {
         if let Some(c) = self.routes.get(&session) {
-            queue(&mut self.dirty, c, None, encode);
+            let bytes = &self.stats.watch_bytes;
+            queue(&mut self.dirty, c, None, counted(bytes, encode));
         }
     }
 
@@ -181,8 +196,15 @@ impl Router {
         encode: impl FnOnce(&mut Vec<u8>),
     ) {
         if let Some(c) = self.routes.get(&session).filter(|c| c.id == conn_id) {
-            queue(&mut self.dirty, c, permit, encode);
+            let bytes = &self.stats.response_bytes;
+            queue(&mut self.dirty, c, permit, counted(bytes, encode));
         }
+    }
+
+    /// Requests waiting for their commit, or queued behind a write of their session
+    /// (part of `outstanding_requests`). O(sessions with a queue).
+    pub fn waiting(&self) -> usize {
+        self.waiting.values().map(VecDeque::len).sum()
     }
 
     /// Watch events to the local sessions among them.
@@ -290,7 +312,7 @@ impl Router {
             Some(Waiting::Read { .. } | Waiting::Reply { .. })
         );
         let (zxid, err, body) = (a.zxid.0, a.reply.err, &a.reply.body);
-        self.reply(origin.session, asker, |out, xid| {
+        self.reply(origin.session, asker, true, |out, xid| {
             write_reply(out, xid, zxid, err, body)
         })
         .fetch_sub(1, Ordering::SeqCst);
@@ -326,13 +348,27 @@ impl Router {
         &mut self,
         session: SessionId,
         asker: Asker,
+        write: bool,
         encode: impl FnOnce(&mut Vec<u8>, i32),
     ) -> InFlight {
         let xid = asker.xid;
         self.send_to_conn(session, asker.conn_id, asker.permit, |out| encode(out, xid));
-        self.latency
-            .record(asker.received.elapsed().as_secs_f64() * 1000.0);
+        self.record_latency(asker.received, write);
         asker.inflight
+    }
+
+    /// A request received at `received` is answered: `mntr`'s latency, and
+    /// `updatelatency` or `readlatency` when metrics are on.
+    fn record_latency(&mut self, received: Instant, write: bool) {
+        let ms = received.elapsed().as_secs_f64() * 1000.0;
+        self.latency.record(ms);
+        if let Some(t) = &self.stats.timings {
+            if write {
+                t.update.record(ms);
+            } else {
+                t.read.record(ms);
+            }
+        }
     }
 
     /// Answers a read or a local reply that went through the commit stage.
@@ -418,7 +454,7 @@ impl Router {
     ) -> InFlight {
         let read = match answer {
             Answer::Now(r) => {
-                return self.reply(session, asker, |out, xid| {
+                return self.reply(session, asker, false, |out, xid| {
                     write_reply(out, xid, zxid, r.err, &r.body)
                 })
             }
@@ -439,8 +475,7 @@ impl Router {
             }
         }
         // Its latency counts to the moment it was served, not to its reply.
-        self.latency
-            .record(asker.received.elapsed().as_secs_f64() * 1000.0);
+        self.record_latency(asker.received, false);
         asker.inflight
     }
 
