@@ -12,9 +12,10 @@ use zlock_proto::records::{
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
+use crate::chroot::{chroot_request, prefix, strip_chroot};
 use crate::error::{Error, Result};
 use crate::queue::Queue;
-use crate::session::{self, strip_chroot, Actor, Cmd, Forgotten, Sink, WatchKind, WatchReg};
+use crate::session::{self, Actor, Cmd, Forgotten, GrantWait, OnReply, Sink, WatchKind, WatchReg};
 use crate::watcher::Forget;
 use crate::watcher::{ConnectionState, OneshotWatcher, PersistentWatcher};
 
@@ -312,6 +313,20 @@ impl Client {
         sink: Sink,
     ) -> impl std::future::Future<Output = Result<(zlock_proto::records::ReplyHeader, Vec<u8>)>>
     {
+        self.submit_then(req, |req| match watch_of(req) {
+            Some((kind, path)) => OnReply::Watch(WatchReg { kind, path, sink }),
+            None => OnReply::Nothing,
+        })
+    }
+
+    /// Sends `req`; `on_reply` tells, from the request as sent (chroot prefixed), what
+    /// the session does with the reply besides answering.
+    fn submit_then(
+        &self,
+        req: &Request,
+        on_reply: impl FnOnce(&Request) -> OnReply,
+    ) -> impl std::future::Future<Output = Result<(zlock_proto::records::ReplyHeader, Vec<u8>)>>
+    {
         let owned;
         let req = if self.chroot.is_empty() {
             req
@@ -319,19 +334,14 @@ impl Client {
             owned = chroot_request(&self.chroot, req);
             &owned
         };
-        let mut sink = sink;
-        if let (Sink::Grant(_, slot), Request::Lock(r)) = (&mut sink, req) {
-            // Kept to re-register a queued waiter after a reconnect.
-            *slot = Some(r.clone());
-        }
-        let watch = watch_of(req).map(|(kind, path)| WatchReg { kind, path, sink });
+        let on_reply = on_reply(req);
         let mut body = Vec::new();
         req.encode(&mut body);
         let (done, wait) = oneshot::channel();
         let place = self.queue.push(Cmd::Request {
             op: req.op_code(),
             body,
-            watch,
+            on_reply,
             done,
         });
         let gone = self.gone();
@@ -360,10 +370,7 @@ impl Client {
 
     async fn call_with<T: Record>(&self, req: Request, sink: Sink) -> Result<T> {
         let (h, body) = self.submit(&req, sink).await?;
-        if h.err != 0 {
-            return Err(Error::from_code(h.err));
-        }
-        T::decode(&mut Reader::new(&body)).map_err(|e| Error::Protocol(e.to_string()))
+        decode_reply(&h, &body)
     }
 
     async fn call_empty(&self, req: Request) -> Result<()> {
@@ -413,9 +420,17 @@ impl Client {
             return Err(Error::Server(ErrorCode::Unimplemented));
         }
         let (gtx, grx) = oneshot::channel();
-        let r: LockResponse = self
-            .call_with(Request::Lock(req), Sink::Grant(gtx, None))
+        let (h, body) = self
+            .submit_then(&Request::Lock(req), |sent| match sent {
+                // Kept to re-send the waiter after a reconnect.
+                Request::Lock(req) => OnReply::Grant(GrantWait {
+                    sink: gtx,
+                    req: req.clone(),
+                }),
+                _ => OnReply::Nothing,
+            })
             .await?;
+        let r: LockResponse = decode_reply(&h, &body)?;
         let node = strip_chroot(&self.chroot, &r.node);
         Ok(if r.granted {
             NativeLock::Granted {
@@ -737,7 +752,6 @@ fn watch_of(req: &Request) -> Option<(WatchKind, String)> {
         Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => {
             Some((WatchKind::Child, r.path.clone()))
         }
-        Request::Lock(r) => Some((WatchKind::LockGrant, r.path.clone())),
         Request::AddWatch(r) => {
             let kind = if r.mode == add_watch_mode::PERSISTENT_RECURSIVE {
                 WatchKind::PersistentRecursive
@@ -750,59 +764,12 @@ fn watch_of(req: &Request) -> Option<(WatchKind, String)> {
     }
 }
 
-fn prefix(chroot: &str, path: &mut String) {
-    if path == "/" {
-        *path = chroot.to_owned();
-    } else if path.starts_with('/') {
-        path.insert_str(0, chroot);
+/// A reply's record, or the server's error.
+fn decode_reply<T: Record>(h: &zlock_proto::records::ReplyHeader, body: &[u8]) -> Result<T> {
+    if h.err != 0 {
+        return Err(Error::from_code(h.err));
     }
-}
-
-fn chroot_op(chroot: &str, op: &mut MultiOp) {
-    match op {
-        MultiOp::Create(_, r) => prefix(chroot, &mut r.path),
-        MultiOp::CreateTtl(r) => prefix(chroot, &mut r.path),
-        MultiOp::Delete(r) => prefix(chroot, &mut r.path),
-        MultiOp::SetData(r) => prefix(chroot, &mut r.path),
-        MultiOp::Check(r) => prefix(chroot, &mut r.path),
-        MultiOp::GetData(r) | MultiOp::GetChildren(r) => prefix(chroot, &mut r.path),
-    }
-}
-
-/// The request with the chroot prefixed to every path in it.
-pub(crate) fn chroot_request(chroot: &str, req: &Request) -> Request {
-    let mut req = req.clone();
-    match &mut req {
-        Request::Create(_, r) => prefix(chroot, &mut r.path),
-        Request::CreateTtl(r) => prefix(chroot, &mut r.path),
-        Request::Delete(r) => prefix(chroot, &mut r.path),
-        Request::Exists(r)
-        | Request::GetData(r)
-        | Request::GetChildren(r)
-        | Request::GetChildren2(r) => prefix(chroot, &mut r.path),
-        Request::SetData(r) => prefix(chroot, &mut r.path),
-        Request::GetAcl(r)
-        | Request::Sync(r)
-        | Request::GetEphemerals(r)
-        | Request::GetAllChildrenNumber(r) => prefix(chroot, &mut r.path),
-        Request::SetAcl(r) => prefix(chroot, &mut r.path),
-        Request::Check(r) => prefix(chroot, &mut r.path),
-        Request::Multi(ops) | Request::MultiRead(ops) => {
-            for op in ops {
-                chroot_op(chroot, op);
-            }
-        }
-        Request::CheckWatches(r) | Request::RemoveWatches(r) => prefix(chroot, &mut r.path),
-        Request::AddWatch(r) => prefix(chroot, &mut r.path),
-        Request::Lock(r) => {
-            prefix(chroot, &mut r.path);
-            if !r.release.is_empty() {
-                prefix(chroot, &mut r.release);
-            }
-        }
-        _ => {}
-    }
-    req
+    T::decode(&mut Reader::new(body)).map_err(|e| Error::Protocol(e.to_string()))
 }
 
 #[cfg(test)]
@@ -819,20 +786,5 @@ mod tests {
         assert_eq!(c, "");
         assert_eq!(parse_connect_string("a:1/").unwrap().1, "");
         assert!(parse_connect_string("/app").is_err());
-    }
-
-    #[test]
-    fn chroot_paths() {
-        let r = chroot_request(
-            "/app",
-            &Request::GetData(PathWatchRequest {
-                path: "/".into(),
-                watch: false,
-            }),
-        );
-        assert!(matches!(r, Request::GetData(p) if p.path == "/app"));
-        assert_eq!(strip_chroot("/app", "/app"), "/");
-        assert_eq!(strip_chroot("/app", "/app/x"), "/x");
-        assert_eq!(strip_chroot("/app", "/apple"), "/apple");
     }
 }

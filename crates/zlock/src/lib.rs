@@ -75,6 +75,7 @@
 //!   [`NaiveLock`] and client-side [`LockMetrics`]; on a zlock server they take the
 //!   native one-round-trip lock path ([`Client::lock_native`], [`LockPath`]).
 
+mod chroot;
 mod client;
 pub mod connect;
 mod error;
