@@ -7,7 +7,7 @@ use zlock_proto::records::{
     DeleteRequest, GetAclResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
     MultiOp, MultiResult, PathRequest, PathWatchRequest, SetDataRequest, Stat, StatResponse,
 };
-use zlock_proto::{ErrorCode, OpCode, Reader, Request};
+use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
 use super::Client;
 use crate::chroot::strip_chroot;
@@ -190,65 +190,63 @@ impl Client {
     /// The node's data and Stat, and a one-shot watcher for its next data change or
     /// deletion.
     pub async fn get_data_watch(&self, path: &str) -> Result<(Vec<u8>, Stat, OneshotWatcher)> {
-        let (tx, rx) = oneshot::channel();
-        let r: GetDataResponse = self
-            .call_with(
-                Request::GetData(PathWatchRequest {
-                    path: path.to_owned(),
-                    watch: true,
-                }),
-                Sink::Oneshot(tx),
-            )
-            .await?;
-        let watcher = OneshotWatcher {
-            rx,
-            _forget: self.forget(WatchKind::Data, path),
-        };
+        let req = Request::GetData(PathWatchRequest {
+            path: path.to_owned(),
+            watch: true,
+        });
+        let (r, watcher) = self
+            .call_watch::<GetDataResponse>(req, WatchKind::Data, path)
+            .await;
+        let r = r?;
         Ok((r.data.unwrap_or_default(), r.stat, watcher))
     }
 
     /// The node's Stat (None if absent) and a one-shot watcher for its creation, data
     /// change or deletion.
     pub async fn exists_watch(&self, path: &str) -> Result<(Option<Stat>, OneshotWatcher)> {
-        let (tx, rx) = oneshot::channel();
-        let r = self
-            .call_with::<StatResponse>(
-                Request::Exists(PathWatchRequest {
-                    path: path.to_owned(),
-                    watch: true,
-                }),
-                Sink::Oneshot(tx),
-            )
+        let req = Request::Exists(PathWatchRequest {
+            path: path.to_owned(),
+            watch: true,
+        });
+        let (r, watcher) = self
+            .call_watch::<StatResponse>(req, WatchKind::Exists, path)
             .await;
         let stat = match r {
             Ok(s) => Some(s.stat),
             Err(Error::Server(ErrorCode::NoNode)) => None,
             Err(e) => return Err(e),
         };
-        let watcher = OneshotWatcher {
-            rx,
-            _forget: self.forget(WatchKind::Exists, path),
-        };
         Ok((stat, watcher))
     }
 
     /// The node's children and a one-shot watcher for a change of them (or deletion).
     pub async fn get_children_watch(&self, path: &str) -> Result<(Vec<String>, OneshotWatcher)> {
+        let req = Request::GetChildren(PathWatchRequest {
+            path: path.to_owned(),
+            watch: true,
+        });
+        let (r, watcher) = self
+            .call_watch::<GetChildrenResponse>(req, WatchKind::Child, path)
+            .await;
+        Ok((r?.children, watcher))
+    }
+
+    /// Sends `req`, a read that sets a watch of `kind` on `path`: its answer, and the
+    /// one-shot watcher the watch fires (made whatever the answer; a watch the server
+    /// did not set never fires).
+    async fn call_watch<T: Record>(
+        &self,
+        req: Request,
+        kind: WatchKind,
+        path: &str,
+    ) -> (Result<T>, OneshotWatcher) {
         let (tx, rx) = oneshot::channel();
-        let r: GetChildrenResponse = self
-            .call_with(
-                Request::GetChildren(PathWatchRequest {
-                    path: path.to_owned(),
-                    watch: true,
-                }),
-                Sink::Oneshot(tx),
-            )
-            .await?;
+        let r = self.call_with(req, Sink::Oneshot(tx)).await;
         let watcher = OneshotWatcher {
             rx,
-            _forget: self.forget(WatchKind::Child, path),
+            _forget: self.forget(kind, path),
         };
-        Ok((r.children, watcher))
+        (r, watcher)
     }
 
     /// A persistent watch on `path` (addWatch, ZooKeeper 3.6+), recursive or not.
