@@ -57,7 +57,7 @@ const LOCK_NAME: &str = "lock-";
 /// to know when the lock is free.
 ///
 /// # Metrics
-/// Acquires and releases are counted on [`LockMetrics::global`] unless
+/// Acquires and releases are counted on [`LockMetrics::global`](super::LockMetrics::global) unless
 /// [`Lock::with_metrics`] or [`Lock::without_metrics`] says otherwise.
 ///
 /// ```no_run

@@ -58,7 +58,7 @@ const WRITE_NAME: &str = "__WRIT__";
 /// # Connection loss and session expiry
 /// As [`Mutex`](super::Mutex): a create whose reply is lost is found again by its
 /// GUID; a waiter's watch survives a reconnect; a lost session fails the acquire with
-/// [`Error::SessionExpired`]; a holder learns that its hold may be gone through
+/// [`Error::SessionExpired`](crate::Error::SessionExpired); a holder learns that its hold may be gone through
 /// [`Guard::lost`].
 ///
 /// # Cancellation safety

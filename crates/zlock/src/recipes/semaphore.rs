@@ -61,7 +61,7 @@ const LEASE_NAME: &str = "lease-";
 /// releases it through a spawned task; prefer [`Guard::release`].
 ///
 /// # Metrics
-/// Reports to [`LockMetrics::global`] unless [`Lock::with_metrics`] says
+/// Reports to [`LockMetrics::global`](super::LockMetrics::global) unless [`Lock::with_metrics`] says
 /// otherwise; each lease counts as one acquisition and one release.
 ///
 /// ```no_run
