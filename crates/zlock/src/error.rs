@@ -37,6 +37,16 @@ pub enum Error {
          too many connections from this address? (maxClientCnxns)"
     )]
     HandshakeClosed(String),
+    /// A lock recipe was asked for a lock-delay on an acquire that would take the
+    /// standard recipe (the server offers no native lock, as Apache ZooKeeper;
+    /// `LockPath::Recipe`; several semaphore leases at once): only a zlock server's
+    /// native lock can hold a lock back, and locking without it would be silently
+    /// weaker than asked.
+    #[error(
+        "lock-delay needs zlock's native lock path (the server does not offer it, or this \
+         acquire takes the standard recipe)"
+    )]
+    LockDelayUnsupported,
 }
 
 impl Error {
@@ -46,6 +56,7 @@ impl Error {
             Error::Server(c) => Some(*c),
             Error::ConnectionLoss | Error::HandshakeClosed(_) => Some(ErrorCode::ConnectionLoss),
             Error::SessionExpired => Some(ErrorCode::SessionExpired),
+            Error::LockDelayUnsupported => Some(ErrorCode::Unimplemented),
             _ => None,
         }
     }

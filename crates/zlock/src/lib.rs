@@ -63,18 +63,30 @@
 //! ```
 //!
 //! # Layout
-//! - [`Client`]: the handle (clone it freely).
+//! - [`Client`] (`client`): the handle (clone it freely) and its plumbing;
+//!   `client::ops` its ZooKeeper operations; `client::native` zlock's native lock
+//!   ([`Client::lock_native`], [`NativeLock`], [`GrantWaiter`], [`LockPath`], the
+//!   server's feature bits).
 //! - [`connect`]: connect strings ([`connect::rotate_hosts`] spreads sessions over hosts).
+//! - `chroot`: client paths to server paths and back.
 //! - `queue`: the session's request queue, bounded in bytes, callers waiting in line.
-//! - `session`: the actor that owns the socket, the watch registry and reconnection.
+//! - `session`: the actor that owns the socket: `connection` (one connection's
+//!   read/write loop), `handshake`, `watches` (the watch registry, SetWatches, removal
+//!   of dropped watchers), `grants` (native lock waiters, re-sent with RESUME after a
+//!   reconnect), `reconnect`.
 //! - `watcher`: typed watchers and [`ConnectionState`].
 //! - [`RetryPolicy`]: retries ConnectionLoss for idempotent operations.
 //! - [`Error`]: ZooKeeper codes plus client-local failures.
 //! - [`recipes`]: Curator's recipes: the fair [`Mutex`] (InterProcessMutex),
 //!   [`ReadWriteLock`], [`Semaphore`] (InterProcessSemaphoreV2), [`LeaderLatch`], plus
-//!   [`NaiveLock`] and client-side [`LockMetrics`]; on a zlock server they take the
-//!   native one-round-trip lock path ([`Client::lock_native`], [`LockPath`]).
+//!   [`NaiveLock`] and client-side [`LockMetrics`]. The locks are [`recipes::Lock`]s
+//!   (one `acquire` / `try_acquire` / `acquire_timeout`) giving [`recipes::Guard`]s;
+//!   on a zlock server they take the native one-round-trip lock path. Their modules:
+//!   `acquire`, `guard`, `core` (the queue lock), `hold` (reentrancy), `protected`
+//!   (GUID-named nodes), `order` (queue order), `native` (the lock request), one per
+//!   recipe.
 
+mod chroot;
 mod client;
 pub mod connect;
 mod error;

@@ -227,7 +227,7 @@ mod tests {
         let cmd = Cmd::Request {
             op: OpCode::SetData,
             body: vec![tag; len],
-            watch: None,
+            on_reply: crate::session::OnReply::Nothing,
             done,
         };
         (cmd, wait)

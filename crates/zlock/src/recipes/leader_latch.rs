@@ -9,8 +9,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zlock_proto::lock_order;
 
-use super::default_window;
-use super::driver::{create_node, node_name, Pending};
+use super::lost::default_window;
+use super::protected::{create_node, node_name, Pending};
 use crate::{Client, ConnectionState, Error, ErrorCode, OneshotWatcher, Result};
 
 /// Curator's marker of a latch node: `_c_<guid>-latch-NNNNNNNNNN`.

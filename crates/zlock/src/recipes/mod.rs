@@ -15,9 +15,22 @@
 //!   `Mutex`, `ReadWriteLock` and `Semaphore` (to [`LockMetrics::global`] by
 //!   default).
 //!
-//! The sequential-node recipes share one driver (`driver.rs`): protected creates
-//! (`_c_<guid>-`) found again by GUID after a lost reply, cleanup of a cancelled or
-//! timed-out acquire's node, the per-instance reentrant hold, and the `lost()` future.
+//! Every lock recipe is a [`Lock`] (one `acquire` / `try_acquire` / `acquire_timeout`)
+//! whose guards are [`Guard`]s (one fencing token, `lost()`, `release`, release on
+//! drop).
+//!
+//! # Layout
+//! - `acquire`: [`Lock`] and what a recipe implements for it; the recipes' options.
+//! - `guard`: [`Guard`] and what a guard holds.
+//! - `core`: the queue lock shared by the mutex and the read-write lock: create, check
+//!   the queue, wait on the node ahead (or the native grant).
+//! - `hold`: the per-instance reentrant hold and its guards' shares.
+//! - `protected`: protected nodes (`_c_<guid>-`), found again by GUID after a lost
+//!   reply, removed when an acquire is given up.
+//! - `order`: what a contender does given the queue order of [`zlock_proto::lock_order`].
+//! - `native`: the native lock request (built only there) and its grant.
+//! - `nodes`, `lost`: node chores (parents, deletes) and the "may be lost" future.
+//! - One module per recipe, plus `metrics`.
 //!
 //! Against a zlock server the client takes zlock's native lock path
 //! ([`Client::lock_native`](crate::Client::lock_native)) for `Mutex`, `ReadWriteLock`
@@ -26,13 +39,24 @@
 //! with [`LockPath::Recipe`](crate::LockPath::Recipe), the recipes above run as
 //! described. Both kinds of contender share one queue.
 
-mod driver;
+mod acquire;
+mod core;
+mod guard;
+mod hold;
 mod leader_latch;
+mod lost;
 mod metrics;
 mod mutex;
 mod naive;
+mod native;
+mod nodes;
+mod order;
+mod protected;
 mod rwlock;
 mod semaphore;
+
+pub use acquire::Lock;
+pub use guard::Guard;
 
 pub use leader_latch::LeaderLatch;
 pub use metrics::{LockMetrics, LockMetricsSnapshot};
@@ -40,103 +64,3 @@ pub use mutex::{Mutex, MutexGuard};
 pub use naive::{NaiveGuard, NaiveLock};
 pub use rwlock::{ReadLock, ReadWriteGuard, ReadWriteLock, WriteLock};
 pub use semaphore::{Lease, Semaphore};
-
-use std::time::Duration;
-
-use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
-
-/// Creates every missing ancestor of `node` (not `node` itself) as a container, as
-/// Curator's `creatingParentContainersIfNeeded` does. The server may reap an empty
-/// ancestor container between two steps (`NoNode`): then it starts again from the top.
-pub(crate) async fn create_parents(client: &Client, node: &str) -> Result<()> {
-    let Some(end) = node.rfind('/') else {
-        return Ok(());
-    };
-    const ATTEMPTS: usize = 100;
-    'again: for _ in 0..ATTEMPTS {
-        let mut cur = String::new();
-        for seg in node[..end].split('/').filter(|s| !s.is_empty()) {
-            cur.push('/');
-            cur.push_str(seg);
-            loop {
-                match client.create(&cur, b"", CreateMode::Container).await {
-                    Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => break,
-                    Err(Error::ConnectionLoss) => continue,
-                    Err(Error::Server(ErrorCode::NoNode)) => continue 'again,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        return Ok(());
-    }
-    Err(Error::Server(ErrorCode::NoNode))
-}
-
-/// Deletes `path`, retrying on connection loss; a missing node is success.
-pub(crate) async fn delete_node(client: &Client, path: &str) -> Result<()> {
-    loop {
-        match client.delete(path, -1).await {
-            Ok(()) | Err(Error::Server(ErrorCode::NoNode)) => return Ok(()),
-            Err(Error::ConnectionLoss) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Releases `path` without waiting: the delete is queued at once, so it goes before
-/// anything this client sends next (a drop followed by a new acquire travels in the same
-/// write, and the acquire does not queue behind the old node). A task on the current
-/// tokio runtime, if there is one, retries it after a connection loss.
-pub(crate) fn spawn_delete(client: Client, path: String) {
-    let req = zlock_proto::Request::Delete(zlock_proto::records::DeleteRequest {
-        path: path.clone(),
-        version: -1,
-    });
-    let first = client.send(&req);
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    rt.spawn(async move {
-        let r = match first.await {
-            Ok((h, _)) if h.err == 0 || h.err == ErrorCode::NoNode.code() => Ok(()),
-            Ok((h, _)) => Err(Error::from_code(h.err)),
-            Err(Error::ConnectionLoss) => delete_node(&client, &path).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = r {
-            tracing::debug!("releasing {path}: {e}");
-        }
-    });
-}
-
-/// Resolves when the session behind `client` may no longer hold what it created:
-/// the connection has stayed [`ConnectionState::Suspended`] for `window`, or the
-/// state is [`ConnectionState::Lost`] or [`ConnectionState::Closed`]. Returns that state.
-pub(crate) async fn session_in_doubt(client: Client, window: Duration) -> ConnectionState {
-    let mut state = client.state_stream();
-    loop {
-        let now = *state.borrow_and_update();
-        match now {
-            ConnectionState::Lost | ConnectionState::Closed => return now,
-            ConnectionState::Suspended => {
-                tokio::select! {
-                    () = tokio::time::sleep(window) => return now,
-                    r = state.changed() => if r.is_err() { return ConnectionState::Closed },
-                }
-            }
-            ConnectionState::Connected | ConnectionState::Reconnected => {
-                if state.changed().await.is_err() {
-                    return ConnectionState::Closed;
-                }
-            }
-        }
-    }
-}
-
-/// The default safe window: a third of the negotiated session timeout. A suspension
-/// is usually noticed some time after the server last heard from us, so past this the
-/// server may be close to expiring the session.
-pub(crate) fn default_window(client: &Client) -> Duration {
-    let ms = u64::try_from(client.session_timeout_ms()).unwrap_or(0) / 3;
-    Duration::from_millis(ms)
-}

@@ -1,14 +1,14 @@
 //! The fair lock: Curator's `InterProcessMutex` recipe.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::driver::{first_holds, Hold, LockCore, Wait};
-use super::metrics::LockMetrics;
-use crate::{Client, ConnectionState, Error, MultiOp, MultiResult, Result};
+use super::acquire::{Lock, Options, Recipe, Tunable, Wait};
+use super::core::LockCore;
+use super::guard::{Guard, Held};
+use super::hold::Hold;
+use super::nodes::delete_node;
+use super::order::first_holds;
+use crate::{CheckVersionRequest, Client, DeleteRequest, Error, MultiOp, MultiResult, Result};
 
 /// The part of a node name after which the sequence number follows (Curator's).
 const LOCK_NAME: &str = "lock-";
@@ -31,7 +31,7 @@ const LOCK_NAME: &str = "lock-";
 /// - Mutual exclusion among all sessions using this recipe (or Curator's) on one path,
 ///   as long as each holder's session is alive.
 /// - A holder that crashes releases when its session expires (its node is ephemeral).
-/// - [`MutexGuard::fencing_token`] is the lock node's creation zxid: strictly increasing
+/// - [`Guard::fencing_token`] is the lock node's creation zxid: strictly increasing
 ///   across all holders of the lock, so a protected resource can refuse a stale holder.
 /// - Reentrant per `Mutex` instance: while one of its guards is alive, another acquire
 ///   on the same instance (from any task) returns at once with a new guard on the same
@@ -45,7 +45,7 @@ const LOCK_NAME: &str = "lock-";
 ///   re-registers it); a lost session fails the acquire with
 ///   [`Error::SessionExpired`].
 /// - While holding, the lock is safe as long as the session lives. Use
-///   [`MutexGuard::lost`] to learn when it may not be: the connection has been
+///   [`Guard::lost`] to learn when it may not be: the connection has been
 ///   suspended longer than the safe window, or the session is lost.
 ///
 /// # Cancellation safety
@@ -53,12 +53,12 @@ const LOCK_NAME: &str = "lock-";
 /// node: a cleanup task is spawned that deletes it, or, if the create was still in
 /// flight, finds it by its GUID and deletes it. A timed-out `acquire_timeout` and a
 /// failed `try_acquire` delete their node before returning. Dropping a
-/// [`MutexGuard`] releases it through a spawned task; prefer [`MutexGuard::release`]
+/// [`MutexGuard`] releases it through a spawned task; prefer [`Guard::release`]
 /// to know when the lock is free.
 ///
 /// # Metrics
-/// Acquires and releases are counted on [`LockMetrics::global`] unless
-/// [`Mutex::with_metrics`] or [`Mutex::without_metrics`] says otherwise.
+/// Acquires and releases are counted on [`LockMetrics::global`](super::LockMetrics::global) unless
+/// [`Lock::with_metrics`] or [`Lock::without_metrics`] says otherwise.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), zlock::Error> {
@@ -81,69 +81,48 @@ const LOCK_NAME: &str = "lock-";
 /// }
 /// # Ok(()) }
 /// ```
-pub struct Mutex {
+pub type Mutex = Lock<Fair>;
+
+/// Proof of holding a [`Mutex`]. Released by [`Guard::release`] or on drop (the
+/// node is deleted when the last guard of the owning `Mutex` instance goes).
+pub type MutexGuard = Guard<Hold<Fair>>;
+
+/// The fair lock's recipe (see [`Mutex`]).
+pub struct Fair {
     core: Arc<LockCore>,
-    metrics: Option<LockMetrics>,
+    options: Options,
 }
 
-impl Mutex {
+impl Recipe for Fair {
+    type Held = Hold<Fair>;
+
+    async fn contend(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+        self.core
+            .acquire(wait, &first_holds, &self.options, true)
+            .await
+    }
+}
+
+impl Tunable for Fair {
+    fn options_mut(&mut self) -> &mut Options {
+        &mut self.options
+    }
+}
+
+impl Lock<Fair> {
     /// A lock on `lock_path` (its children are the contenders' nodes).
     pub fn new(client: Client, lock_path: &str) -> Mutex {
-        Mutex {
-            core: LockCore::new(client, lock_path, LOCK_NAME),
-            metrics: Some(LockMetrics::global().clone()),
+        Lock {
+            recipe: Fair {
+                core: LockCore::new(client, lock_path, LOCK_NAME),
+                options: Options::default(),
+            },
         }
-    }
-
-    /// Reports acquires and releases to `metrics` instead of the global sink.
-    pub fn with_metrics(mut self, metrics: LockMetrics) -> Mutex {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Reports nowhere.
-    pub fn without_metrics(mut self) -> Mutex {
-        self.metrics = None;
-        self
     }
 
     /// The lock path.
     pub fn path(&self) -> &str {
-        &self.core.path
-    }
-
-    /// Waits for the lock.
-    ///
-    /// # Errors
-    /// [`Error::SessionExpired`] / [`Error::Closed`] if the session ends while waiting;
-    /// `Server(NoNode)` if this contender's node vanished; other server errors (e.g.
-    /// `NoAuth`).
-    pub async fn acquire(&self) -> Result<MutexGuard> {
-        match self.acquire_inner(Wait::Forever).await? {
-            Some(g) => Ok(g),
-            None => Err(Error::Protocol(
-                "lock acquire ended without the lock".into(),
-            )),
-        }
-    }
-
-    /// Takes the lock only if it is free now (or already held by this instance);
-    /// otherwise removes its node and returns `None`.
-    ///
-    /// # Errors
-    /// As [`Mutex::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
-        self.acquire_inner(Wait::No).await
-    }
-
-    /// Waits at most `timeout` for the lock; `None` (and no node left behind) if it
-    /// did not come.
-    ///
-    /// # Errors
-    /// As [`Mutex::acquire`].
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
-        self.acquire_inner(Wait::Until(Instant::now() + timeout))
-            .await
+        &self.recipe.core.path
     }
 
     /// Releases `guard` and queues for the lock again: for a client that takes the lock
@@ -154,7 +133,7 @@ impl Mutex {
     /// acquire take two of each). Elsewhere it is `release` then `acquire`.
     ///
     /// # Errors
-    /// As [`Mutex::acquire`]. `guard` must come from this `Mutex`.
+    /// As [`Lock::acquire`]. `guard` must come from this `Mutex`.
     ///
     /// ```no_run
     /// # async fn demo(lock: zlock::Mutex) -> Result<(), zlock::Error> {
@@ -167,67 +146,14 @@ impl Mutex {
     /// # Ok(()) }
     /// ```
     pub async fn reacquire(&self, guard: MutexGuard) -> Result<MutexGuard> {
-        let hold = self
-            .core
-            .reacquire(guard.hold, &first_holds, self.metrics.as_ref())
-            .await?;
-        Ok(MutexGuard { hold })
-    }
-
-    pub(crate) async fn acquire_inner(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        let hold = self
-            .core
-            .acquire(wait, &first_holds, self.metrics.as_ref())
-            .await?;
-        Ok(hold.map(|hold| MutexGuard { hold }))
-    }
-}
-
-/// Proof of holding a [`Mutex`]. Released by [`MutexGuard::release`] or on drop (the
-/// node is deleted when the last guard of the owning `Mutex` instance goes).
-#[must_use = "dropping the guard releases the lock"]
-pub struct MutexGuard {
-    hold: Hold,
-}
-
-impl std::fmt::Debug for MutexGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MutexGuard")
-            .field("node", &self.hold.node())
-            .field("fencing_token", &self.hold.fencing_token())
-            .finish()
+        let fair = &self.recipe;
+        fair.core
+            .reacquire(guard, &first_holds, &fair.options)
+            .await
     }
 }
 
 impl MutexGuard {
-    /// The lock node's creation zxid: strictly increasing across all holders of the
-    /// lock. Reentrant guards of one hold share it.
-    pub fn fencing_token(&self) -> i64 {
-        self.hold.fencing_token()
-    }
-
-    /// The path of the lock node held.
-    pub fn node(&self) -> &str {
-        self.hold.node()
-    }
-
-    /// Resolves when the lock may be lost: the connection has stayed Suspended for
-    /// the safe window (a third of the session timeout), or the session is Lost or
-    /// the client Closed. Returns that state. A holder should stop its critical
-    /// section when it fires. Cancellation safe; independent of the guard's lifetime.
-    pub fn lost(&self) -> impl Future<Output = ConnectionState> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// As [`MutexGuard::lost`] with a chosen window (`Duration::ZERO`: fire as soon as
-    /// the connection is suspended, the most conservative choice).
-    pub fn lost_after(
-        &self,
-        window: Duration,
-    ) -> impl Future<Output = ConnectionState> + Send + 'static {
-        self.hold.lost_after(window)
-    }
-
     /// Applies `ops` (a ZooKeeper multi) only while this lock is still held: the server
     /// checks in the same transaction that the lock node exists, so a holder whose
     /// session was lost (node gone, someone else may hold now) writes nothing. The
@@ -249,7 +175,15 @@ impl MutexGuard {
     /// # Ok(()) }
     /// ```
     pub async fn fenced(&self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
-        self.hold.fenced(ops).await
+        let mut all = Vec::with_capacity(ops.len() + 1);
+        all.push(MultiOp::Check(CheckVersionRequest {
+            path: self.node().to_owned(),
+            version: -1,
+        }));
+        all.extend(ops);
+        let mut rs = multi_checked(&self.held.held_node().client, all).await?;
+        rs.remove(0);
+        Ok(rs)
     }
 
     /// Applies `ops` and releases the lock in one transaction (`[ops..., delete(lock
@@ -260,17 +194,42 @@ impl MutexGuard {
     ///
     /// # Errors
     /// As [`MutexGuard::fenced`].
-    pub async fn release_with(self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
-        self.hold.release_with(ops).await
+    pub async fn release_with(mut self, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+        self.settle();
+        let Some(node) = self.held.unhold() else {
+            return self.fenced(ops).await;
+        };
+        let n = ops.len();
+        let mut all = ops;
+        all.push(MultiOp::Delete(DeleteRequest {
+            path: node.clone(),
+            version: -1,
+        }));
+        let client = &self.held.held_node().client;
+        match multi_checked(client, all).await {
+            Ok(mut rs) => {
+                rs.truncate(n);
+                Ok(rs)
+            }
+            Err(e) => {
+                // Released whatever happened to the writes.
+                delete_node(client, &node).await?;
+                Err(e)
+            }
+        }
     }
+}
 
-    /// Releases this guard; the node is deleted (and awaited) when it was the last
-    /// guard of the hold.
-    ///
-    /// # Errors
-    /// The delete's error other than `NoNode` (e.g. [`Error::SessionExpired`], in which
-    /// case the node is gone with the session anyway).
-    pub async fn release(self) -> Result<()> {
-        self.hold.release().await
+/// A multi whose failure (the first op's error code, as ZooKeeper reports it) is an
+/// `Err`.
+async fn multi_checked(client: &Client, ops: Vec<MultiOp>) -> Result<Vec<MultiResult>> {
+    let rs = client.multi(ops).await?;
+    let failed = rs.iter().find_map(|r| match r {
+        MultiResult::Error(code) if *code != 0 => Some(*code),
+        _ => None,
+    });
+    match failed {
+        Some(code) => Err(Error::from_code(code)),
+        None => Ok(rs),
     }
 }

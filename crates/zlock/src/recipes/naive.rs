@@ -1,12 +1,9 @@
 //! The naive lock: one ephemeral node that everyone races to create.
 
-use std::future::Future;
-use std::time::Duration;
-
-use tokio::time::Instant;
-
-use super::{create_parents, default_window, session_in_doubt};
-use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
+use super::acquire::{Lock, Recipe, Wait};
+use super::guard::{Guard, Held, HeldNode};
+use super::nodes::create_parents;
+use crate::{Client, CreateMode, Error, ErrorCode, Result};
 
 /// The simplest ZooKeeper lock: every contender tries to create the same ephemeral
 /// node `<lock_path>/lock`; the one that succeeds holds the lock, the others set an
@@ -38,51 +35,32 @@ use crate::{Client, ConnectionState, CreateMode, Error, ErrorCode, Result};
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
+pub type NaiveLock = Lock<Naive>;
+
+/// Proof of holding a [`NaiveLock`]; released by [`Guard::release`] or on drop.
+pub type NaiveGuard = Guard<NaiveNode>;
+
+/// The naive lock's recipe (see [`NaiveLock`]).
 #[derive(Clone)]
-pub struct NaiveLock {
+pub struct Naive {
     client: Client,
     node: String,
 }
 
-impl NaiveLock {
+impl Lock<Naive> {
     /// A lock whose node is `<lock_path>/lock`.
     pub fn new(client: Client, lock_path: &str) -> NaiveLock {
         let node = format!("{}/lock", lock_path.trim_end_matches('/'));
-        NaiveLock { client, node }
-    }
-
-    /// Waits for the lock.
-    ///
-    /// # Errors
-    /// [`Error::SessionExpired`] / [`Error::Closed`] if the session ends while waiting;
-    /// other server errors.
-    pub async fn acquire(&self) -> Result<NaiveGuard> {
-        match self.acquire_inner(Wait::Forever).await? {
-            Some(g) => Ok(g),
-            None => Err(Error::Protocol(
-                "lock acquire ended without the lock".into(),
-            )),
+        Lock {
+            recipe: Naive { client, node },
         }
     }
+}
 
-    /// Takes the lock if nobody holds it now.
-    ///
-    /// # Errors
-    /// As [`NaiveLock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<NaiveGuard>> {
-        self.acquire_inner(Wait::No).await
-    }
+impl Recipe for Naive {
+    type Held = NaiveNode;
 
-    /// Waits at most `timeout` for the lock.
-    ///
-    /// # Errors
-    /// As [`NaiveLock::acquire`].
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<NaiveGuard>> {
-        self.acquire_inner(Wait::Until(Instant::now() + timeout))
-            .await
-    }
-
-    async fn acquire_inner(&self, wait: Wait) -> Result<Option<NaiveGuard>> {
+    async fn contend(&self, wait: Wait) -> Result<Option<NaiveGuard>> {
         let client = &self.client;
         let mut pending = PendingCreate {
             client: client.clone(),
@@ -102,12 +80,7 @@ impl NaiveLock {
             };
             if let Some(czxid) = created {
                 pending.armed = false;
-                return Ok(Some(NaiveGuard {
-                    client: client.clone(),
-                    node: self.node.clone(),
-                    czxid,
-                    released: false,
-                }));
+                return Ok(Some(self.guard(czxid)));
             }
             let (stat, watcher) = match client.exists_watch(&self.node).await {
                 Ok(r) => r,
@@ -120,12 +93,7 @@ impl NaiveLock {
             if stat.ephemeral_owner == client.session_id() {
                 // Our create went through but its reply was lost.
                 pending.armed = false;
-                return Ok(Some(NaiveGuard {
-                    client: client.clone(),
-                    node: self.node.clone(),
-                    czxid: stat.czxid,
-                    released: false,
-                }));
+                return Ok(Some(self.guard(stat.czxid)));
             }
             match wait {
                 Wait::No => {
@@ -149,11 +117,15 @@ impl NaiveLock {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Wait {
-    No,
-    Forever,
-    Until(Instant),
+impl Naive {
+    fn guard(&self, czxid: i64) -> NaiveGuard {
+        let node = HeldNode {
+            client: self.client.clone(),
+            path: self.node.clone(),
+            czxid,
+        };
+        Guard::new(NaiveNode(node), None)
+    }
 }
 
 /// While an acquire is unsettled, dropping it removes the node if this session owns it.
@@ -183,60 +155,33 @@ impl Drop for PendingCreate {
     }
 }
 
-/// Proof of holding a [`NaiveLock`]; released by [`NaiveGuard::release`] or on drop.
-#[must_use = "dropping the guard releases the lock"]
-pub struct NaiveGuard {
-    client: Client,
-    node: String,
-    czxid: i64,
-    released: bool,
-}
+/// What a [`NaiveGuard`] holds: the lock node as this holder created it.
+pub struct NaiveNode(HeldNode);
 
-impl std::fmt::Debug for NaiveGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NaiveGuard")
-            .field("node", &self.node)
-            .field("fencing_token", &self.czxid)
-            .finish()
-    }
-}
-
-impl NaiveGuard {
-    /// The lock node's creation zxid (strictly increasing across holders).
-    pub fn fencing_token(&self) -> i64 {
-        self.czxid
+impl Held for NaiveNode {
+    fn held_node(&self) -> &HeldNode {
+        &self.0
     }
 
-    /// As [`MutexGuard::lost`](super::MutexGuard::lost).
-    pub fn lost(&self) -> impl Future<Output = ConnectionState> + Send + 'static {
-        let client = self.client.clone();
-        let window = default_window(&client);
-        session_in_doubt(client, window)
+    async fn release(&mut self) -> Result<()> {
+        let HeldNode {
+            client,
+            path,
+            czxid,
+        } = &self.0;
+        release_own(client, path, *czxid).await
     }
 
-    /// Deletes the lock node.
-    ///
-    /// # Errors
-    /// The delete's error other than `NoNode`.
-    pub async fn release(mut self) -> Result<()> {
-        self.released = true;
-        release_own(&self.client, &self.node, self.czxid).await
-    }
-}
-
-impl Drop for NaiveGuard {
-    fn drop(&mut self) {
-        if !self.released {
-            let Ok(rt) = tokio::runtime::Handle::try_current() else {
-                return;
-            };
-            let client = self.client.clone();
-            let node = std::mem::take(&mut self.node);
-            let czxid = self.czxid;
-            rt.spawn(async move {
-                let _ = release_own(&client, &node, czxid).await;
-            });
-        }
+    fn release_on_drop(&mut self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.0.client.clone();
+        let node = std::mem::take(&mut self.0.path);
+        let czxid = self.0.czxid;
+        rt.spawn(async move {
+            let _ = release_own(&client, &node, czxid).await;
+        });
     }
 }
 

@@ -1,15 +1,16 @@
 //! The read-write lock: Curator's `InterProcessReadWriteLock` recipe.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::time::Instant;
 use zlock_proto::lock_order;
 
-use super::driver::{first_holds, Decision, Hold, LockCore, Wait};
+use super::acquire::{Lock, Options, Recipe, Wait};
+use super::core::LockCore;
+use super::guard::Guard;
+use super::hold::Hold;
 use super::metrics::LockMetrics;
-use crate::{Client, ConnectionState, Error, Result};
+use super::order::{first_holds, no_writer_before, Decision};
+use crate::{Client, Result};
 
 /// Curator's marker of a read node: `_c_<guid>-__READ__NNNNNNNNNN`.
 const READ_NAME: &str = lock_order::READ_MARKER;
@@ -41,7 +42,7 @@ const WRITE_NAME: &str = "__WRIT__";
 /// - While every holder's session lives: a write holder excludes every other holder;
 ///   read holders exclude writers only.
 /// - A crashed holder's node goes with its session.
-/// - [`ReadWriteGuard::fencing_token`] is the node's creation zxid. Write tokens are
+/// - [`Guard::fencing_token`] is the node's creation zxid. Write tokens are
 ///   strictly increasing across write holders; a read token is greater than the token
 ///   of every write that finished before the read was queued.
 /// - Reentrant per [`ReadWriteLock`] instance and side, as [`Mutex`](super::Mutex):
@@ -57,8 +58,8 @@ const WRITE_NAME: &str = "__WRIT__";
 /// # Connection loss and session expiry
 /// As [`Mutex`](super::Mutex): a create whose reply is lost is found again by its
 /// GUID; a waiter's watch survives a reconnect; a lost session fails the acquire with
-/// [`Error::SessionExpired`]; a holder learns that its hold may be gone through
-/// [`ReadWriteGuard::lost`].
+/// [`Error::SessionExpired`](crate::Error::SessionExpired); a holder learns that its hold may be gone through
+/// [`Guard::lost`].
 ///
 /// # Cancellation safety
 /// As [`Mutex`](super::Mutex): a dropped acquire removes its node (through a spawned
@@ -96,16 +97,19 @@ impl ReadWriteLock {
     pub fn new(client: Client, lock_path: &str) -> ReadWriteLock {
         let write = LockCore::new(client.clone(), lock_path, WRITE_NAME);
         let read = LockCore::new(client, lock_path, READ_NAME);
-        let metrics = Some(LockMetrics::global().clone());
         ReadWriteLock {
-            read: ReadLock {
-                core: read,
-                write: Arc::clone(&write),
-                metrics: metrics.clone(),
+            read: Lock {
+                recipe: ReadSide {
+                    core: read,
+                    write: Arc::clone(&write),
+                    options: Options::default(),
+                },
             },
-            write: WriteLock {
-                core: write,
-                metrics,
+            write: Lock {
+                recipe: WriteSide {
+                    core: write,
+                    options: Options::default(),
+                },
             },
         }
     }
@@ -113,196 +117,102 @@ impl ReadWriteLock {
     /// Reports both sides' acquires and releases to `metrics` instead of the global
     /// sink.
     pub fn with_metrics(mut self, metrics: LockMetrics) -> ReadWriteLock {
-        self.read.metrics = Some(metrics.clone());
-        self.write.metrics = Some(metrics);
+        self.read.recipe.options.metrics = Some(metrics.clone());
+        self.write.recipe.options.metrics = Some(metrics);
         self
     }
 
     /// Reports nowhere.
     pub fn without_metrics(mut self) -> ReadWriteLock {
-        self.read.metrics = None;
-        self.write.metrics = None;
+        self.read.recipe.options.metrics = None;
+        self.write.recipe.options.metrics = None;
+        self
+    }
+
+    /// Asks both sides for a lock-delay, as [`Lock::with_lock_delay`]: a holder whose
+    /// session ends without a release holds the whole lock path back for `delay`.
+    pub fn with_lock_delay(mut self, delay: std::time::Duration) -> ReadWriteLock {
+        self.read.recipe.options.lock_delay = Some(delay);
+        self.write.recipe.options.lock_delay = Some(delay);
         self
     }
 
     /// The lock path.
     pub fn path(&self) -> &str {
-        &self.write.core.path
+        &self.write.recipe.core.path
     }
 
-    /// The shared side.
+    /// The shared side: [`Lock::try_acquire`] takes it only if no writer holds or
+    /// waits ahead now.
     pub fn read_lock(&self) -> &ReadLock {
         &self.read
     }
 
-    /// The exclusive side.
+    /// The exclusive side: [`Lock::try_acquire`] takes it only if nobody holds or
+    /// waits ahead now.
     pub fn write_lock(&self) -> &WriteLock {
         &self.write
     }
 }
 
 /// The shared side of a [`ReadWriteLock`].
-pub struct ReadLock {
+pub type ReadLock = Lock<ReadSide>;
+
+/// The exclusive side of a [`ReadWriteLock`].
+pub type WriteLock = Lock<WriteSide>;
+
+/// Proof of holding one side of a [`ReadWriteLock`]. Released by [`Guard::release`]
+/// or on drop (the node is deleted when the last guard of that side of the owning
+/// instance goes).
+pub type ReadWriteGuard = Guard<Hold<ReadWriteLock>>;
+
+/// The read side's recipe (see [`ReadWriteLock`]).
+pub struct ReadSide {
     core: Arc<LockCore>,
     /// The same instance's write side: holding it grants the read lock at once.
     write: Arc<LockCore>,
-    metrics: Option<LockMetrics>,
+    options: Options,
 }
 
-impl ReadLock {
-    /// Waits for the read lock.
-    ///
-    /// # Errors
-    /// [`Error::SessionExpired`] / [`Error::Closed`] if the session ends while waiting;
-    /// `Server(NoNode)` if this contender's node vanished; other server errors.
-    pub async fn acquire(&self) -> Result<ReadWriteGuard> {
-        forever(self.acquire_inner(Wait::Forever).await)
-    }
+/// The write side's recipe (see [`ReadWriteLock`]).
+pub struct WriteSide {
+    core: Arc<LockCore>,
+    options: Options,
+}
 
-    /// Takes the read lock only if no writer holds or waits ahead now; otherwise
-    /// removes its node and returns `None`.
-    ///
-    /// # Errors
-    /// As [`ReadLock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<ReadWriteGuard>> {
-        self.acquire_inner(Wait::No).await
-    }
+impl Recipe for ReadSide {
+    type Held = Hold<ReadWriteLock>;
 
-    /// Waits at most `timeout`; `None` (and no node left behind) if the lock did not
-    /// come.
-    ///
-    /// # Errors
-    /// As [`ReadLock::acquire`].
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReadWriteGuard>> {
-        self.acquire_inner(Wait::Until(Instant::now() + timeout))
-            .await
-    }
-
-    async fn acquire_inner(&self, wait: Wait) -> Result<Option<ReadWriteGuard>> {
+    async fn contend(&self, wait: Wait) -> Result<Option<ReadWriteGuard>> {
         let write = &self.write;
         let rule = |sorted: &[String], idx: usize| {
-            if write.holds() {
+            if write.holds.is_held() {
                 return Decision::Hold; // downgrade
             }
-            // Every entry that is not a reader is a writer here, a foreign kind too
-            // (the shared rule, which the server applies as well).
-            match lock_order::last_writer_before(sorted, idx) {
-                Some(w) => Decision::Watch(sorted[w].clone()),
-                None => Decision::Hold,
-            }
+            no_writer_before(sorted, idx)
         };
         // The server does not know our write node is ours: a downgrade keeps to the
         // recipe, whose rule does.
-        let native_ok = !write.holds();
-        let hold = self
-            .core
-            .acquire_with(wait, &rule, self.metrics.as_ref(), native_ok)
-            .await?;
-        Ok(hold.map(|hold| ReadWriteGuard { hold }))
-    }
-}
-
-/// The exclusive side of a [`ReadWriteLock`].
-pub struct WriteLock {
-    core: Arc<LockCore>,
-    metrics: Option<LockMetrics>,
-}
-
-impl WriteLock {
-    /// Waits for the write lock.
-    ///
-    /// # Errors
-    /// As [`ReadLock::acquire`].
-    pub async fn acquire(&self) -> Result<ReadWriteGuard> {
-        forever(self.acquire_inner(Wait::Forever).await)
-    }
-
-    /// Takes the write lock only if nobody holds or waits ahead now; otherwise
-    /// removes its node and returns `None`.
-    ///
-    /// # Errors
-    /// As [`ReadLock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<ReadWriteGuard>> {
-        self.acquire_inner(Wait::No).await
-    }
-
-    /// Waits at most `timeout`; `None` (and no node left behind) if the lock did not
-    /// come.
-    ///
-    /// # Errors
-    /// As [`ReadLock::acquire`].
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReadWriteGuard>> {
-        self.acquire_inner(Wait::Until(Instant::now() + timeout))
+        let native_ok = !write.holds.is_held();
+        self.core
+            .acquire(wait, &rule, &self.options, native_ok)
             .await
     }
-
-    async fn acquire_inner(&self, wait: Wait) -> Result<Option<ReadWriteGuard>> {
-        let hold = self
-            .core
-            .acquire(wait, &first_holds, self.metrics.as_ref())
-            .await?;
-        Ok(hold.map(|hold| ReadWriteGuard { hold }))
-    }
 }
 
-/// An acquire without a deadline always ends with the lock or an error.
-fn forever(r: Result<Option<ReadWriteGuard>>) -> Result<ReadWriteGuard> {
-    r?.ok_or_else(|| Error::Protocol("lock acquire ended without the lock".into()))
-}
+impl Recipe for WriteSide {
+    type Held = Hold<ReadWriteLock>;
 
-/// Proof of holding one side of a [`ReadWriteLock`]. Released by
-/// [`ReadWriteGuard::release`] or on drop (the node is deleted when the last guard of
-/// that side of the owning instance goes).
-#[must_use = "dropping the guard releases the lock"]
-pub struct ReadWriteGuard {
-    hold: Hold,
-}
-
-impl std::fmt::Debug for ReadWriteGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadWriteGuard")
-            .field("node", &self.hold.node())
-            .field("fencing_token", &self.hold.fencing_token())
-            .finish()
+    async fn contend(&self, wait: Wait) -> Result<Option<ReadWriteGuard>> {
+        self.core
+            .acquire(wait, &first_holds, &self.options, true)
+            .await
     }
 }
 
 impl ReadWriteGuard {
-    /// The lock node's creation zxid (see the guarantees on [`ReadWriteLock`]).
-    pub fn fencing_token(&self) -> i64 {
-        self.hold.fencing_token()
-    }
-
-    /// The path of the lock node held.
-    pub fn node(&self) -> &str {
-        self.hold.node()
-    }
-
     /// Whether this is the write side's guard.
     pub fn is_write(&self) -> bool {
-        self.hold.node().contains(WRITE_NAME)
-    }
-
-    /// Resolves when the hold may be lost (as [`MutexGuard::lost`](super::MutexGuard::lost)).
-    /// Cancellation safe; independent of the guard's lifetime.
-    pub fn lost(&self) -> impl Future<Output = ConnectionState> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// As [`ReadWriteGuard::lost`] with a chosen window.
-    pub fn lost_after(
-        &self,
-        window: Duration,
-    ) -> impl Future<Output = ConnectionState> + Send + 'static {
-        self.hold.lost_after(window)
-    }
-
-    /// Releases this guard; the node is deleted (and awaited) when it was the last
-    /// guard of its side's hold.
-    ///
-    /// # Errors
-    /// The delete's error other than `NoNode`.
-    pub async fn release(self) -> Result<()> {
-        self.hold.release().await
+        self.node().contains(WRITE_NAME)
     }
 }

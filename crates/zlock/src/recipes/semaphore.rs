@@ -5,10 +5,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zlock_proto::lock_order::{self, Mode};
 
-use super::driver::{create_node, native_contend, native_request, node_name, Pending, Wait};
-use super::metrics::{self, LockMetrics};
-use super::{default_window, delete_node, session_in_doubt, spawn_delete, Mutex};
-use crate::{lock_mode, Client, Error, ErrorCode, Result};
+use super::acquire::{Lock, Options, Recipe, Tunable, Wait};
+use super::guard::{Guard, Held, HeldNode};
+use super::metrics;
+use super::native;
+use super::nodes::{delete_node, spawn_delete};
+use super::protected::{create_node, node_name, Pending};
+use super::Mutex;
+use crate::{Client, Error, ErrorCode, Result};
 
 /// Curator's marker of a lease node: `_c_<guid>-lease-NNNNNNNNNN`.
 const LEASE_NAME: &str = "lease-";
@@ -47,17 +51,17 @@ const LEASE_NAME: &str = "lease-";
 /// Lease and mutex nodes are protected creates: a create whose reply is lost is found
 /// again by its GUID. A waiter's watch survives a reconnect; a lost session fails the
 /// acquire with [`Error::SessionExpired`]. A lease holds only while its session
-/// lives: [`Lease::lost`] resolves when that is in doubt (as [`crate::MutexGuard::lost`]).
+/// lives: [`Guard::lost`] resolves when that is in doubt (as [`crate::MutexGuard::lost`]).
 ///
 /// # Cancellation safety
 /// Dropping an acquire future removes whatever it had made: the internal mutex node,
 /// the lease node being waited on, and (for [`Semaphore::acquire_many`]) the leases
 /// already obtained, each through a spawned task. A timed-out `acquire_timeout` and a
 /// failed `try_acquire` remove their nodes before returning. Dropping a [`Lease`]
-/// releases it through a spawned task; prefer [`Lease::release`].
+/// releases it through a spawned task; prefer [`Guard::release`].
 ///
 /// # Metrics
-/// Reports to [`LockMetrics::global`] unless [`Semaphore::with_metrics`] says
+/// Reports to [`LockMetrics::global`](super::LockMetrics::global) unless [`Lock::with_metrics`] says
 /// otherwise; each lease counts as one acquisition and one release.
 ///
 /// ```no_run
@@ -78,91 +82,71 @@ const LEASE_NAME: &str = "lease-";
 /// }
 /// # Ok(()) }
 /// ```
-pub struct Semaphore {
+pub type Semaphore = Lock<Leases>;
+
+/// One lease of a [`Semaphore`]. Released by [`Guard::release`] or on drop.
+pub type Lease = Guard<LeaseNode>;
+
+/// The semaphore's recipe (see [`Semaphore`]).
+pub struct Leases {
     client: Client,
     locks_path: String,
     leases_path: String,
     max_leases: usize,
-    metrics: Option<LockMetrics>,
+    options: Options,
 }
 
-impl Semaphore {
+impl Recipe for Leases {
+    type Held = LeaseNode;
+
+    /// One lease. Without waiting (`try_acquire`) the recipe also answers `None` while
+    /// another acquirer is between taking the internal mutex and getting its lease (or
+    /// waits for one), as in Curator.
+    async fn contend(&self, wait: Wait) -> Result<Option<Lease>> {
+        Ok(self
+            .acquire_leases(1, wait)
+            .await?
+            .and_then(|mut v| v.pop()))
+    }
+}
+
+impl Tunable for Leases {
+    fn options_mut(&mut self) -> &mut Options {
+        &mut self.options
+    }
+}
+
+impl Lock<Leases> {
     /// A semaphore on `path` allowing `max_leases` holders at once.
     pub fn new(client: Client, path: &str, max_leases: usize) -> Semaphore {
         let path = path.trim_end_matches('/');
-        Semaphore {
-            client,
-            locks_path: format!("{path}/locks"),
-            leases_path: format!("{path}/leases"),
-            max_leases,
-            metrics: Some(LockMetrics::global().clone()),
+        Lock {
+            recipe: Leases {
+                client,
+                locks_path: format!("{path}/locks"),
+                leases_path: format!("{path}/leases"),
+                max_leases,
+                options: Options::default(),
+            },
         }
-    }
-
-    /// Reports acquires and releases to `metrics` instead of the global sink.
-    pub fn with_metrics(mut self, metrics: LockMetrics) -> Semaphore {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Reports nowhere.
-    pub fn without_metrics(mut self) -> Semaphore {
-        self.metrics = None;
-        self
     }
 
     /// The number of leases that may be held at once.
     pub fn max_leases(&self) -> usize {
-        self.max_leases
-    }
-
-    /// Waits for one lease.
-    ///
-    /// # Errors
-    /// [`Error::SessionExpired`] / [`Error::Closed`] if the session ends while waiting;
-    /// `Server(NoNode)` if the lease node vanished; `Server(BadArguments)` if
-    /// `max_leases` is 0; other server errors.
-    pub async fn acquire(&self) -> Result<Lease> {
-        let mut leases = self.acquire_many(1).await?;
-        leases
-            .pop()
-            .ok_or_else(|| Error::Protocol("semaphore acquire ended without a lease".into()))
+        self.recipe.max_leases
     }
 
     /// Waits for `n` leases, taken one after another (as Curator does); on an error
     /// the ones already taken are released.
     ///
     /// # Errors
-    /// As [`Semaphore::acquire`]; `Server(BadArguments)` if `n > max_leases` (it
+    /// As [`Lock::acquire`]; `Server(BadArguments)` if `n > max_leases` (it
     /// could never be granted).
     pub async fn acquire_many(&self, n: usize) -> Result<Vec<Lease>> {
-        self.acquire_leases(n, Wait::Forever)
+        self.recipe
+            .acquire_leases(n, Wait::Forever)
             .await?
             .ok_or_else(|| Error::Protocol("semaphore acquire ended without a lease".into()))
-    }
-
-    /// Takes a lease only if one is free now. Through the recipe also `None` while
-    /// another acquirer is between taking the internal mutex and getting its lease (or
-    /// waits for one), as in Curator.
-    ///
-    /// # Errors
-    /// As [`Semaphore::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<Lease>> {
-        Ok(self
-            .acquire_leases(1, Wait::No)
-            .await?
-            .and_then(|mut v| v.pop()))
-    }
-
-    /// Waits at most `timeout` for a lease; `None` (and no node left behind) if none
-    /// came.
-    ///
-    /// # Errors
-    /// As [`Semaphore::acquire`].
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
-        let deadline = Instant::now() + timeout;
-        let leases = self.acquire_leases(1, Wait::Until(deadline)).await?;
-        Ok(leases.and_then(|mut v| v.pop()))
     }
 
     /// Waits at most `timeout` for `n` leases in all; `None` (the ones taken released,
@@ -175,17 +159,25 @@ impl Semaphore {
         n: usize,
         timeout: Duration,
     ) -> Result<Option<Vec<Lease>>> {
-        self.acquire_leases(n, Wait::Until(Instant::now() + timeout))
+        self.recipe
+            .acquire_leases(n, Wait::Until(Instant::now() + timeout))
             .await
     }
+}
 
+impl Leases {
     async fn acquire_leases(&self, n: usize, wait: Wait) -> Result<Option<Vec<Lease>>> {
         let started = Instant::now();
         let outcome = self.acquire_leases_unobserved(n, wait).await;
         let count = outcome
             .as_ref()
             .map_or(0, |o| o.as_ref().map_or(0, Vec::len));
-        metrics::observe(self.metrics.as_ref(), started, &outcome, count as u64);
+        metrics::observe(
+            self.options.metrics.as_ref(),
+            started,
+            &outcome,
+            count as u64,
+        );
         outcome
     }
 
@@ -195,6 +187,9 @@ impl Semaphore {
         }
         let mut leases = Vec::with_capacity(n);
         let native = n == 1 && self.client.uses_native_locks();
+        if !native && self.options.lock_delay.is_some() {
+            return Err(Error::LockDelayUnsupported);
+        }
         while leases.len() < n {
             let got = if native {
                 self.queue_lease_native(wait).await
@@ -216,7 +211,7 @@ impl Semaphore {
         }
         // Counted from here on: leases given back above were never handed out.
         for lease in &mut leases {
-            lease.metrics = self.metrics.clone();
+            lease.count_on(self.options.metrics.clone());
         }
         Ok(Some(leases))
     }
@@ -228,7 +223,7 @@ impl Semaphore {
         // A fresh (non-reentrant) mutex per acquire: two tasks sharing this
         // `Semaphore` must queue on it like two processes would.
         let mutex = Mutex::new(self.client.clone(), &self.locks_path).without_metrics();
-        let Some(serial) = mutex.acquire_inner(wait).await? else {
+        let Some(serial) = mutex.recipe.contend(wait).await? else {
             return Ok(None);
         };
         let outcome = self.queue_lease(wait).await;
@@ -249,21 +244,16 @@ impl Semaphore {
     /// the grant when it is.
     async fn queue_lease_native(&self, wait: Wait) -> Result<Option<Lease>> {
         let mut pending = Pending::new(&self.client, &self.leases_path);
-        let leases = i32::try_from(self.max_leases).unwrap_or(i32::MAX);
-        let req = native_request(
+        let req = native::request(
             &self.leases_path,
             &pending.guid,
             LEASE_NAME,
-            lock_mode::SEMAPHORE,
-            leases,
+            Mode::Semaphore(self.max_leases),
+            &self.options,
+            String::new(),
         );
-        let held = native_contend(&self.client, &mut pending, req, wait).await?;
-        Ok(held.map(|(node, _czxid)| Lease {
-            client: self.client.clone(),
-            node,
-            metrics: None,
-            released: false,
-        }))
+        let held = native::contend(&self.client, &mut pending, req, wait).await?;
+        Ok(held.map(|(node, czxid)| self.lease(node, czxid)))
     }
 
     /// Creates a lease node and waits (with the internal mutex held) until it is
@@ -271,7 +261,7 @@ impl Semaphore {
     async fn queue_lease(&self, wait: Wait) -> Result<Option<Lease>> {
         let client = &self.client;
         let mut pending = Pending::new(client, &self.leases_path);
-        let (node, _czxid) =
+        let (node, czxid) =
             create_node(client, &self.leases_path, &pending.guid, LEASE_NAME, b"").await?;
         pending.node = Some(node.clone());
         let own = node_name(&node).to_owned();
@@ -283,12 +273,7 @@ impl Semaphore {
             };
             if Mode::Semaphore(self.max_leases).holds(&sorted, idx) {
                 pending.disarm();
-                return Ok(Some(Lease {
-                    client: client.clone(),
-                    node,
-                    metrics: None,
-                    released: false,
-                }));
+                return Ok(Some(self.lease(node, czxid)));
             }
             match wait {
                 Wait::No => return pending.remove().await.map(|()| None),
@@ -304,65 +289,31 @@ impl Semaphore {
             }
         }
     }
-}
 
-/// One lease of a [`Semaphore`]. Released by [`Lease::release`] or on drop.
-#[must_use = "dropping the lease releases it"]
-pub struct Lease {
-    client: Client,
-    node: String,
-    /// None until the lease is handed out, so leases given back by a failed or
-    /// dropped `acquire_many` are not counted as releases.
-    metrics: Option<LockMetrics>,
-    released: bool,
-}
-
-impl std::fmt::Debug for Lease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lease").field("node", &self.node).finish()
+    /// A lease on `node`, counted on the metrics only once handed out.
+    fn lease(&self, node: String, czxid: i64) -> Lease {
+        let node = HeldNode {
+            client: self.client.clone(),
+            path: node,
+            czxid,
+        };
+        Guard::new(LeaseNode(node), None)
     }
 }
 
-impl Lease {
-    /// The path of the lease node.
-    pub fn node(&self) -> &str {
-        &self.node
+/// What a [`Lease`] holds: its node.
+pub struct LeaseNode(HeldNode);
+
+impl Held for LeaseNode {
+    fn held_node(&self) -> &HeldNode {
+        &self.0
     }
 
-    /// Resolves when the lease may be lost: the connection has stayed Suspended for
-    /// the safe window (a third of the session timeout), or the session is Lost or the
-    /// client Closed. Returns that state. Cancellation safe; independent of the lease's
-    /// lifetime.
-    pub fn lost(
-        &self,
-    ) -> impl std::future::Future<Output = crate::ConnectionState> + Send + 'static {
-        let client = self.client.clone();
-        let window = default_window(&client);
-        session_in_doubt(client, window)
+    async fn release(&mut self) -> Result<()> {
+        delete_node(&self.0.client, &self.0.path).await
     }
 
-    /// Releases the lease: deletes its node (awaited).
-    ///
-    /// # Errors
-    /// The delete's error other than `NoNode` (e.g. [`Error::SessionExpired`], in which
-    /// case the node is gone with the session anyway).
-    pub async fn release(mut self) -> Result<()> {
-        if let Some(m) = &self.metrics {
-            m.released();
-        }
-        self.released = true;
-        delete_node(&self.client, &self.node).await
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        if let Some(m) = &self.metrics {
-            m.released();
-        }
-        spawn_delete(self.client.clone(), std::mem::take(&mut self.node));
+    fn release_on_drop(&mut self) {
+        spawn_delete(self.0.client.clone(), std::mem::take(&mut self.0.path));
     }
 }
