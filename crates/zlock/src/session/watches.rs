@@ -122,8 +122,36 @@ impl Watches {
     /// removed on the server once no other watcher needs it.
     pub(super) fn forget(&mut self, kind: WatchKind, path: String) {
         if let Some(ty) = self.prune(kind, &path) {
+            let persistent =
+                ty == watcher_type::PERSISTENT || ty == watcher_type::PERSISTENT_RECURSIVE;
+            let ty = if persistent && !self.any_on(&path) {
+                // Apache ZooKeeper before 3.9 knows no watcher type for persistent
+                // watches (ZOOKEEPER-4472) and removes them only with ANY, which takes
+                // every watch of the session on the path: safe when none is left. (With
+                // another watch left there, ZooKeeper 3.8 refuses the exact type and
+                // keeps sending the events, which this client then drops.)
+                watcher_type::ANY
+            } else {
+                ty
+            };
             self.removals.push((ty, path));
         }
+    }
+
+    /// Does any watcher of the session still watch `path` itself, of any kind?
+    fn any_on(&self, path: &str) -> bool {
+        [
+            &self.data,
+            &self.exist,
+            &self.child,
+            &self.persistent,
+            &self.recursive,
+        ]
+        .iter()
+        .any(|m| {
+            m.get(path)
+                .is_some_and(|sinks| sinks.iter().any(Sink::is_live))
+        })
     }
 
     /// Dispatches one event (server path) like ZooKeeper's ZKWatchManager.
