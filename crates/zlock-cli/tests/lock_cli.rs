@@ -530,3 +530,110 @@ async fn help_lists_exit_codes_and_usage_errors_exit_2() {
         assert_eq!(o.code, 2, "{bad:?}: {:?}", o.stderr);
     }
 }
+
+/// `--lock-delay`: a holder `zlock lock` killed with `kill -9` (its session expires)
+/// keeps the next `zlock lock` waiting for the delay after its node went; the waiter's
+/// command records when it ran. The bound checked is half the delay, from when the test
+/// saw the node go (which can only be after the expiry). A clean end of the holder's
+/// command hands over at once (exit 0 of the waiter long before a 60 s delay).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_holds_back_the_next_holder_after_kill_9() {
+    const DELAY: Duration = Duration::from_secs(3);
+    let srv = TestServer::start().await.unwrap();
+    let cs = srv.connect_string();
+    let (c, _ev) = Client::connect(&cs, 10_000).await.unwrap();
+    let d = Scratch::new("delay");
+    let pidfile = d.file("pid");
+    let ran = d.file("ran");
+    let mut holder = zlock_cmd(&[
+        "lock",
+        "--session-timeout",
+        "1000",
+        "--lock-delay",
+        "3s",
+        "--server",
+        &cs,
+        "/locks/delay",
+        "--",
+        "sh",
+        "-c",
+        "echo $$ > \"$PIDFILE\"; sleep 300",
+    ]);
+    holder.env("PIDFILE", &pidfile);
+    let holder = holder.spawn().unwrap();
+    until("the holder's command", || async {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    let cmd_pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let held = children(&c, "/locks/delay").await;
+    assert_eq!(held.len(), 1);
+    let waiter = zlock_cmd(&[
+        "lock",
+        "--server",
+        &cs,
+        "/locks/delay",
+        "--",
+        "sh",
+        "-c",
+        &format!("date +%s%N > '{ran}'"),
+    ])
+    .spawn()
+    .unwrap();
+    until("the waiter queued", || async {
+        children(&c, "/locks/delay").await.len() == 2
+    })
+    .await;
+    assert!(kill("-9", holder.id().unwrap()));
+    until("the holder's node gone with its session", || async {
+        !children(&c, "/locks/delay").await.contains(&held[0])
+    })
+    .await;
+    let gone = std::time::SystemTime::now();
+    let o = finish(waiter).await;
+    assert_eq!(o.code, 0, "stderr {:?}", o.stderr);
+    let ran_ns: u128 = std::fs::read_to_string(&ran)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let gone_ns = gone
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let waited = Duration::from_nanos(ran_ns.saturating_sub(gone_ns) as u64);
+    assert!(
+        waited >= DELAY / 2,
+        "the waiter ran {waited:?} after the holder's node went, inside the {DELAY:?} delay"
+    );
+    // The killed holder's command is still running (kill -9 reaches no one else).
+    assert!(kill("-9", cmd_pid));
+
+    // A holder whose command ends releases: the next one runs at once.
+    let o = zl(&[
+        "lock",
+        "--lock-delay",
+        "60s",
+        "--server",
+        &cs,
+        "/locks/delay",
+        "--",
+        "true",
+    ])
+    .await;
+    assert_eq!(o.code, 0, "stderr {:?}", o.stderr);
+    let o = tokio::time::timeout(
+        Duration::from_secs(30),
+        zlock_cmd(&["lock", "--server", &cs, "/locks/delay", "--", "true"]).output(),
+    )
+    .await
+    .expect("a released lock is free at once, whatever its lock-delay")
+    .unwrap();
+    assert_eq!(out(o).code, 0);
+    c.close().await.unwrap();
+}

@@ -554,4 +554,8 @@ scenarios! {
     lock_delay_after_the_holder_dies => lock_delay::lock_delay_after_the_holder_dies,
     clean_release_hands_over_at_once => lock_delay::clean_release_hands_over_at_once,
     lock_delay_out_of_bounds_is_refused => lock_delay::lock_delay_out_of_bounds_is_refused,
+    paused_recipe_holder_sees_lost_and_its_fenced_write_is_refused =>
+        lock_delay::paused_recipe_holder_sees_lost_and_its_fenced_write_is_refused,
+    recipe_refuses_a_lock_delay_without_the_native_path =>
+        lock_delay::recipe_refuses_a_lock_delay_without_the_native_path,
 }

@@ -1,9 +1,11 @@
 //! Lock-delay through the protocol: a holder that asked for one and dies (its session
 //! expires) leaves its lock granting nothing for that long; a clean release hands over
-//! at once, whatever the delay.
+//! at once, whatever the delay; the recipes' `with_lock_delay`, and a paused holder
+//! that comes back inside the delay.
 
 use std::time::{Duration, Instant};
 
+use zlock::recipes::Mutex;
 use zlock::{ConnectionState, LockRequest, NativeLock};
 
 use super::proxy::Proxy;
@@ -109,4 +111,95 @@ pub async fn lock_delay_out_of_bounds_is_refused(t: &Target) {
     let e = c.lock_native(too_long).await.unwrap_err();
     assert_eq!(e.code(), Some(zlock_proto::ErrorCode::BadArguments));
     assert!(c.exists("/delay-bad", false).await.unwrap().is_none());
+}
+
+/// The recipe with `with_lock_delay`: its holder (member 0, through a proxy alone) is
+/// cut off past its session, as a paused process would be; when it comes back, inside
+/// the delay, `lost()` has fired and its fenced write is refused, and the waiter
+/// (member 1, the plain recipe) is granted only after that and no sooner than half the
+/// delay after the holder's node went, with a higher fencing token.
+pub async fn paused_recipe_holder_sees_lost_and_its_fenced_write_is_refused(t: &Target) {
+    const P: &str = "/delay-recipe";
+    const RESOURCE: &str = "/delay-recipe-resource";
+    const DELAY: Duration = Duration::from_secs(8);
+    let holder_proxy = Proxy::start(t.member(0)).await;
+    let (holder, _) = zlock::Client::connect(&holder_proxy.addr.to_string(), 2_000)
+        .await
+        .unwrap();
+    let waiter = connect(&t.hosts(1)).await;
+    let observer = connect(&t.hosts(2)).await;
+    observer
+        .create(RESOURCE, b"0", zlock::CreateMode::Persistent)
+        .await
+        .unwrap();
+    let lock = Mutex::new(holder.clone(), P).with_lock_delay(DELAY);
+    let guard = lock.acquire().await.unwrap();
+    let lost = guard.lost();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move {
+            let g = Mutex::new(waiter, P).acquire().await.unwrap();
+            (g, Instant::now())
+        }
+    });
+    within("the waiter queued", async {
+        while observer.get_children(P, false).await.unwrap().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (Some(_), gone) = observer.exists_watch(guard.node()).await.unwrap() else {
+        panic!("the holder's node exists")
+    };
+    holder_proxy.block(true);
+    holder_proxy.cut();
+    within("the holder's node deleted by its expiry", gone)
+        .await
+        .unwrap();
+    let deleted = Instant::now();
+    // The holder resumes: it learns its session is gone, and writes nothing under
+    // the lock.
+    holder_proxy.block(false);
+    let state = within("lost() fires", lost).await;
+    assert!(
+        matches!(state, ConnectionState::Lost | ConnectionState::Suspended),
+        "{state:?}"
+    );
+    let fenced = guard
+        .fenced(vec![zlock::MultiOp::SetData(zlock::SetDataRequest {
+            path: RESOURCE.into(),
+            data: Some(b"stale".to_vec()),
+            version: -1,
+        })])
+        .await;
+    let refused = Instant::now();
+    assert!(
+        fenced.is_err(),
+        "a fenced write after the lock was lost: {fenced:?}"
+    );
+    let (g, granted) = within("grant after the lock-delay", waiting).await.unwrap();
+    assert!(refused < granted, "the holder resumed inside the delay");
+    let waited = granted.duration_since(deleted);
+    assert!(
+        waited >= DELAY / 2,
+        "granted {waited:?} after the holder's node went, inside its {DELAY:?} lock-delay"
+    );
+    assert!(g.fencing_token() > guard.fencing_token());
+    assert_eq!(observer.get_data(RESOURCE, false).await.unwrap().0, b"0");
+    g.release().await.unwrap();
+    drop(guard);
+}
+
+/// The recipe refuses a lock-delay on the standard path rather than lock without it.
+pub async fn recipe_refuses_a_lock_delay_without_the_native_path(t: &Target) {
+    let c = connect(&t.hosts(0))
+        .await
+        .with_lock_path(zlock::LockPath::Recipe);
+    let e = Mutex::new(c.clone(), "/delay-std")
+        .with_lock_delay(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(e, zlock::Error::LockDelayUnsupported);
+    assert!(c.exists("/delay-std", false).await.unwrap().is_none());
 }

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use zlock::recipes::{Lease, Mutex, MutexGuard, ReadWriteGuard, ReadWriteLock, Semaphore};
-use zlock::{Client, ConnectionState, Error, ErrorCode};
+use zlock::{Client, ConnectionState};
 
 /// Which lock `zlock lock` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +49,7 @@ pub enum Wait {
 pub enum Held {
     Exclusive(MutexGuard),
     Shared(ReadWriteGuard),
-    /// The lease and its node's czxid (the recipe does not keep it; read once with
-    /// `exists` after the grant).
-    Lease(Lease, i64),
+    Lease(Lease),
 }
 
 /// A boxed `lost()` future: the three kinds' futures are of different types.
@@ -63,7 +61,7 @@ impl Held {
         match self {
             Held::Exclusive(g) => g.node(),
             Held::Shared(g) => g.node(),
-            Held::Lease(l, _) => l.node(),
+            Held::Lease(l) => l.node(),
         }
     }
 
@@ -73,7 +71,7 @@ impl Held {
         match self {
             Held::Exclusive(g) => g.fencing_token(),
             Held::Shared(g) => g.fencing_token(),
-            Held::Lease(_, czxid) => *czxid,
+            Held::Lease(l) => l.fencing_token(),
         }
     }
 
@@ -83,7 +81,7 @@ impl Held {
         match self {
             Held::Exclusive(g) => Box::pin(g.lost()),
             Held::Shared(g) => Box::pin(g.lost()),
-            Held::Lease(l, _) => Box::pin(l.lost()),
+            Held::Lease(l) => Box::pin(l.lost()),
         }
     }
 
@@ -95,17 +93,18 @@ impl Held {
         match self {
             Held::Exclusive(g) => g.release().await,
             Held::Shared(g) => g.release().await,
-            Held::Lease(l, _) => l.release().await,
+            Held::Lease(l) => l.release().await,
         }
     }
 }
 
-/// Takes the lock of `kind` on `path`; `None` when `wait` ran out (or, for
-/// [`Wait::No`], the lock is busy), with no node left behind.
+/// Takes the lock of `kind` on `path`, with `lock_delay` asked for if given; `None`
+/// when `wait` ran out (or, for [`Wait::No`], the lock is busy), with no node left
+/// behind.
 ///
 /// # Errors
-/// The recipe's errors (session lost while waiting, server errors); for a semaphore
-/// also `NoNode` if the lease node is gone before its czxid could be read.
+/// The recipe's errors (session lost while waiting, server errors,
+/// `LockDelayUnsupported` for a lock-delay the server cannot keep).
 ///
 /// # Cancellation safety
 /// As the recipes': a dropped acquire removes its node through a spawned task. The
@@ -115,10 +114,14 @@ pub async fn acquire(
     path: &str,
     kind: Kind,
     wait: Wait,
+    lock_delay: Option<Duration>,
 ) -> zlock::Result<Option<Held>> {
     match kind {
         Kind::Exclusive => {
-            let m = Mutex::new(client.clone(), path);
+            let mut m = Mutex::new(client.clone(), path);
+            if let Some(d) = lock_delay {
+                m = m.with_lock_delay(d);
+            }
             let g = match wait {
                 Wait::No => m.try_acquire().await?,
                 Wait::Within(d) => m.acquire_timeout(d).await?,
@@ -127,7 +130,10 @@ pub async fn acquire(
             Ok(g.map(Held::Exclusive))
         }
         Kind::Shared => {
-            let rw = ReadWriteLock::new(client.clone(), path);
+            let mut rw = ReadWriteLock::new(client.clone(), path);
+            if let Some(d) = lock_delay {
+                rw = rw.with_lock_delay(d);
+            }
             let r = rw.read_lock();
             let g = match wait {
                 Wait::No => r.try_acquire().await?,
@@ -137,24 +143,16 @@ pub async fn acquire(
             Ok(g.map(Held::Shared))
         }
         Kind::Semaphore(n) => {
-            let s = Semaphore::new(client.clone(), path, n);
+            let mut s = Semaphore::new(client.clone(), path, n);
+            if let Some(d) = lock_delay {
+                s = s.with_lock_delay(d);
+            }
             let lease = match wait {
                 Wait::No => s.try_acquire().await?,
                 Wait::Within(d) => s.acquire_timeout(d).await?,
                 Wait::Forever => Some(s.acquire().await?),
             };
-            let Some(lease) = lease else {
-                return Ok(None);
-            };
-            match client.exists(lease.node(), false).await {
-                Ok(Some(stat)) => Ok(Some(Held::Lease(lease, stat.czxid))),
-                Ok(None) => Err(Error::Server(ErrorCode::NoNode)),
-                Err(e) => {
-                    // Best effort: the session is closed right after anyway.
-                    let _ = lease.release().await;
-                    Err(e)
-                }
-            }
+            Ok(lease.map(Held::Lease))
         }
     }
 }

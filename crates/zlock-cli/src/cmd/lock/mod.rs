@@ -58,6 +58,7 @@ Examples:
   zlock lock --timeout 10s -E 9 /locks/db -- ./migrate.sh
   zlock lock --shared /locks/catalog -- ./read-report.sh
   zlock lock --semaphore 3 /pools/ffmpeg -- ./encode.sh in.mov
+  zlock lock --lock-delay 10s /locks/pay -- ./settle.sh   # a killed holder: 10 s gap
   zlock lock /locks/backup -- sh -c 'echo $ZLOCK_FENCING_TOKEN $ZLOCK_LOCK_NODE'
 
 The command runs in a process group of its own (unless --foreground) and gets:
@@ -115,6 +116,13 @@ pub struct LockArgs {
     #[arg(long, short = 'k', value_name = "DURATION", default_value = "10s",
           value_parser = parse_duration)]
     pub kill_after: Duration,
+    /// Lock-delay (e.g. 5s, at most 60s): if this holder's session ends without a
+    /// release (zlock lock was killed, or paused past its session timeout), the server
+    /// grants the lock to no one for this long, so a paused holder can notice first.
+    /// Needs a zlock server (exit 1 against Apache ZooKeeper). Default: the server's
+    /// (zlock.lockDelayMs, none unless set)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lock_delay: Option<Duration>,
     /// Run the command in zlock lock's process group (timeout --foreground): for a
     /// command that reads the terminal. Signals, and the stop on lock loss, then reach
     /// the command's process only, not the processes it started
@@ -253,7 +261,7 @@ async fn run_async(a: LockArgs) -> i32 {
 
 async fn hold_and_run(client: &Client, a: &LockArgs, signals: &mut Signals) -> i32 {
     let acquired = tokio::select! {
-        r = held::acquire(client, &a.path, a.kind(), a.wait()) => r,
+        r = held::acquire(client, &a.path, a.kind(), a.wait(), a.lock_delay) => r,
         // Dropping the acquire abandons it; the session's close (in `run_async`)
         // removes its node if the recipe's own cleanup task has not yet.
         sig = signals.recv() => return exit::SIGNAL_BASE + sig,
