@@ -14,6 +14,23 @@
 //!
 //! An acquire future dropped before it settled counts nowhere.
 //!
+//! # Exporting
+//! [`LockMetrics::export`] also reports a sink through the [`metrics`] facade, so the
+//! service's own exporter (`metrics-exporter-prometheus`, or any other recorder)
+//! publishes it with the rest of its metrics, labelled `lock="<name>"`:
+//!
+//! | name | type | |
+//! |---|---|---|
+//! | `zlock_client_lock_acquisitions_total` | counter | guards and leases obtained |
+//! | `zlock_client_lock_timeouts_total` | counter | `try_acquire` / `acquire_timeout` that got nothing |
+//! | `zlock_client_lock_failures_total` | counter | acquire calls that failed |
+//! | `zlock_client_lock_releases_total` | counter | guards and leases released |
+//! | `zlock_client_lock_wait_seconds` | histogram | from the call to the grant |
+//!
+//! The failure rate to alert on is then
+//! `rate(zlock_client_lock_failures_total[5m]) / (rate(zlock_client_lock_acquisitions_total[5m])
+//! + rate(zlock_client_lock_timeouts_total[5m]) + rate(zlock_client_lock_failures_total[5m]))`.
+//!
 //! # Default
 //! Every recipe reports to [`LockMetrics::global`] unless given another sink with
 //! `with_metrics` (or `without_metrics`). Observability is on by default because a
@@ -32,6 +49,11 @@
 //! lock.acquire().await?.release().await?;
 //! let s = metrics.snapshot();
 //! println!("acquired {} p99 wait {} µs, failure rate {}", s.acquisitions, s.wait_p99_us, s.failure_rate());
+//!
+//! // With the service's recorder installed (e.g. metrics-exporter-prometheus's
+//! // PrometheusBuilder::new().install()), one call publishes every recipe's default
+//! // sink as zlock_client_lock_*{lock="all"}:
+//! LockMetrics::global().export("all");
 //! # Ok(()) }
 //! ```
 
@@ -62,6 +84,17 @@ struct Inner {
     /// A std mutex: each critical section is one `record` call, never held across an
     /// await.
     wait_us: std::sync::Mutex<Histogram<u64>>,
+    /// The `metrics` facade's handles, once [`LockMetrics::export`]ed.
+    exported: OnceLock<Exported>,
+}
+
+/// Handles on the recorder that was installed when the sink was exported.
+struct Exported {
+    acquisitions: metrics::Counter,
+    timeouts: metrics::Counter,
+    failures: metrics::Counter,
+    releases: metrics::Counter,
+    wait_seconds: metrics::Histogram,
 }
 
 /// A point-in-time copy of a [`LockMetrics`], for export.
@@ -119,6 +152,7 @@ impl LockMetrics {
                 failures: AtomicU64::new(0),
                 releases: AtomicU64::new(0),
                 wait_us: std::sync::Mutex::new(histogram),
+                exported: OnceLock::new(),
             }),
         }
     }
@@ -127,6 +161,36 @@ impl LockMetrics {
     pub fn global() -> &'static LockMetrics {
         static GLOBAL: OnceLock<LockMetrics> = OnceLock::new();
         GLOBAL.get_or_init(LockMetrics::new)
+    }
+
+    /// Also reports this sink through the [`metrics`] facade, labelled `lock="<name>"`
+    /// (the names are in the module doc), to the recorder installed now: install the
+    /// service's recorder (its Prometheus exporter) first. The counters start at the
+    /// counts so far; waits are reported from now on. Returns false, and changes
+    /// nothing, if the sink was exported already. Clones share the export.
+    pub fn export(&self, name: &str) -> bool {
+        let lock = name.to_owned();
+        let mut fresh = false;
+        let e = self.inner.exported.get_or_init(|| {
+            fresh = true;
+            describe();
+            Exported {
+                acquisitions: metrics::counter!(ACQUISITIONS, "lock" => lock.clone()),
+                timeouts: metrics::counter!(TIMEOUTS, "lock" => lock.clone()),
+                failures: metrics::counter!(FAILURES, "lock" => lock.clone()),
+                releases: metrics::counter!(RELEASES, "lock" => lock.clone()),
+                wait_seconds: metrics::histogram!(WAIT_SECONDS, "lock" => lock),
+            }
+        });
+        if fresh {
+            let i = &self.inner;
+            e.acquisitions
+                .absolute(i.acquisitions.load(Ordering::Relaxed));
+            e.timeouts.absolute(i.timeouts.load(Ordering::Relaxed));
+            e.failures.absolute(i.failures.load(Ordering::Relaxed));
+            e.releases.absolute(i.releases.load(Ordering::Relaxed));
+        }
+        fresh
     }
 
     /// The current counts and wait-time quantiles.
@@ -161,15 +225,25 @@ impl LockMetrics {
             Ok(Some(_)) => self.acquired(count, started.elapsed()),
             Ok(None) => {
                 self.inner.timeouts.fetch_add(1, Ordering::Relaxed);
+                if let Some(e) = self.inner.exported.get() {
+                    e.timeouts.increment(1);
+                }
             }
             Err(_) => {
                 self.inner.failures.fetch_add(1, Ordering::Relaxed);
+                if let Some(e) = self.inner.exported.get() {
+                    e.failures.increment(1);
+                }
             }
         }
     }
 
     fn acquired(&self, count: u64, waited: Duration) {
         self.inner.acquisitions.fetch_add(count, Ordering::Relaxed);
+        if let Some(e) = self.inner.exported.get() {
+            e.acquisitions.increment(count);
+            e.wait_seconds.record(waited.as_secs_f64());
+        }
         let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
         self.inner
             .wait_us
@@ -180,7 +254,33 @@ impl LockMetrics {
 
     pub(crate) fn released(&self) {
         self.inner.releases.fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = self.inner.exported.get() {
+            e.releases.increment(1);
+        }
     }
+}
+
+const ACQUISITIONS: &str = "zlock_client_lock_acquisitions_total";
+const TIMEOUTS: &str = "zlock_client_lock_timeouts_total";
+const FAILURES: &str = "zlock_client_lock_failures_total";
+const RELEASES: &str = "zlock_client_lock_releases_total";
+const WAIT_SECONDS: &str = "zlock_client_lock_wait_seconds";
+
+/// The help texts, for exporters that publish them.
+fn describe() {
+    use metrics::Unit;
+    metrics::describe_counter!(ACQUISITIONS, "Lock guards and semaphore leases obtained");
+    metrics::describe_counter!(
+        TIMEOUTS,
+        "try_acquire / acquire_timeout calls that obtained nothing"
+    );
+    metrics::describe_counter!(FAILURES, "Lock acquire calls that returned an error");
+    metrics::describe_counter!(RELEASES, "Lock guards and semaphore leases released");
+    metrics::describe_histogram!(
+        WAIT_SECONDS,
+        Unit::Seconds,
+        "Time from an acquire call to the grant"
+    );
 }
 
 /// Records on an optional sink (recipes built `without_metrics` have none).
