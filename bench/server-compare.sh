@@ -29,6 +29,9 @@
 #                      default (JAVA_OPTS="" in /etc/zookeeper/conf/environment), i.e. the
 #                      JVM's ergonomic heap (MaxHeapSize = 1/4 of RAM)
 #   ENSEMBLES=1        also the three-member systems in phase 1 (0: standalone only)
+#   METRICS=1          also a standalone zlock with the Prometheus endpoint on
+#                      (`--metrics-port 0`: every request records its latency summary) in
+#                      phase 1, reported as the cost of the metrics (0: not)
 #   SKIP_LOAD=1        skip phase 3 (the report then has no memory / restart table)
 #   CARGO_TARGET_DIR   default <repo>/target-bench
 #   KEEP_RAW=<dir>     also copy the raw measurements and server logs there
@@ -49,6 +52,7 @@ ZK_JVMFLAGS="${ZK_JVMFLAGS:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 ZLOCK="$CARGO_TARGET_DIR/release/zlock"
 ENSEMBLES="${ENSEMBLES:-1}"
+METRICS="${METRICS:-1}"
 T_START=$(date +%s)
 
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - T_START ))" "$*" >&2; }
@@ -135,9 +139,15 @@ log "machine: $(grep -E '^(nproc|cpu_model|mem_total|loadavg_start)=' "$RAW/mach
 # ---------------------------------------------------------------------------- ops
 OPS_SYSTEMS="zlock zk"
 [ "$ENSEMBLES" = 0 ] || OPS_SYSTEMS="zlock zk zlock-ens zk-ens"
+[ "$METRICS" = 0 ] || OPS_SYSTEMS="$OPS_SYSTEMS zlock-metrics"
 log "phase 1: operations ($OPS_SYSTEMS up, measured one at a time, in turn)"
 for sys in $OPS_SYSTEMS; do
-    sys_start "ops-$sys" "$sys"
+    if [ "$sys" = zlock-metrics ]; then
+        # The same server with its metrics endpoint on (a free port of its choosing).
+        SYS_ZLOCK_ARGS="${SYS_ZLOCK_ARGS:-} --metrics-port 0" sys_start "ops-$sys" zlock
+    else
+        sys_start "ops-$sys" "$sys"
+    fi
     sys_config "ops-$sys" >"$RAW/zoo-$sys-ops.cfg"
 done
 for sys in $OPS_SYSTEMS; do

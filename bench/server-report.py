@@ -14,8 +14,14 @@ from benchlib import read_env  # bench/benchlib.py, next to this script
 
 raw, md_path, json_path = sys.argv[1:4]
 params = dict(a.split("=", 1) for a in sys.argv[4:])
-SYS = ("zlock", "zk", "zlock-ens", "zk-ens")
-NAME = {"zlock": "zlock", "zk": "ZooKeeper", "zlock-ens": "zlock ×3", "zk-ens": "ZooKeeper ×3"}
+SYS = ("zlock", "zk", "zlock-ens", "zk-ens", "zlock-metrics")
+NAME = {
+    "zlock": "zlock",
+    "zk": "ZooKeeper",
+    "zlock-ens": "zlock ×3",
+    "zk-ens": "ZooKeeper ×3",
+    "zlock-metrics": "zlock, metrics on",
+}
 LOADED = ("zlock", "zk")  # the memory / restart phase runs standalone only
 PHASES = ("create", "setData", "getData", "delete")
 
@@ -191,6 +197,27 @@ for clients in ("1", "32"):
         row(f"server CPU time per operation, {c}, all 4 phases (µs)", z["server_cpu_us_per_op"], k["server_cpu_us_per_op"], False, 1)
         row(f"server voluntary context switches per operation, {c}", z["server_vol_csw_per_op"], k["server_vol_csw_per_op"], False, 2)
 
+# The cost of the metrics: zlock with its Prometheus endpoint on against zlock without,
+# the same runs in turn.
+metrics_rows = []
+for clients in ("1", "32"):
+    for phase in PHASES:
+        on = summary["zlock-metrics"].get(clients, {}).get(phase)
+        off = summary["zlock"].get(clients, {}).get(phase)
+        if not on or not off:
+            continue
+        c = f"{clients} client{'s' if clients != '1' else ''}"
+        runs_on = ", ".join(f"{v:,}" for v in on["ops_per_sec_all_runs"])
+        runs_off = ", ".join(f"{v:,}" for v in off["ops_per_sec_all_runs"])
+        metrics_rows.append(
+            f"| {phase}, {c}: throughput (ops/s) | {fmt(on['ops_per_sec'])} | {fmt(off['ops_per_sec'])} "
+            f"| {on['ops_per_sec'] / off['ops_per_sec']:.2f} | {runs_on} | {runs_off} |"
+        )
+        metrics_rows.append(
+            f"| {phase}, {c}: p50 latency (ms) | {fmt(on['p50_us'] / 1e3, 3)} | {fmt(off['p50_us'] / 1e3, 3)} "
+            f"| {off['p50_us'] / on['p50_us']:.2f} | | |"
+        )
+
 lz, lk = load["zlock"], load["zk"]
 
 
@@ -336,6 +363,19 @@ client. Server CPU is the sum over the three members.
 
 {table(ens_rows).replace("| metric | zlock | ZooKeeper 3.8 |", "| metric | zlock ×3 | ZooKeeper 3.8 ×3 |")}
 """
+metrics_section = "" if not metrics_rows else f"""
+### The cost of the metrics
+
+zlock with its Prometheus endpoint on (`--metrics-port 0`: every request records its
+read or update latency summary, the counters count as always) against the same zlock
+without, measured in turn with the others. **Ratio: on/off for throughput, off/on for
+latency; 1.00 = no cost**, and the per-run figures show how far apart runs of one server
+already are (the noise).
+
+| metric | metrics on | metrics off | ratio | on, per run | off, per run |
+|---|---:|---:|---:|---|---|
+{chr(10).join(metrics_rows)}
+"""
 jvm_note = "the JVM flags above" if params.get("zk_jvmflags") else 'no JVM flags, as the Debian package does (JAVA_OPTS="")'
 md = f"""# zlock vs Apache ZooKeeper 3.8: server benchmark
 
@@ -365,7 +405,7 @@ much CPU the shared machine had left, so it is the steadier way to compare the t
 ZooKeeper/zlock (the "ratio is" column says which).
 
 {table(rows)}
-{ens_section}
+{ens_section}{metrics_section}
 {load_section}## Against the issue's goals
 
 {chr(10).join(goal_lines)}
