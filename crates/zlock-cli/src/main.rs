@@ -109,7 +109,8 @@ struct ServerArgs {
     /// jute.maxbuffer, snapCount, preAllocSize, extendedTypesEnabled,
     /// znode.container.checkIntervalMs, clientPortListenBacklog, globalOutstandingLimit,
     /// zlock.commitSpinMicros, zlock.lockDelayMs, metricsProvider.className,
-    /// metricsProvider.httpHost, metricsProvider.httpPort; for an ensemble server.N, dynamicConfigFile, peerType,
+    /// metricsProvider.httpHost, metricsProvider.httpPort, admin.enableServer,
+    /// admin.serverAddress, admin.serverPort, admin.commandURL; for an ensemble server.N, dynamicConfigFile, peerType,
     /// initLimit, syncLimit, zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the
     /// member's id in <dataDir>/myid). Other keys are logged and ignored.
     #[arg(long, short = 'c', value_name = "FILE")]
@@ -175,6 +176,15 @@ struct ServerArgs {
     /// 0.0.0.0 for every interface, ZooKeeper's default]
     #[arg(long, value_name = "ADDR")]
     metrics_host: Option<std::net::IpAddr>,
+    /// Serve ZooKeeper's AdminServer commands as JSON at http://HOST:N/commands
+    /// (admin.enableServer=true, admin.serverPort=N) [default: off; ZooKeeper's is on,
+    /// at port 8080]
+    #[arg(long, value_name = "N")]
+    admin_port: Option<u16>,
+    /// Address for the admin server (admin.serverAddress) [default: 127.0.0.1; 0.0.0.0
+    /// for every interface, ZooKeeper's default]
+    #[arg(long, value_name = "ADDR")]
+    admin_host: Option<std::net::IpAddr>,
 }
 
 fn parse_lock_delay(s: &str) -> Result<i32, String> {
@@ -240,6 +250,13 @@ impl ServerArgs {
         }
         if let Some(v) = self.metrics_host {
             c.metrics.http_host = v;
+        }
+        if let Some(v) = self.admin_port {
+            c.admin.enabled = true;
+            c.admin.server_port = v;
+        }
+        if let Some(v) = self.admin_host {
+            c.admin.server_address = v;
         }
         if let Some(v) = self.myid {
             c.declared.myid = Some(v);

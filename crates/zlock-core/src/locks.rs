@@ -48,9 +48,11 @@ use zlock_proto::records::{
 use zlock_proto::{ErrorCode, OpCode, Record};
 
 mod image;
+mod view;
 
 pub(crate) use image::{mode_of_parts, mode_parts};
 pub use image::{LockImage, PendingWaiter, RestoreError, SavedLock, SavedWaiter};
+pub use view::{EntryView, LockView, Standing};
 
 use crate::path;
 use crate::state::{Reply, State};

@@ -43,11 +43,13 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use zlock_store::WalOptions;
 
+mod admin;
 mod ensemble;
 #[cfg(test)]
 mod ensemble_tests;
 mod metrics;
 
+pub use admin::AdminConfig;
 use ensemble::{member, read_dynamic};
 pub use ensemble::{
     parse_member_id, read_myid, DeclaredEnsemble, IdFrom, MemberSyntax, Origin, RaftTiming,
@@ -223,7 +225,8 @@ pub enum Ignored {
     /// A ZooKeeper key that tunes how its ensemble members talk to each other, which
     /// zlock's Raft replication has no use for.
     EnsembleOnly,
-    /// A `metricsProvider.*` key for the JVM or the Java provider's worker pool.
+    /// A `metricsProvider.*` key for the JVM or the Java provider's worker pool, or an
+    /// `admin.*` key for Jetty (idle timeout, TLS).
     NotApplicable,
 }
 
@@ -370,6 +373,9 @@ pub struct ServerConfig {
     /// `metricsProvider.*`: the Prometheus endpoint, off by default (see
     /// [`MetricsConfig`]).
     pub metrics: MetricsConfig,
+    /// `admin.*`: the AdminServer (commands as JSON over HTTP), off by default (see
+    /// [`AdminConfig`]).
+    pub admin: AdminConfig,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
@@ -447,6 +453,7 @@ impl Default for ServerConfig {
             raft_heartbeat_ms: None,
             election_timeout_ms: None,
             metrics: MetricsConfig::default(),
+            admin: AdminConfig::default(),
         }
     }
 }
@@ -592,13 +599,18 @@ impl ServerConfig {
                 members.add(at.clone(), member(at, raw, id, v)?)?;
                 continue;
             }
-            if let Some(key) = k.strip_prefix("metricsProvider.") {
-                let why = match self.metrics.apply(key, v).map_err(|e| bad(&e))? {
+            let section = match k.split_once('.') {
+                Some(("metricsProvider", key)) => Some(self.metrics.apply(key, v)),
+                Some(("admin", key)) => Some(self.admin.apply(key, v)),
+                _ => None,
+            };
+            if let Some(applied) = section {
+                let why = match applied.map_err(|e| bad(&e))? {
                     metrics::Applied::Set => continue,
                     metrics::Applied::NotApplicable => {
                         tracing::info!(
-                            "{}:{line}: ignoring {k}: it tunes ZooKeeper's JVM or its Java \
-                             metrics provider",
+                            "{}:{line}: ignoring {k}: it tunes ZooKeeper's JVM, its Java \
+                             metrics provider or its Jetty admin server",
                             path.display()
                         );
                         Ignored::NotApplicable
@@ -856,6 +868,35 @@ mod tests {
         c.apply_text(Path::new("zoo.cfg"), "listenBacklog=88\n")
             .unwrap();
         assert_eq!(c.listen_backlog, 88);
+    }
+
+    #[test]
+    fn admin_server_keys() {
+        let mut c = ServerConfig::default();
+        assert!(!c.admin.enabled);
+        let ignored = c
+            .apply_text(
+                Path::new("zoo.cfg"),
+                "admin.enableServer=true\nadmin.serverAddress=0.0.0.0\n\
+                 admin.serverPort=8081\nadmin.commandURL=/cmds\nadmin.idleTimeout=5000\n",
+            )
+            .unwrap();
+        assert!(c.admin.enabled);
+        assert_eq!(c.admin.server_address, IpAddr::from([0, 0, 0, 0]));
+        assert_eq!(
+            (c.admin.server_port, c.admin.command_url.as_str()),
+            (8081, "/cmds")
+        );
+        assert_eq!(
+            ignored
+                .iter()
+                .map(|i| (i.line, i.key.as_str(), i.why))
+                .collect::<Vec<_>>(),
+            [(5, "admin.idleTimeout", Ignored::NotApplicable)]
+        );
+        assert!(c
+            .apply_text(Path::new("zoo.cfg"), "admin.serverPort=http\n")
+            .is_err());
     }
 
     #[test]

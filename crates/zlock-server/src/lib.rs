@@ -19,6 +19,10 @@
 //! - [`recovery`]: snapshot + log replay at startup.
 //! - `snapshot`: background snapshot writer.
 //! - `admin`, `stats`: four-letter-word answers and counters.
+//! - `admin::http`, `admin::json`: ZooKeeper's AdminServer (`admin.*`), the
+//!   commands as JSON over HTTP, and zlock's `locks` and `sessions`.
+//! - `http`: the small bounded HTTP/1 server under the metrics endpoint and the
+//!   AdminServer.
 //! - `metrics`: Prometheus metrics over HTTP (`metricsProvider.*`), ZooKeeper's names
 //!   and zlock's own; the list of what is exported and what not is its module doc.
 //!
@@ -33,6 +37,7 @@ pub mod recovery;
 
 mod admin;
 mod ensemble;
+mod http;
 mod metrics;
 mod net;
 mod pipeline;
@@ -109,6 +114,17 @@ pub async fn serve(
     let metrics_listener = match config.metrics.enabled {
         true => {
             let addr = SocketAddr::new(config.metrics.http_host, config.metrics.http_port);
+            Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?,
+            )
+        }
+        false => None,
+    };
+    let admin_listener = match config.admin.enabled {
+        true => {
+            let addr = SocketAddr::new(config.admin.server_address, config.admin.server_port);
             Some(
                 TcpListener::bind(addr)
                     .await
@@ -239,6 +255,16 @@ pub async fn serve(
         }
         _ => None,
     };
+    let admin_task = admin_listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, url = %config.admin.command_url, "serving the admin server");
+        }
+        let ctx = admin::http::Context {
+            config: config.clone(),
+            commit: commit_tx.clone(),
+        };
+        tokio::spawn(admin::http::serve(listener, ctx, stop_rx.clone()))
+    });
     let shared = Arc::new(net::Shared {
         config: config.clone(),
         commit: commit_tx.clone(),
@@ -261,6 +287,9 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     let _ = accept.await;
     if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
+    if let Some(t) = admin_task {
         let _ = t.await;
     }
     let _ = commit_tx.send(pipeline::Item::Shutdown).await;

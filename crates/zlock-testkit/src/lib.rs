@@ -100,6 +100,13 @@ impl TestServer {
         m.enabled.then(|| SocketAddr::new(m.http_host, m.http_port))
     }
 
+    /// Where the AdminServer's commands are served, if it is on (see [`with_admin`]).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        let a = &self.config.admin;
+        a.enabled
+            .then(|| SocketAddr::new(a.server_address, a.server_port))
+    }
+
     /// Stops the server and waits until it has flushed and released the port. Returns
     /// the data directory so a new server can recover from it.
     pub async fn stop(mut self) -> anyhow::Result<Option<TempDir>> {
@@ -127,6 +134,14 @@ pub fn with_metrics(cfg: &mut ServerConfig) {
     cfg.metrics.enabled = true;
     cfg.metrics.http_host = std::net::IpAddr::from([127, 0, 0, 1]);
     cfg.metrics.http_port = free_port();
+}
+
+/// Turns the AdminServer on, at a free loopback port: for [`TestServer::start_with`],
+/// then [`TestServer::admin_addr`].
+pub fn with_admin(cfg: &mut ServerConfig) {
+    cfg.admin.enabled = true;
+    cfg.admin.server_address = std::net::IpAddr::from([127, 0, 0, 1]);
+    cfg.admin.server_port = free_port();
 }
 
 /// Settings for test servers: everything enabled, short timers.
@@ -248,11 +263,29 @@ impl Drop for ChildServer {
 /// Apache ZooKeeper 3.8 (Debian package) standalone on a free loopback port.
 pub struct ZooKeeper {
     pub addr: SocketAddr,
+    /// Its AdminServer (`/commands`), if started with [`ZooKeeper::start_with_admin`].
+    pub admin_addr: Option<SocketAddr>,
     child: Option<Child>,
     _dir: TempDir,
 }
 
 const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// What Jetty's AdminServer needs besides ZooKeeper's jar (Debian's `zookeeper` package
+/// depends on these, but its own start script leaves them off the class path).
+const ADMIN_JARS: [&str; 11] = [
+    "servlet-api",
+    "jetty9-server",
+    "jetty9-servlet",
+    "jetty9-util",
+    "jetty9-util-ajax",
+    "jetty9-http",
+    "jetty9-io",
+    "jetty9-security",
+    "jackson-core",
+    "jackson-databind",
+    "jackson-annotations",
+];
 
 impl ZooKeeper {
     /// Is the Debian `zookeeper` package installed?
@@ -261,29 +294,57 @@ impl ZooKeeper {
     }
 
     pub fn start() -> anyhow::Result<ZooKeeper> {
+        Self::start_opts(false)
+    }
+
+    /// Starts it with its AdminServer (`admin.enableServer=true`) on a free loopback
+    /// port, [`ZooKeeper::admin_addr`], and waits until that answers too.
+    pub fn start_with_admin() -> anyhow::Result<ZooKeeper> {
+        Self::start_opts(true)
+    }
+
+    fn start_opts(admin: bool) -> anyhow::Result<ZooKeeper> {
         if !Self::available() {
             bail!("Apache ZooKeeper is not installed (apt-get install zookeeper)");
         }
         let dir = tempfile::tempdir()?;
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");
+        let admin_port = admin.then(free_port);
+        let admin_keys = match admin_port {
+            Some(p) => format!(
+                "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={p}\n"
+            ),
+            None => "admin.enableServer=false\n".into(),
+        };
         std::fs::write(
             &cfg,
             format!(
                 "tickTime=100\nminSessionTimeout=200\nmaxSessionTimeout=60000\n\
                  dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\n\
+                 maxClientCnxns=0\n{admin_keys}4lw.commands.whitelist=*\n\
                  extendedTypesEnabled=true\nznode.container.checkIntervalMs=100\n",
                 dir.path().join("data").display()
             ),
         )?;
+        let mut class_path = format!("{ZK_JAR}:/usr/share/java/slf4j-simple.jar");
+        if admin {
+            for jar in ADMIN_JARS {
+                let path = format!("/usr/share/java/{jar}.jar");
+                if !Path::new(&path).exists() {
+                    bail!("{path} is missing: ZooKeeper's AdminServer needs it");
+                }
+                class_path.push(':');
+                class_path.push_str(&path);
+            }
+        }
         let log = std::fs::File::create(dir.path().join("zk.log"))?;
         let child = Command::new("java")
             .arg("-Dzookeeper.extendedTypesEnabled=true")
             .arg("-Dznode.container.checkIntervalMs=100")
             .args([
                 "-cp",
-                &format!("{ZK_JAR}:/usr/share/java/slf4j-simple.jar"),
+                &class_path,
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             ])
             .arg(&cfg)
@@ -292,12 +353,17 @@ impl ZooKeeper {
             .spawn()
             .context("starting java")?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let admin_addr = admin_port.map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
         let zk = ZooKeeper {
             addr,
+            admin_addr,
             child: Some(child),
             _dir: dir,
         };
         wait_for_port(addr, Duration::from_secs(60))?;
+        if let Some(a) = admin_addr {
+            wait_for_port(a, Duration::from_secs(60))?;
+        }
         Ok(zk)
     }
 

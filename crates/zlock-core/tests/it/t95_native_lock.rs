@@ -513,3 +513,51 @@ fn lock_delay_only_for_a_holder_that_asked_and_within_bounds() {
     }
     assert!(!h.has("/l2"));
 }
+
+/// The operator's view (`LockIndex::view`): entries in queue order, who holds, who
+/// waits in which mode, a standard-recipe contender among them, and a running
+/// lock-delay.
+#[test]
+fn view_shows_queue_order_holders_waiters_and_delays() {
+    use zlock_core::locks::Standing;
+    use zlock_proto::lock_order::Mode;
+    let mut h = Harness::new();
+    let (a, b, c, d) = (h.session(), h.session(), h.session(), h.session());
+    let ra = lock_with_delay(&mut h, a, "/l", 300);
+    assert!(ra.granted);
+    let rb = lock(&mut h, b, "/l", lock_mode::EXCLUSIVE).0;
+    // A Curator-style contender: a plain ephemeral sequential child.
+    let (cnode, _) = h.create_ok(c, "/l/_c_y-lock-", b"", flags::EPHEMERAL_SEQUENTIAL);
+    let rd = answer(&h.write(d, lock_req("/r", "_c_z-__READ__", lock_mode::READ, 1, 0)));
+    assert!(rd.granted);
+    let v = h.st.locks.view();
+    assert_eq!(v.len(), 2);
+    assert_eq!(&*v[0].path, "/l");
+    let name = |n: &str| n.rsplit('/').next().unwrap_or_default().to_string();
+    let l: Vec<_> = v[0]
+        .entries
+        .iter()
+        .map(|e| (e.name.to_string(), e.owner, e.standing, e.delay_ms))
+        .collect();
+    assert_eq!(
+        l,
+        vec![
+            (name(&ra.node), a, Standing::Holds, 300),
+            (name(&rb.node), b, Standing::Waiting(Mode::Exclusive), 0),
+            (name(&cnode), c, Standing::Queued, 0),
+        ]
+    );
+    assert_eq!(v[0].held_until, None);
+    assert_eq!(&*v[1].path, "/r");
+    assert!(v[1].entries[0].read);
+    assert_eq!(v[1].entries[0].standing, Standing::Holds);
+    // The holder dies: its lock-delay runs, the waiter still waits.
+    expire(&mut h, a);
+    let v = h.st.locks.view();
+    assert!(v[0].held_until.is_some());
+    assert_eq!(
+        v[0].entries[0].standing,
+        Standing::Waiting(Mode::Exclusive),
+        "b is first now, and waits out the delay"
+    );
+}

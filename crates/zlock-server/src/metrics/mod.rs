@@ -444,7 +444,7 @@ impl Registry {
 }
 
 /// Open file descriptors and their limit (Linux: `/proc/self`).
-fn file_descriptors() -> Option<(usize, u64)> {
+pub(crate) fn file_descriptors() -> Option<(usize, u64)> {
     let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let max = limits

@@ -267,14 +267,10 @@ impl Core {
                 if query == AdminQuery::Srst {
                     self.router.latency = Latency::default();
                 }
-                let facts = admin::Facts {
-                    state: &self.state,
-                    stats: &self.router.stats,
-                    latency: &self.router.latency,
-                    mode: self.mode,
-                    ensemble: self.ensemble.as_ref(),
-                };
-                let _ = done.send(admin::answer(query, &facts));
+                let _ = done.send(admin::answer(query, &self.facts()));
+            }
+            Item::AdminJson { query, done } => {
+                let _ = done.send(admin::json::answer(query, &self.facts()));
             }
             Item::Scrape { done } => {
                 let _ = done.send(Box::new(self.scrape()));
@@ -288,6 +284,19 @@ impl Core {
             Item::Shutdown => return Flow::Stop,
         }
         Flow::Go
+    }
+
+    /// What the admin answers read (see `admin::Facts`).
+    fn facts(&self) -> admin::Facts<'_> {
+        admin::Facts {
+            state: &self.state,
+            stats: &self.router.stats,
+            latency: &self.router.latency,
+            mode: self.mode,
+            ensemble: self.ensemble.as_ref(),
+            tracker: &self.sessions,
+            waiting: self.router.waiting(),
+        }
     }
 
     /// What a metrics scrape reads of the applied state (see `crate::metrics`): numbers,

@@ -117,6 +117,11 @@ pub(crate) enum Item {
         query: AdminQuery,
         done: oneshot::Sender<String>,
     },
+    /// An AdminServer command answered from the core (see `crate::admin::json`).
+    AdminJson {
+        query: crate::admin::json::Query,
+        done: oneshot::Sender<crate::admin::json::Fields>,
+    },
     /// A metrics scrape: the applied state's numbers (see `crate::metrics`).
     Scrape {
         done: oneshot::Sender<Box<crate::metrics::Scrape>>,

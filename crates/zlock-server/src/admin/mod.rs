@@ -2,6 +2,12 @@
 //! `cons`, `wchs`, `wchc`, `wchp`, `dump`, `crst`, `srst`). `ruok`, `conf`, `envi` and
 //! `isro` need no state and are answered by the connection itself (net::fourlw).
 //! Texts and `mntr` key names follow ZooKeeper 3.8.
+//!
+//! The same answers as JSON, ZooKeeper's AdminServer, are in [`json`] (built from the
+//! same [`Facts`]) and served over HTTP by [`http`].
+
+pub(crate) mod http;
+pub(crate) mod json;
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -22,6 +28,10 @@ pub(crate) struct Facts<'a> {
     pub mode: &'a str,
     /// In an ensemble: what this member last saw of it.
     pub ensemble: Option<&'a crate::commit::raft::RaftFacts>,
+    /// This member's session tracker: deadlines, for `dump`.
+    pub tracker: &'a zlock_core::sessions::SessionTracker,
+    /// Requests waiting for their commit (or behind their session's writes).
+    pub waiting: usize,
 }
 
 /// The version string: ZooKeeper's format, so tools that parse it (kazoo's

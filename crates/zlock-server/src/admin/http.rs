@@ -1,0 +1,333 @@
+//! ZooKeeper's AdminServer: its commands as JSON over HTTP (`admin.*` keys, see
+//! `crate::config::AdminConfig`), on the small HTTP server the metrics endpoint uses
+//! too (`crate::http`: bounded request heads, slow clients dropped, a few connections
+//! at once).
+//!
+//! The URL layout is ZooKeeper's `JettyAdminServer`:
+//! - `GET <commandURL>` (default `/commands`) lists the commands, one HTML link a line;
+//! - `GET <commandURL>/<name>` runs one, by its name or an alias (`srvr` for
+//!   `server_stats`), and answers a flat JSON object: `command` (the primary name),
+//!   `error` (null) and the command's fields;
+//! - an unknown command is answered as ZooKeeper answers it: 200 with
+//!   `{"command": <name>, "error": "Unknown command: <name>"}`; a core that does not
+//!   answer within [`PATIENCE`] (a stopping server), 200 with ZooKeeper's "not
+//!   currently serving requests" error;
+//! - another path: 404; another method: 405 with `Allow: GET, HEAD` (ZooKeeper's
+//!   POST-only commands, `snapshot`, `restore`, `shed_connections`, are not served).
+//!
+//! The commands that need only the configuration (`ruok`, `configuration`,
+//! `environment`, `dirs`, `is_read_only`) are answered here; the others ask the core
+//! through the sequencer (`Item::AdminJson`, see `admin::json`), in commit order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW};
+use hyper::{Method, Request, StatusCode};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::json::{Fields, Query};
+use super::VERSION;
+use crate::http::{plain, with_type, Reply};
+use crate::pipeline::{AdminQuery, Item};
+use crate::ServerConfig;
+
+/// How long a command waits for the core.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// What a command is answered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Ruok,
+    Configuration,
+    Environment,
+    Dirs,
+    IsReadOnly,
+    /// A four-letter word's effect (`crst`, `srst`): no fields.
+    Reset(AdminQuery),
+    Core(Query),
+}
+
+/// A command: its names, the primary first (ZooKeeper's), and how it is answered.
+struct Command {
+    names: &'static [&'static str],
+    run: Run,
+}
+
+/// Every command served, ZooKeeper's names and aliases (`Commands.java`).
+const COMMANDS: &[Command] = &[
+    cmd(&["configuration", "conf", "config"], Run::Configuration),
+    cmd(
+        &["connection_stat_reset", "crst"],
+        Run::Reset(AdminQuery::Crst),
+    ),
+    cmd(&["connections", "cons"], Run::Core(Query::Connections)),
+    cmd(&["dirs"], Run::Dirs),
+    cmd(&["dump"], Run::Core(Query::Dump)),
+    cmd(&["environment", "env", "envi"], Run::Environment),
+    cmd(&["is_read_only", "isro"], Run::IsReadOnly),
+    cmd(&["locks"], Run::Core(Query::Locks)),
+    cmd(&["monitor", "mntr"], Run::Core(Query::Monitor)),
+    cmd(&["ruok"], Run::Ruok),
+    cmd(&["server_stats", "srvr"], Run::Core(Query::ServerStats)),
+    cmd(&["sessions"], Run::Core(Query::Sessions)),
+    cmd(&["stat_reset", "srst"], Run::Reset(AdminQuery::Srst)),
+    cmd(&["stats", "stat"], Run::Core(Query::Stats)),
+    cmd(&["watch_summary", "wchs"], Run::Core(Query::WatchSummary)),
+    cmd(&["watches", "wchc"], Run::Core(Query::Watches)),
+    cmd(
+        &["watches_by_path", "wchp"],
+        Run::Core(Query::WatchesByPath),
+    ),
+];
+
+const fn cmd(names: &'static [&'static str], run: Run) -> Command {
+    Command { names, run }
+}
+
+fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.names.contains(&name))
+}
+
+/// What the endpoint reads.
+pub(crate) struct Context {
+    pub config: Arc<ServerConfig>,
+    /// The sequencer's queue, for the core's facts.
+    pub commit: mpsc::Sender<Item>,
+}
+
+/// Serves `listener` until `shutdown` turns true.
+pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::Receiver<bool>) {
+    let ctx = Arc::new(ctx);
+    let respond = move |req| {
+        let ctx = ctx.clone();
+        async move { respond(req, &ctx).await }
+    };
+    crate::http::serve(listener, "admin server", respond, shutdown).await;
+}
+
+async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
+    let base = ctx.config.admin.command_url.as_str();
+    let rest = match req.uri().path().strip_prefix(base) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: the admin server's commands are listed at its commandURL \
+                 (default /commands)\n",
+            )
+        }
+    };
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let name = rest.strip_prefix('/').unwrap_or(rest);
+    if name.is_empty() {
+        return with_type(
+            StatusCode::OK,
+            Bytes::from(links(base)),
+            "text/html; charset=utf-8",
+        );
+    }
+    let answer = run(name, ctx).await;
+    let body = serde_json::to_vec_pretty(&Value::Object(answer)).unwrap_or_default();
+    with_type(StatusCode::OK, Bytes::from(body), "application/json")
+}
+
+/// The command list, as ZooKeeper prints it: a link to each primary name.
+fn links(base: &str) -> String {
+    let mut names: Vec<&str> = COMMANDS.iter().map(|c| c.names[0]).collect();
+    names.sort_unstable();
+    names
+        .iter()
+        .map(|n| format!("<a href=\"{base}/{n}\">{n}</a>\n<br/>\n"))
+        .collect()
+}
+
+/// `command`, `error` and the fields of command `name`.
+async fn run(name: &str, ctx: &Context) -> Fields {
+    let mut out = Fields::new();
+    let Some(command) = find(name) else {
+        out.insert("command".into(), name.into());
+        out.insert("error".into(), format!("Unknown command: {name}").into());
+        return out;
+    };
+    let primary = command.names[0];
+    out.insert("command".into(), primary.into());
+    let cfg = &ctx.config;
+    let fields = match command.run {
+        Run::Ruok => Some(Fields::new()),
+        Run::Configuration => Some(configuration(cfg)),
+        Run::Environment => Some(environment()),
+        Run::Dirs => Some(dirs(cfg)),
+        Run::IsReadOnly => Some(Fields::from_iter([("read_only".into(), false.into())])),
+        Run::Reset(query) => {
+            let (tx, rx) = oneshot::channel();
+            ask(ctx, Item::Admin { query, done: tx }, rx)
+                .await
+                .map(|_| Fields::new())
+        }
+        Run::Core(query) => {
+            let (tx, rx) = oneshot::channel();
+            let fields = ask(ctx, Item::AdminJson { query, done: tx }, rx).await;
+            fields.map(|f| off_lock(query, f, cfg))
+        }
+    };
+    match fields {
+        Some(fields) => {
+            out.insert("error".into(), Value::Null);
+            out.extend(fields);
+        }
+        None => {
+            out.insert(
+                "error".into(),
+                "This ZooKeeper instance is not currently serving requests".into(),
+            );
+        }
+    }
+    out
+}
+
+/// Sends `item` to the sequencer and waits for its answer, at most [`PATIENCE`].
+async fn ask<T>(ctx: &Context, item: Item, rx: oneshot::Receiver<T>) -> Option<T> {
+    let asked = async {
+        ctx.commit.send(item).await.ok()?;
+        rx.await.ok()
+    };
+    tokio::time::timeout(PATIENCE, asked).await.ok()?
+}
+
+/// Adds what is read from the disk or `/proc`, after the core answered.
+fn off_lock(query: Query, mut f: Fields, cfg: &ServerConfig) -> Fields {
+    match query {
+        Query::ServerStats | Query::Stats => {
+            if let Some(Value::Object(s)) = f.get_mut("server_stats") {
+                // ZooKeeper's names here differ from `dirs`'s.
+                for (from, to) in [
+                    ("datadir_size", "data_dir_size"),
+                    ("logdir_size", "log_dir_size"),
+                ] {
+                    if let Some(v) = dirs(cfg).remove(from) {
+                        s.insert(to.into(), v);
+                    }
+                }
+            }
+        }
+        Query::Monitor => {
+            if let Some((open, max)) = crate::metrics::file_descriptors() {
+                f.insert("open_file_descriptor_count".into(), open.into());
+                f.insert("max_file_descriptor_count".into(), max.into());
+            }
+        }
+        _ => {}
+    }
+    f
+}
+
+/// `configuration`: ZooKeeper's `ZooKeeperServerConf` fields.
+fn configuration(cfg: &ServerConfig) -> Fields {
+    let mut f = Fields::new();
+    let mut put = |k: &str, v: Value| {
+        f.insert(k.into(), v);
+    };
+    put("client_port", cfg.client_port.into());
+    put("data_dir", cfg.data_dir.display().to_string().into());
+    put("data_log_dir", cfg.wal_dir().display().to_string().into());
+    put("tick_time", cfg.tick_time_ms.into());
+    put("max_client_cnxns", cfg.max_client_cnxns.into());
+    put("min_session_timeout", cfg.min_session_timeout().into());
+    put("max_session_timeout", cfg.max_session_timeout().into());
+    put(
+        "server_id",
+        cfg.ensemble.as_ref().map_or(0, |e| e.me).into(),
+    );
+    put("client_port_listen_backlog", cfg.listen_backlog.into());
+    f
+}
+
+/// `environment`: ZooKeeper's keys that mean something outside a JVM.
+fn environment() -> Fields {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "localhost".into());
+    let os_version = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default();
+    let dir = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let pairs = [
+        ("zookeeper.version", VERSION.to_owned()),
+        ("host.name", host),
+        ("os.name", std::env::consts::OS.to_owned()),
+        ("os.arch", std::env::consts::ARCH.to_owned()),
+        ("os.version", os_version),
+        ("user.name", var("USER")),
+        ("user.home", var("HOME")),
+        ("user.dir", dir),
+        ("zlock.version", env!("CARGO_PKG_VERSION").to_owned()),
+    ];
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Value::from(v)))
+        .collect()
+}
+
+/// `dirs`: bytes in the snapshot and log directories (as the four-letter word).
+fn dirs(cfg: &ServerConfig) -> Fields {
+    let size = |p: &std::path::Path| -> u64 {
+        std::fs::read_dir(p)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    Fields::from_iter([
+        ("datadir_size".into(), size(&cfg.snapshot_dir()).into()),
+        ("logdir_size".into(), size(&cfg.wal_dir()).into()),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_zookeepers_aliases_resolve() {
+        let mut all: Vec<&str> = COMMANDS
+            .iter()
+            .flat_map(|c| c.names.iter().copied())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "a name twice");
+        for (alias, primary) in [
+            ("srvr", "server_stats"),
+            ("stat", "stats"),
+            ("mntr", "monitor"),
+            ("conf", "configuration"),
+            ("cons", "connections"),
+            ("envi", "environment"),
+            ("isro", "is_read_only"),
+            ("wchs", "watch_summary"),
+            ("wchc", "watches"),
+            ("wchp", "watches_by_path"),
+        ] {
+            assert_eq!(find(alias).map(|c| c.names[0]), Some(primary), "{alias}");
+        }
+        assert!(find("nope").is_none());
+        assert!(links("/commands").contains("<a href=\"/commands/ruok\">ruok</a>"));
+    }
+}
