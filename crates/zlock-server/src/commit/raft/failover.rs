@@ -87,6 +87,7 @@ impl Contact {
 pub struct Watcher {
     pub raft: Raft,
     pub id: Arc<Identity>,
+    /// The voters' quorum addresses.
     pub addrs: BTreeMap<u64, String>,
     pub contact: Arc<Contact>,
     /// openraft's leader lease: `election_timeout_max`.
@@ -132,10 +133,10 @@ impl Watcher {
         if leader != from || !self.gone(from).await {
             return;
         }
+        // Turns among the voters (`addrs`): an observer never campaigns.
         let turn = self
-            .id
-            .members
-            .iter()
+            .addrs
+            .keys()
             .filter(|&&v| v != leader)
             .position(|&v| v == self.id.me);
         let Some(turn) = turn else { return };
