@@ -20,7 +20,7 @@ use zlock::recipes::Mutex;
 use zlock::{CreateMode, EventType, LockPath};
 use zlock_testkit::{ChildEnsemble, EnsembleOptions};
 
-use super::{bounded, connect, within, T};
+use super::{bounded, connect, converged, within, T};
 
 /// The observer's member index: after the three voters.
 const OBS: usize = 3;
@@ -133,6 +133,16 @@ async fn observer_never_counts_in_a_quorum() {
     bounded(async {
         let (mut ens, l) = three_voters_one_observer().await;
         mntr_says(&ens, l, "zk_synced_observers", "1").await;
+        // Every member has applied a write before any is killed: a voter that started
+        // after the others had elected rejoins and grants no vote until its log has
+        // caught up (`commit::raft::rejoin`), and with the leader killed before that
+        // the remaining two could not elect.
+        let first = connect(&ens.client_addr(l).to_string()).await;
+        first
+            .create("/warm", b"", CreateMode::Persistent)
+            .await
+            .unwrap();
+        converged(&ens).await;
 
         // The observer and the leader gone: the two voters left elect and commit.
         ens.kill9(OBS);

@@ -212,7 +212,8 @@ impl RaftCommit {
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
-        let (contact, broke) = failover::Contact::new();
+        let silent = Duration::from_millis(opts.election_max_ms * 2);
+        let (contact, broke) = failover::Contact::new(silent);
         if local.gate.target().is_some() {
             tokio::spawn(rejoin::open_when_caught_up(local.clone(), stopped.clone()));
         }
@@ -234,11 +235,20 @@ impl RaftCommit {
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
         };
         tokio::spawn(watcher.run(broke, stopped.clone()));
-        let silent = Duration::from_millis(opts.election_max_ms * 2);
+        if observer {
+            tokio::spawn(observers::confirm_leader(
+                raft.clone(),
+                id.clone(),
+                opts.members.clone(),
+                contact.clone(),
+                Duration::from_millis(opts.heartbeat_ms),
+                stopped.clone(),
+            ));
+        }
         let (touch_tx, touch) = watch::channel(false);
         tokio::spawn(watch_touch(
             raft.clone(),
-            contact,
+            (contact, observer),
             (silent, Duration::from_millis(opts.heartbeat_ms)),
             touch_tx,
             stopped.clone(),
@@ -540,7 +550,7 @@ async fn other_leader(raft: &Raft, leader: u64) {
 /// `stopped` or nobody watches.
 async fn watch_touch(
     raft: Raft,
-    contact: Arc<failover::Contact>,
+    (contact, observer): (Arc<failover::Contact>, bool),
     (silent, every): (Duration, Duration),
     tx: watch::Sender<bool>,
     mut stopped: watch::Receiver<bool>,
@@ -552,30 +562,42 @@ async fn watch_touch(
             _ = tick.tick() => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        let now = in_touch(&raft, &contact, silent);
+        let now = in_touch(&raft, &contact, silent, observer);
         tx.send_if_modified(|t| std::mem::replace(t, now) != now);
     }
 }
 
 /// See [`Reporter::touch`].
-fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration) -> bool {
-    let (leads, since_ack) = {
-        let m = raft.metrics();
-        let m = m.borrow();
-        (
-            m.state == openraft::ServerState::Leader,
-            m.millis_since_quorum_ack,
-        )
-    };
-    if leads {
-        // openraft's quorum acknowledgement is a quorum of voters: an observer's
-        // (a learner's) acknowledgements never count here.
-        // No acknowledgement yet: it has just been elected, by a quorum.
-        return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= silent);
+///
+/// An observer also needs the leader to have said, within the silent time, that it is
+/// in touch itself ([`observers::confirm_leader`]): a leader that lost its voters goes
+/// on sending heartbeats to the observer (openraft's leader does not step down), and
+/// without this the observer would go on serving reads, stale ones if the voters
+/// elected another leader on the far side of a partition, where ZooKeeper's observer
+/// would have lost its leader with the leader's quorum. A follower needs no such
+/// answer in a three-voter ensemble (a leader that reaches it has its quorum).
+fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration, observer: bool) -> bool {
+    if let Some(leader_in_touch) = leader_in_touch(raft, silent) {
+        return leader_in_touch;
     }
-    contact
-        .last_heard_any()
-        .is_some_and(|t| t.elapsed() <= silent)
+    let recent = |t: Option<tokio::time::Instant>| t.is_some_and(|t| t.elapsed() <= silent);
+    recent(contact.last_heard_any()) && (!observer || recent(contact.last_confirmed()))
+}
+
+/// `None` if this member does not lead; else whether a quorum of voters answered it
+/// within `silent`. openraft's quorum acknowledgement counts voters only: an
+/// observer's (a learner's) acknowledgements never count.
+fn leader_in_touch(raft: &Raft, silent: Duration) -> Option<bool> {
+    let m = raft.metrics();
+    let m = m.borrow();
+    if m.state != openraft::ServerState::Leader {
+        return None;
+    }
+    // No acknowledgement yet: it has just been elected, by a quorum.
+    Some(
+        m.millis_since_quorum_ack
+            .is_none_or(|ms| Duration::from_millis(ms) <= silent),
+    )
 }
 
 /// Whether this member is a Raft learner now (an observer).

@@ -9,6 +9,12 @@
 //! timer and `trigger().elect()` both check that the member is a voter). That is all
 //! ZooKeeper's observers promise: read capacity without slower commits.
 //!
+//! An observer is in touch (serves clients, starts and resumes sessions) while the
+//! leader sends to it *and* the leader says, when asked every heartbeat
+//! ([`confirm_leader`]), that a quorum of voters answers it: a leader cut off from its
+//! voters goes on sending heartbeats to an observer it still reaches, and ZooKeeper's
+//! observer would have lost that leader when the leader lost its quorum.
+//!
 //! Nothing here decides membership on its own: the voters' initial membership
 //! (`Raft::initialize`, proposed by blank voters) holds the participants only, and
 //! whichever voter leads adds each configured observer that the membership lacks with
@@ -19,11 +25,14 @@
 //! which this does not do.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::BasicNode;
 use tokio::sync::watch;
 
+use super::failover::Contact;
+use super::peer::{Identity, Peer, Reply, Request};
 use super::types::Raft;
 
 /// While `me` leads, adds every observer in `observers` (id, quorum address) that the
@@ -84,6 +93,42 @@ pub(super) async fn add_when_leading(
             r = metrics.changed(), if !failed => if r.is_err() { return },
             () = tokio::time::sleep(retry), if failed => {}
             _ = stopped.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// On an observer: asks the leader every `heartbeat` whether it is in touch with its
+/// quorum ([`Request::LeaderInTouch`], answered from the leader's own metrics: no
+/// quorum round), and records each yes in `contact` (see `in_touch`). The leader's
+/// address is looked up among the voters' (`addrs`). Ends when `stopped` turns true.
+pub(super) async fn confirm_leader(
+    raft: Raft,
+    id: Arc<Identity>,
+    addrs: BTreeMap<u64, String>,
+    contact: Arc<Contact>,
+    heartbeat: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut peer: Option<Peer> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        let leader = raft.metrics().borrow().current_leader;
+        let Some((leader, addr)) = leader.and_then(|l| Some((l, addrs.get(&l)?.clone()))) else {
+            continue;
+        };
+        if peer.as_ref().is_none_or(|p| p.target() != leader) {
+            peer = Some(Peer::new(id.clone(), leader, addr));
+        }
+        let Some(p) = peer.as_mut() else { continue };
+        // Within a silent time's share: an answer that comes later is stale anyway.
+        let ttl = (contact.silent / 2).max(heartbeat);
+        if let Ok(Reply::LeaderInTouch(true)) = p.call(&Request::LeaderInTouch, ttl).await {
+            contact.confirmed();
         }
     }
 }
