@@ -91,7 +91,11 @@ Members reach each other on their quorum port (2888, 2889, 2890); the election p
 read for ZooKeeper compatibility. Followers elect a new leader 350-400 ms after they
 last heard from a silent one, 150-200 ms after one whose process died (tickTime / 40 is
 the heartbeat; see zlock.raftHeartbeatMs and zlock.electionTimeoutMs). Use 3 or 5 members: 2 tolerate no
-failure. Observers are not supported yet.
+failure. An observer (a line ending :observer before the client port, e.g.
+--server '4=127.0.0.1:2891:3891:observer;2184', on every member) serves clients, reads
+and watches, forwards writes to the leader and never votes: read capacity that does not
+slow commits, and that counts for no quorum (3 voters and 2 observers still need 2 of
+the 3 voters up).
 
 A ZooKeeper ensemble's files work too, read as ZooKeeper reads them: lines like
 server.1=127.0.0.1:2888:3888;2181 in zoo.cfg (or in its dynamicConfigFile), and each

@@ -1,5 +1,5 @@
 //! `zlock server --config` and its ensemble flags, run as the built binary: a
-//! configuration whose ensemble is wrong (no myid, myid not a member, observers, a member
+//! configuration whose ensemble is wrong (no myid, myid not a member, observers only, a member
 //! listed twice, a myid file with no members) is refused at startup with a non-zero exit
 //! and a message that names the file, line or path; a single node's sample
 //! configuration still starts, with its ignored keys logged. (A valid ensemble is only
@@ -124,17 +124,18 @@ fn myid_not_among_the_members_is_refused() {
     );
 }
 
+/// Observers follow a leader, which only a participant can be.
 #[test]
-fn observers_are_refused() {
+fn observers_only_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_cfg(
         dir.path(),
-        &format!("{MEMBERS}server.4=127.0.0.1:2891:3891:observer;2184\n"),
+        "server.1=127.0.0.1:2888:3888:observer;2181\nserver.2=127.0.0.1:2889:3889:observer;2182\n",
     );
     write_myid(dir.path(), "1");
     refused(
         &["--config", &cfg],
-        &["observers are not supported yet: server.4 is an observer".to_owned()],
+        &["the ensemble has no participants: every server.N line is an observer".to_owned()],
     );
 }
 

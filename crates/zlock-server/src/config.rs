@@ -14,8 +14,9 @@
 //! flag may change `dataDir` after the file is read, the members are first collected
 //! ([`ServerConfig::declared`]) and then [`ServerConfig::resolve_ensemble`] reads `myid`
 //! and builds [`ServerConfig::ensemble`]. One line is a one-member ensemble (where
-//! ZooKeeper, with `standaloneEnabled` on, would run a standalone server). Observers
-//! are refused: not supported yet. A `myid` file without `server.N` lines is refused
+//! ZooKeeper, with `standaloneEnabled` on, would run a standalone server). An
+//! `:observer` line is a member that never votes (`crate::commit::raft` adds it as a
+//! Raft learner); an ensemble needs at least one participant. A `myid` file without `server.N` lines is refused
 //! too: its data directory belongs to an ensemble member, which run alone would accept
 //! writes and grant locks its ensemble never hears of. This member's own line, if it
 //! has `;[clientHost:]clientPort`, sets the client port (and address), as in ZooKeeper
@@ -145,9 +146,6 @@ pub enum ConfigError {
          observers need participants to follow"
     )]
     NoParticipants,
-    /// `:observer` members, or `peerType=observer`: for a later release (issue 12).
-    #[error("{}", observers(.ids, *.peer_type))]
-    Observers { ids: Vec<u64>, peer_type: bool },
     #[error(
         "Raft's election timeout ({}-{} ms) must be longer than its heartbeat ({} ms), and \
          its upper bound above its lower: set zlock.raftHeartbeatMs and \
@@ -192,21 +190,6 @@ fn duplicate_address(addr: &str, id: u64, at: &Origin, other: u64, first: &Origi
              needs its own quorum, election and client ports"
         )
     }
-}
-
-fn observers(ids_: &[u64], peer_type: bool) -> String {
-    let who = if peer_type {
-        "peerType=observer makes this server an observer".to_owned()
-    } else if ids_.len() == 1 {
-        format!("server.{} is an observer", ids_[0])
-    } else {
-        format!("{} are observers", ids(ids_))
-    };
-    format!(
-        "observers are not supported yet: {who}. zlock's first ensemble release runs \
-         participants only (observers are issue 12). Remove :observer and \
-         peerType=observer to make every member a participant, or leave the observers out"
-    )
 }
 
 /// A `zoo.cfg` key that was read and has no effect here.
@@ -684,12 +667,12 @@ impl ServerConfig {
                 "syncLimit" => self.sync_limit = ticks(v)?,
                 "zlock.raftHeartbeatMs" => self.raft_heartbeat_ms = Some(ms(v)?),
                 "zlock.electionTimeoutMs" => self.election_timeout_ms = Some(ms(v)?),
-                // As ZooKeeper reads it; an observer is refused when the ensemble is
-                // resolved.
+                // As ZooKeeper reads it; checked against this server's own line when
+                // the ensemble is resolved (the line decides).
                 "peerType" => {
                     self.declared.observer = match v.to_ascii_lowercase().as_str() {
-                        "observer" => true,
-                        "participant" => false,
+                        "observer" => Some(true),
+                        "participant" => Some(false),
                         _ => return Err(bad("expected participant or observer")),
                     }
                 }

@@ -67,20 +67,30 @@ pub(crate) async fn start(
         .members
         .get(&e.me)
         .ok_or_else(|| err(&format!("member {} is not in the ensemble", e.me)))?;
-    let members = e
+    let addrs = |observers: bool| {
+        e.members
+            .values()
+            .filter(|m| m.observer == observers)
+            .map(|m| (m.id, m.quorum_addr()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (members, observers) = (addrs(false), addrs(true));
+    // Every member's line, observers included: members that disagree about who
+    // observes do not talk.
+    let ensemble = e
         .members
         .values()
-        .map(|m| (m.id, m.quorum_addr()))
-        .collect::<std::collections::BTreeMap<_, _>>();
-    let ensemble = members
-        .iter()
-        .map(|(id, a)| format!("{id}={a}"))
+        .map(|m| match m.observer {
+            false => format!("{}={}", m.id, m.quorum_addr()),
+            true => format!("{}={}:observer", m.id, m.quorum_addr()),
+        })
         .collect::<Vec<_>>()
         .join(",");
     let dir = raft_dir(config);
     let opts = RaftOptions {
         me: e.me,
         members,
+        observers,
         ensemble,
         heartbeat_ms: e.heartbeat_ms,
         election_min_ms: e.election_min_ms,
@@ -121,6 +131,7 @@ pub(crate) async fn start(
         member = e.me,
         quorum = %me.quorum_addr(),
         members = e.members.len(),
+        observer = e.is_observer(),
         "starting as an ensemble member"
     );
     let raft = match timings {

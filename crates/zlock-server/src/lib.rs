@@ -183,10 +183,10 @@ pub async fn serve(
         stopped: false,
         leads: config.ensemble.is_none(),
         in_touch: config.ensemble.is_none(),
-        mode: if config.ensemble.is_none() {
-            "standalone"
-        } else {
-            "follower"
+        mode: match &config.ensemble {
+            None => "standalone",
+            Some(e) if e.is_observer() => "observer",
+            Some(_) => "follower",
         },
         led_since: None,
         touched: config.ensemble.as_ref().map(|_| Default::default()),

@@ -465,6 +465,7 @@ impl RaftFixture {
             let opts = RaftOptions {
                 me: 1,
                 members: [(1, addr)].into_iter().collect(),
+                observers: Default::default(),
                 ensemble: "conformance".into(),
                 heartbeat_ms: 50,
                 election_min_ms: 150,

@@ -127,6 +127,7 @@ async fn start_async(
     let opts = RaftOptions {
         me,
         members: addrs,
+        observers: Default::default(),
         ensemble: "test".into(),
         heartbeat_ms: 50,
         election_min_ms: 150,

@@ -1,5 +1,5 @@
 //! [`ChildEnsemble`]: three (or more) `zlock server` processes forming one ensemble on
-//! loopback ports, for fault tests: `kill -9`, `SIGSTOP`/`SIGCONT`, restart on the same
+//! loopback ports (voters, and [`EnsembleOptions::observers`] observers after them), for fault tests: `kill -9`, `SIGSTOP`/`SIGCONT`, restart on the same
 //! ports and data, restart with the data directory wiped. With
 //! [`EnsembleOptions::netns`], each member runs in a network namespace of its own
 //! ([`Netns`]) instead, reached over a bridge, and can also be cut off from the others
@@ -30,7 +30,11 @@ use crate::zlock_bin;
 /// How the members are tuned (written to their shared `zoo.cfg`).
 #[derive(Debug, Clone)]
 pub struct EnsembleOptions {
+    /// Voting members (participants), `myid` 1 to `members`.
     pub members: u64,
+    /// Observers (`server.N=...:observer`), after the voters: `myid` `members + 1`
+    /// on, member indexes `members` on.
+    pub observers: u64,
     /// `tickTime`; session timeouts may range from 2 ticks to `maxSessionTimeout`.
     pub tick_time_ms: u64,
     /// `zlock.raftHeartbeatMs`.
@@ -55,6 +59,7 @@ impl Default for EnsembleOptions {
     fn default() -> Self {
         EnsembleOptions {
             members: 3,
+            observers: 0,
             tick_time_ms: 100,
             heartbeat_ms: 50,
             election_timeout_ms: 300,
@@ -74,6 +79,8 @@ struct Member {
     child: Option<Child>,
     /// SIGSTOPped (and not yet continued).
     stopped: bool,
+    /// An observer: never votes, `srvr` says `Mode: observer`.
+    observer: bool,
 }
 
 /// Where one member listens: clients on `client`, peers on its host's `quorum_port`.
@@ -146,28 +153,32 @@ impl ChildEnsemble {
 
     async fn try_start(opts: &EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
         let root = tempfile::tempdir()?;
+        let total = (opts.members + opts.observers) as usize;
         let netns = match opts.netns {
-            true => Some(Netns::create(opts.members as usize)?),
+            true => Some(Netns::create(total)?),
             false => None,
         };
         let addrs = match &netns {
             // A namespace to itself: ZooKeeper's usual ports, each on its own address.
-            Some(n) => (0..opts.members as usize)
+            Some(n) => (0..total)
                 .map(|i| MemberAddrs {
                     client: SocketAddr::new(n.addr(i).into(), 2181),
                     quorum_port: 2888,
                     election_port: 3888,
                 })
                 .collect(),
-            None => loopback_addrs(opts.members as usize)?,
+            None => loopback_addrs(total)?,
         };
         let mut servers = Vec::new();
         let mut members = Vec::new();
-        for (id, a) in (1..=opts.members).zip(addrs) {
+        for (id, a) in (1..=opts.members + opts.observers).zip(addrs) {
             let (client, host) = (a.client, a.client.ip());
+            let observer = id > opts.members;
             servers.push(format!(
-                "{id}={host}:{}:{};{client}",
-                a.quorum_port, a.election_port
+                "{id}={host}:{}:{}{};{client}",
+                a.quorum_port,
+                a.election_port,
+                if observer { ":observer" } else { "" }
             ));
             let data_dir = root.path().join(format!("m{id}"));
             std::fs::create_dir_all(&data_dir)?;
@@ -178,6 +189,7 @@ impl ChildEnsemble {
                 log: root.path().join(format!("m{id}.log")),
                 child: None,
                 stopped: false,
+                observer,
             });
         }
         let config = root.path().join("zoo.cfg");
@@ -250,6 +262,11 @@ impl ChildEnsemble {
     /// The pid of member `i`, if it runs.
     pub fn pid(&self, i: usize) -> Option<u32> {
         self.members[i].child.as_ref().map(|c| c.id())
+    }
+
+    /// Whether member `i` is an observer.
+    pub fn is_observer(&self, i: usize) -> bool {
+        self.members[i].observer
     }
 
     /// Whether member `i`'s process runs and is not stopped.
@@ -423,7 +440,7 @@ impl ChildEnsemble {
         tokio::time::timeout(within, ask).await.ok().flatten()
     }
 
-    /// What member `i`'s `srvr` says after `Mode:` (`leader`, `follower`), if it
+    /// What member `i`'s `srvr` says after `Mode:` (`leader`, `follower`, `observer`), if it
     /// answers within 500 ms.
     pub async fn mode(&self, i: usize) -> Option<String> {
         let out = self
@@ -434,7 +451,8 @@ impl ChildEnsemble {
     }
 
     /// The one member (among those up and not cut off) that says it leads, once exactly
-    /// one does and every other such member says `follower`, the same in two rounds of
+    /// one does and every other such member says `follower` (`observer` for an
+    /// observer), the same in two rounds of
     /// asking 20 ms apart (the members are asked one after another: while an election
     /// settles, one round can catch a candidate's moment as leader and the winner
     /// before it wins); waits at most `within`. A cut-off member is not asked: it may
@@ -457,7 +475,14 @@ impl ChildEnsemble {
                 .collect();
             let followers = last
                 .iter()
-                .filter(|(_, m)| m.as_deref() == Some("follower"))
+                .filter(|(i, m)| {
+                    let want = if self.is_observer(*i) {
+                        "observer"
+                    } else {
+                        "follower"
+                    };
+                    m.as_deref() == Some(want)
+                })
                 .count();
             let now = (leaders.len() == 1 && followers + 1 == last.len()).then(|| leaders[0]);
             if now.is_some() && now == seen {

@@ -13,6 +13,8 @@
 //! 8. The leader cut off from the other members (network namespaces; needs root) while
 //!    its clients stay connected: it acknowledges no write and grants no lock
 //!    (`partition.rs`).
+//! 9. Three voters and an observer: the observer serves reads, forwards writes, pushes
+//!    watches and locks, and never counts in a quorum (`observers.rs`).
 //!
 //! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and
@@ -28,6 +30,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "ensemble_faults/observers.rs"]
+mod observers;
 #[path = "ensemble_faults/partition.rs"]
 mod partition;
 #[path = "ensemble_faults/traffic.rs"]

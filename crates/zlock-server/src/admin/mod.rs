@@ -136,24 +136,33 @@ pub(crate) fn answer(q: AdminQuery, st: &Facts<'_>) -> String {
             ];
             if let Some(e) = st.ensemble {
                 let leads = st.mode == "leader";
-                kv.push((
-                    "zk_peer_state",
-                    if leads {
-                        "leading - broadcast"
-                    } else {
-                        "following - broadcast"
-                    }
-                    .into(),
-                ));
+                // ZooKeeper's QuorumPeer.getDetailedPeerState: the peer state, then
+                // the Zab state.
+                let peer_state = match st.mode {
+                    "leader" => "leading - broadcast",
+                    "observer" => "observing - broadcast",
+                    _ => "following - broadcast",
+                };
+                kv.push(("zk_peer_state", peer_state.into()));
+                if st.mode == "observer" {
+                    // ZooKeeper's observer reports whom it follows (its "observer
+                    // master": here always the leader).
+                    let master = e.leader.map_or_else(|| "-1".into(), |l| l.to_string());
+                    kv.push(("zk_observer_master_id", master));
+                }
                 kv.push(("zk_quorum_size", e.voters.to_string()));
                 if leads {
                     // ZooKeeper reports these on the leader only (3.6+ says learners;
                     // 3.4/3.5 said followers: both are given).
-                    kv.push(("zk_learners", e.followers.to_string()));
-                    kv.push(("zk_followers", e.followers.to_string()));
+                    // Learners are followers and observers alike (ZooKeeper's
+                    // Leader.getLearners); synced followers vote, synced observers
+                    // do not (getForwardingFollowers, getObservingLearners).
+                    let learners = (e.followers + e.observers).to_string();
+                    kv.push(("zk_learners", learners.clone()));
+                    kv.push(("zk_followers", learners));
                     kv.push(("zk_synced_followers", e.synced_followers.to_string()));
                     kv.push(("zk_synced_non_voting_followers", "0".into()));
-                    kv.push(("zk_synced_observers", "0".into()));
+                    kv.push(("zk_synced_observers", e.synced_observers.to_string()));
                     kv.push(("zk_pending_syncs", e.pending_syncs.to_string()));
                 }
                 kv.push(("zlock_raft_term", e.term.to_string()));

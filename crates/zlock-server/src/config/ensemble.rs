@@ -247,8 +247,9 @@ pub struct DeclaredEnsemble {
     pub members: Vec<(Origin, MemberSpec)>,
     /// `--myid`: this server's id, instead of the one in `dataDir/myid`.
     pub myid: Option<u64>,
-    /// `peerType=observer`: this server means to be an observer.
-    pub observer: bool,
+    /// `peerType`, if given: `Some(true)` for `observer`. Only checked against this
+    /// server's own `server.N` line, which decides.
+    pub observer: Option<bool>,
 }
 
 impl DeclaredEnsemble {
@@ -360,6 +361,17 @@ impl EnsembleConfig {
         self.members.values().filter(|m| !m.observer)
     }
 
+    /// The observers: members that follow the log and serve clients but never vote
+    /// (`:observer` lines).
+    pub fn observers(&self) -> impl Iterator<Item = &MemberSpec> {
+        self.members.values().filter(|m| m.observer)
+    }
+
+    /// Whether this server is an observer.
+    pub fn is_observer(&self) -> bool {
+        self.this_member().is_some_and(|m| m.observer)
+    }
+
     pub fn timing(&self) -> RaftTiming {
         RaftTiming {
             heartbeat_ms: self.heartbeat_ms,
@@ -369,8 +381,8 @@ impl EnsembleConfig {
     }
 
     /// Checks what the server relies on: ids in range and matching their keys, this
-    /// server among the members, at least one participant and no observer (not
-    /// supported yet), and a timing openraft accepts. (Duplicate addresses are caught
+    /// server among the members, at least one participant (observers follow a leader,
+    /// and only a participant can be one), and a timing openraft accepts. (Duplicate addresses are caught
     /// when members are declared, see [`DeclaredEnsemble::add`].)
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_from(&IdFrom::Given)
@@ -392,18 +404,6 @@ impl EnsembleConfig {
         if self.participants().next().is_none() {
             return Err(ConfigError::NoParticipants);
         }
-        let observers: Vec<u64> = self
-            .members
-            .values()
-            .filter(|m| m.observer)
-            .map(|m| m.id)
-            .collect();
-        if !observers.is_empty() {
-            return Err(ConfigError::Observers {
-                ids: observers,
-                peer_type: false,
-            });
-        }
         let t = self.timing();
         if t.heartbeat_ms == 0
             || t.election_min_ms <= t.heartbeat_ms
@@ -418,9 +418,10 @@ impl EnsembleConfig {
 impl ServerConfig {
     /// Works out this server's place in the declared ensemble and sets `ensemble`: reads
     /// `dataDir/myid` (unless `declared.myid`, from `--myid`, replaces it), derives the
-    /// Raft timing, checks the whole (ids, this server a member, participants only, the
-    /// timing), warns about an even number of members, and takes the client port (and
-    /// address) from this member's line if it has one. Does nothing when no members are
+    /// Raft timing, checks the whole (ids, this server a member, at least one
+    /// participant, the timing), warns about an even number of participants and about a
+    /// `peerType` that its own line contradicts, and takes the client port (and address)
+    /// from this member's line if it has one. Does nothing when no members are
     /// declared (but refuses `--myid` then). Run it after flags have overridden the
     /// file's `dataDir`, `tickTime` and members, and before they override the client
     /// port.
@@ -429,7 +430,7 @@ impl ServerConfig {
     ///
     /// [`ConfigError::MissingMyId`], [`ConfigError::BadMyId`] or [`ConfigError::Read`]
     /// for the `myid` file; [`ConfigError::NotAMember`], [`ConfigError::NoParticipants`],
-    /// [`ConfigError::Observers`], [`ConfigError::RaftTiming`]; [`ConfigError::Member`] for
+    /// [`ConfigError::RaftTiming`]; [`ConfigError::Member`] for
     /// a client host that is neither an IP address nor a name that resolves.
     pub fn resolve_ensemble(&mut self) -> Result<(), ConfigError> {
         if self.declared.is_empty() {
@@ -471,11 +472,23 @@ impl ServerConfig {
             election_max_ms: t.election_max_ms,
         };
         ensemble.validate_from(&from)?;
-        if self.declared.observer {
-            return Err(ConfigError::Observers {
-                ids: vec![me],
-                peer_type: true,
-            });
+        if let Some(said) = self
+            .declared
+            .observer
+            .filter(|o| *o != ensemble.is_observer())
+        {
+            // As ZooKeeper 3.5+ does (`QuorumPeerConfig.setupPeerType`): the member's
+            // own `server.N` line decides, since every other member reads that line
+            // (and not this server's peerType) to know whether it votes.
+            let (said, line) = match said {
+                true => ("observer", "participant"),
+                false => ("participant", "observer"),
+            };
+            tracing::warn!(
+                "peerType={said} does not match this server's line server.{me}, which \
+                 makes it {} {line}: the server.{me} line decides",
+                if line == "observer" { "an" } else { "a" }
+            );
         }
         match ensemble.participants().count() {
             2 => tracing::warn!(

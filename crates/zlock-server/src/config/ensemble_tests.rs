@@ -141,26 +141,36 @@ fn the_myid_flag_replaces_the_file() {
 }
 
 #[test]
-fn observers_are_refused_for_now() {
-    let text = format!("{ENSEMBLE}server.4=10.0.0.4:2888:3888:observer\n");
+fn observers_are_members_that_do_not_vote() {
+    let text = format!("{ENSEMBLE}server.4=10.0.0.4:2888:3888:observer;2184\n");
     let (_dir, mut c) = config(&text, Some("1"));
     assert!(c.declared.members[3].1.observer, "parsed and kept");
-    let e = c.resolve_ensemble().unwrap_err();
-    assert!(
-        matches!(&e, ConfigError::Observers { ids, .. } if ids == &[4]),
-        "{e}"
+    c.resolve_ensemble().unwrap();
+    let e = c.ensemble.as_ref().unwrap();
+    assert_eq!(e.members.len(), 4);
+    assert_eq!(
+        e.participants().map(|m| m.id).collect::<Vec<_>>(),
+        [1, 2, 3]
     );
-    let msg = e.to_string();
-    assert!(msg.starts_with("observers are not supported yet: server.4 is an observer"));
-    assert!(msg.contains("issue 12"), "{msg}");
+    assert_eq!(e.observers().map(|m| m.id).collect::<Vec<_>>(), [4]);
+    assert!(!e.is_observer());
+    assert_eq!(
+        e.members[&4].to_string(),
+        "10.0.0.4:2888:3888:observer;2184"
+    );
 
+    // The observer itself, with or without peerType=observer: its line decides.
+    for extra in ["", "peerType=observer\n", "peerType=participant\n"] {
+        let (_dir, mut c) = config(&format!("{text}{extra}"), Some("4"));
+        c.resolve_ensemble().unwrap();
+        assert!(c.ensemble.as_ref().unwrap().is_observer(), "{extra:?}");
+        assert_eq!(c.client_port, 2184);
+    }
+    // peerType=observer on a participant's line: a participant (ZooKeeper warns too).
     let (_dir, mut c) = config(&format!("{ENSEMBLE}peerType=observer\n"), Some("1"));
-    let e = c.resolve_ensemble().unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("observers are not supported yet: peerType=observer"),
-        "{e}"
-    );
+    c.resolve_ensemble().unwrap();
+    assert!(!c.ensemble.as_ref().unwrap().is_observer());
+
     let e = apply_err("peerType=leader\n");
     assert!(
         e.to_string().contains("expected participant or observer"),
@@ -587,11 +597,11 @@ mod members {
         );
         let mut obs = b.clone();
         obs.observer = true;
-        let err = ensemble(&[a.clone(), obs.clone()]).validate().unwrap_err();
-        assert!(
-            matches!(err, ConfigError::Observers { ref ids, .. } if ids == &[2]),
-            "{err}"
-        );
+        ensemble(&[a.clone(), obs.clone()]).validate().unwrap();
+        let mut me_obs = ensemble(&[a.clone(), obs.clone()]);
+        me_obs.me = 2;
+        me_obs.validate().unwrap();
+        assert!(me_obs.is_observer());
         let mut lone = a.clone();
         lone.observer = true;
         let err = ensemble(&[lone]).validate().unwrap_err();

@@ -48,8 +48,9 @@
 //!   on a member), `snapshottime` (ms; the single node's snapshots: a member's, which
 //!   openraft asks for, are not timed yet), `election_time` (ms without a known leader
 //!   until one is known, seen every 100 ms; count 0 on a single node, as in ZooKeeper).
-//! - Ensemble members: `quorum_size` (voters), `synced_observers` (0: no observers yet).
-//! - The leader only: `learners`, `synced_followers`, `synced_non_voting_followers` (0),
+//! - Ensemble members: `quorum_size` (voters), `synced_observers` (on the leader, the
+//!   observers replicating close behind it; 0 elsewhere).
+//! - The leader only: `learners` (followers and observers), `synced_followers`, `synced_non_voting_followers` (0),
 //!   `pending_syncs`, `leader_uptime` (ms since it became leader).
 //!
 //! # ZooKeeper's names not exported, and why
@@ -304,7 +305,10 @@ impl Registry {
                 "Lock paths held back by a running lock-delay.",
             ),
             quorum_size: quorum.gauge("quorum_size", "Voting members of the ensemble."),
-            synced_observers: quorum.gauge("synced_observers", "Observers (none in zlock)."),
+            synced_observers: quorum.gauge(
+                "synced_observers",
+                "Observers replicating close behind the leader (on the leader).",
+            ),
             raft_term: quorum.gauge("zlock_raft_term", "The Raft term this member is in."),
             raft_last_log_index: quorum.gauge(
                 "zlock_raft_last_log_index",
@@ -426,12 +430,12 @@ impl Registry {
         out.push_str(&self.basic.handle.render());
         if let Some(e) = &s.ensemble {
             g.quorum_size.set(n(e.voters));
-            g.synced_observers.set(0.0);
+            g.synced_observers.set(n(e.synced_observers));
             g.raft_term.set(e.term as f64);
             g.raft_last_log_index.set(e.last_log_index as f64);
             out.push_str(&self.quorum.handle.render());
             if let Some(since) = s.led_since {
-                g.learners.set(n(e.followers));
+                g.learners.set(n(e.followers + e.observers));
                 g.synced_followers.set(n(e.synced_followers));
                 g.synced_non_voting_followers.set(0.0);
                 g.pending_syncs.set(n(e.pending_syncs));

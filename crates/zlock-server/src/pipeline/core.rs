@@ -129,7 +129,17 @@ impl Core {
             self.led_since = leads.then(Instant::now);
         }
         self.leads = leads;
-        self.mode = if leads { "leader" } else { "follower" };
+        let observer = self
+            .config
+            .ensemble
+            .as_ref()
+            .is_some_and(|e| e.is_observer());
+        self.mode = match (leads, observer) {
+            (true, _) => "leader",
+            // ZooKeeper's srvr `Mode: observer`, mntr `zk_server_state observer`.
+            (false, true) => "observer",
+            (false, false) => "follower",
+        };
     }
 
     /// Whether a quorum answers this member. Back in touch, every session gets a full

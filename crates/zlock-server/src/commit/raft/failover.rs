@@ -33,42 +33,69 @@ use super::peer::{self, Identity, Knock};
 use super::types::Raft;
 
 /// What the peer server saw of the other members: when a leader last sent an append,
+/// when the leader last said it was in touch with its quorum (asked by an observer),
 /// the highest term a candidate asked for, and connections that broke. Updated on every
-/// append and vote request, so two atomics rather than a lock.
+/// append and vote request, so atomics rather than a lock.
 pub struct Contact {
     /// Set up when the record is made: `last_append` counts microseconds from it.
     epoch: Instant,
     /// 0: no append yet; else microseconds after `epoch`, plus one.
     last_append: AtomicU64,
+    /// As `last_append`, for the leader's answers that it is in touch.
+    last_confirmed: AtomicU64,
     asked_term: AtomicU64,
     broke: mpsc::Sender<u64>,
+    /// How long a member may go without its quorum before it is out of touch (see
+    /// `Reporter::touch`).
+    pub silent: Duration,
 }
 
 impl Contact {
     /// The contact record and the receiving end of its broken-connection reports.
-    pub fn new() -> (Arc<Contact>, mpsc::Receiver<u64>) {
+    pub fn new(silent: Duration) -> (Arc<Contact>, mpsc::Receiver<u64>) {
         let (broke, rx) = mpsc::channel(16);
         let c = Contact {
             epoch: Instant::now(),
             last_append: AtomicU64::new(0),
+            last_confirmed: AtomicU64::new(0),
             asked_term: AtomicU64::new(0),
             broke,
+            silent,
         };
         (Arc::new(c), rx)
     }
 
+    fn stamp(&self, at: &AtomicU64) {
+        let us = self.epoch.elapsed().as_micros() as u64 + 1;
+        at.fetch_max(us, Ordering::Relaxed);
+    }
+
+    fn when(&self, at: &AtomicU64) -> Option<Instant> {
+        match at.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(self.epoch + Duration::from_micros(us - 1)),
+        }
+    }
+
     /// A member sent an append (entries or a heartbeat): only a leader sends them.
     pub fn heard(&self) {
-        let us = self.epoch.elapsed().as_micros() as u64 + 1;
-        self.last_append.fetch_max(us, Ordering::Relaxed);
+        self.stamp(&self.last_append);
     }
 
     /// When a leader last sent an append to this member.
     pub fn last_heard_any(&self) -> Option<Instant> {
-        match self.last_append.load(Ordering::Relaxed) {
-            0 => None,
-            us => Some(self.epoch + Duration::from_micros(us - 1)),
-        }
+        self.when(&self.last_append)
+    }
+
+    /// The leader answered this member (an observer) that it is in touch with its
+    /// quorum.
+    pub fn confirmed(&self) {
+        self.stamp(&self.last_confirmed);
+    }
+
+    /// When the leader last answered that it is in touch.
+    pub fn last_confirmed(&self) -> Option<Instant> {
+        self.when(&self.last_confirmed)
     }
 
     /// A candidate asked for this member's vote in `term`.
@@ -87,6 +114,7 @@ impl Contact {
 pub struct Watcher {
     pub raft: Raft,
     pub id: Arc<Identity>,
+    /// The voters' quorum addresses.
     pub addrs: BTreeMap<u64, String>,
     pub contact: Arc<Contact>,
     /// openraft's leader lease: `election_timeout_max`.
@@ -132,10 +160,10 @@ impl Watcher {
         if leader != from || !self.gone(from).await {
             return;
         }
+        // Turns among the voters (`addrs`): an observer never campaigns.
         let turn = self
-            .id
-            .members
-            .iter()
+            .addrs
+            .keys()
             .filter(|&&v| v != leader)
             .position(|&v| v == self.id.me);
         let Some(turn) = turn else { return };

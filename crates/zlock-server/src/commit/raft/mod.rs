@@ -21,6 +21,7 @@
 
 mod failover;
 pub mod log;
+mod observers;
 pub mod peer;
 #[cfg(test)]
 mod peer_tests;
@@ -47,8 +48,15 @@ use super::{Commit, CommitError, LogStore, Snapshots};
 pub struct RaftOptions {
     /// This member's id (`server.N`, `myid`).
     pub me: u64,
-    /// Every voting member's id and quorum (peer) address, this one included.
+    /// Every voting member's id and quorum (peer) address, this one included unless it
+    /// is an observer.
     pub members: BTreeMap<u64, String>,
+    /// Every observer's id and quorum address (this one included if it is one):
+    /// members that never vote. They are Raft learners, added by whichever voter
+    /// leads ([`observers`]); the voters' membership is `members` alone, so an observer
+    /// never counts towards a quorum and never campaigns (openraft elects and counts
+    /// votes and acknowledgements among voters only).
+    pub observers: BTreeMap<u64, String>,
     /// A name the members share; a peer naming another one is refused.
     pub ensemble: String,
     pub heartbeat_ms: u64,
@@ -159,10 +167,24 @@ impl RaftCommit {
         let id = Arc::new(Identity {
             ensemble: opts.ensemble.clone(),
             me: opts.me,
-            members: opts.members.keys().copied().collect::<BTreeSet<_>>(),
+            // Observers too: they forward writes and report sessions to the leader,
+            // and the leader replicates to them.
+            members: opts
+                .members
+                .keys()
+                .chain(opts.observers.keys())
+                .copied()
+                .collect::<BTreeSet<_>>(),
         });
+        let observer = opts.observers.contains_key(&opts.me);
         let mut bootstrap = false;
-        if log.is_blank().map_err(io)? {
+        // A blank observer asks nobody where they stand: the question protects a vote
+        // and acknowledgements that count for a quorum, and an observer has neither
+        // (openraft's leader counts voters' acknowledgements only). Waiting for the
+        // voters' answers would only delay its start, and the voters never wait for an
+        // observer's answer (they ask `members`, the voters). It proposes no initial
+        // membership either: a leader adds it once it leads.
+        if !observer && log.is_blank().map_err(io)? {
             match rejoin::settle(&listener, id.clone(), &opts.members).await {
                 rejoin::Found::Bootstrap => bootstrap = true,
                 rejoin::Found::Join { floor, target } => {
@@ -190,7 +212,8 @@ impl RaftCommit {
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
-        let (contact, broke) = failover::Contact::new();
+        let silent = Duration::from_millis(opts.election_max_ms * 2);
+        let (contact, broke) = failover::Contact::new(silent);
         if local.gate.target().is_some() {
             tokio::spawn(rejoin::open_when_caught_up(local.clone(), stopped.clone()));
         }
@@ -212,13 +235,29 @@ impl RaftCommit {
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
         };
         tokio::spawn(watcher.run(broke, stopped.clone()));
-        let silent = Duration::from_millis(opts.election_max_ms * 2);
+        if observer {
+            tokio::spawn(observers::confirm_leader(
+                raft.clone(),
+                id.clone(),
+                opts.members.clone(),
+                contact.clone(),
+                Duration::from_millis(opts.heartbeat_ms),
+                stopped.clone(),
+            ));
+        }
         let (touch_tx, touch) = watch::channel(false);
         tokio::spawn(watch_touch(
             raft.clone(),
-            contact,
+            (contact, observer),
             (silent, Duration::from_millis(opts.heartbeat_ms)),
             touch_tx,
+            stopped.clone(),
+        ));
+        tokio::spawn(observers::add_when_leading(
+            raft.clone(),
+            opts.me,
+            opts.observers.clone(),
+            (Duration::from_millis(opts.heartbeat_ms), opts.patience()),
             stopped.clone(),
         ));
         tokio::spawn(snapshots_when_due(raft.clone(), snapshot_due, stopped));
@@ -511,7 +550,7 @@ async fn other_leader(raft: &Raft, leader: u64) {
 /// `stopped` or nobody watches.
 async fn watch_touch(
     raft: Raft,
-    contact: Arc<failover::Contact>,
+    (contact, observer): (Arc<failover::Contact>, bool),
     (silent, every): (Duration, Duration),
     tx: watch::Sender<bool>,
     mut stopped: watch::Receiver<bool>,
@@ -523,28 +562,47 @@ async fn watch_touch(
             _ = tick.tick() => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        let now = in_touch(&raft, &contact, silent);
+        let now = in_touch(&raft, &contact, silent, observer);
         tx.send_if_modified(|t| std::mem::replace(t, now) != now);
     }
 }
 
 /// See [`Reporter::touch`].
-fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration) -> bool {
-    let (leads, since_ack) = {
-        let m = raft.metrics();
-        let m = m.borrow();
-        (
-            m.state == openraft::ServerState::Leader,
-            m.millis_since_quorum_ack,
-        )
-    };
-    if leads {
-        // No acknowledgement yet: it has just been elected, by a quorum.
-        return since_ack.is_none_or(|ms| Duration::from_millis(ms) <= silent);
+///
+/// An observer also needs the leader to have said, within the silent time, that it is
+/// in touch itself ([`observers::confirm_leader`]): a leader that lost its voters goes
+/// on sending heartbeats to the observer (openraft's leader does not step down), and
+/// without this the observer would go on serving reads, stale ones if the voters
+/// elected another leader on the far side of a partition, where ZooKeeper's observer
+/// would have lost its leader with the leader's quorum. A follower needs no such
+/// answer in a three-voter ensemble (a leader that reaches it has its quorum).
+fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration, observer: bool) -> bool {
+    if let Some(leader_in_touch) = leader_in_touch(raft, silent) {
+        return leader_in_touch;
     }
-    contact
-        .last_heard_any()
-        .is_some_and(|t| t.elapsed() <= silent)
+    let recent = |t: Option<tokio::time::Instant>| t.is_some_and(|t| t.elapsed() <= silent);
+    recent(contact.last_heard_any()) && (!observer || recent(contact.last_confirmed()))
+}
+
+/// `None` if this member does not lead; else whether a quorum of voters answered it
+/// within `silent`. openraft's quorum acknowledgement counts voters only: an
+/// observer's (a learner's) acknowledgements never count.
+fn leader_in_touch(raft: &Raft, silent: Duration) -> Option<bool> {
+    let m = raft.metrics();
+    let m = m.borrow();
+    if m.state != openraft::ServerState::Leader {
+        return None;
+    }
+    // No acknowledgement yet: it has just been elected, by a quorum.
+    Some(
+        m.millis_since_quorum_ack
+            .is_none_or(|ms| Duration::from_millis(ms) <= silent),
+    )
+}
+
+/// Whether this member is a Raft learner now (an observer).
+fn is_learner(raft: &Raft) -> bool {
+    raft.metrics().borrow().state == openraft::ServerState::Learner
 }
 
 /// Waits until this member has caught up with the leader: for `sync`, and before a
@@ -665,6 +723,10 @@ pub struct RaftFacts {
     /// On the leader: the other voters, and those replicating close behind it.
     pub followers: usize,
     pub synced_followers: usize,
+    /// On the leader: the observers (learners) in the membership, and those
+    /// replicating close behind it.
+    pub observers: usize,
+    pub synced_observers: usize,
     pub pending_syncs: usize,
     pub last_log_index: u64,
 }
@@ -677,22 +739,31 @@ impl Reporter {
     pub fn facts(&self) -> RaftFacts {
         let m = self.raft.metrics();
         let m = m.borrow();
-        let voters = m.membership_config.membership().voter_ids().count();
+        let membership = m.membership_config.membership();
+        let voter_ids: BTreeSet<u64> = membership.voter_ids().collect();
+        let voters = voter_ids.len();
+        let observers = membership.learner_ids().count();
         let last = m.last_log_index.unwrap_or(0);
         let leads = m.state == openraft::ServerState::Leader;
-        let synced = m.replication.as_ref().map_or(0, |r| {
-            r.iter()
-                .filter(|(id, matched)| {
-                    **id != self.id.me && matched.is_some_and(|l| l.index + SYNCED_WITHIN >= last)
-                })
-                .count()
-        });
+        // openraft replicates to voters and learners alike: counted apart.
+        let (mut synced, mut synced_observers) = (0, 0);
+        for (id, matched) in m.replication.iter().flatten() {
+            if *id == self.id.me || !matched.is_some_and(|l| l.index + SYNCED_WITHIN >= last) {
+                continue;
+            }
+            match voter_ids.contains(id) {
+                true => synced += 1,
+                false => synced_observers += 1,
+            }
+        }
         RaftFacts {
             term: m.current_term,
             leader: m.current_leader,
             voters,
             followers: if leads { voters.saturating_sub(1) } else { 0 },
             synced_followers: if leads { synced } else { 0 },
+            observers: if leads { observers } else { 0 },
+            synced_observers: if leads { synced_observers } else { 0 },
             pending_syncs: self
                 .pending_syncs
                 .load(std::sync::atomic::Ordering::Relaxed),
@@ -774,6 +845,9 @@ impl Reporter {
                 match leader {
                     Some(l) if l == self.id.me => {
                         tracing::info!(member = self.id.me, term, ?members, "leading the ensemble")
+                    }
+                    Some(l) if is_learner(&self.raft) => {
+                        tracing::info!(member = self.id.me, term, leader = l, ?members, "observing")
                     }
                     Some(l) => {
                         tracing::info!(member = self.id.me, term, leader = l, ?members, "following")

@@ -58,6 +58,9 @@ pub enum Request {
     ReadIndex,
     /// Where the member stands: asked by a member starting blank ([`super::rejoin`]).
     Standing,
+    /// Whether the member leads and a quorum of voters answered it within the silent
+    /// time: asked of the leader by an observer every heartbeat ([`super::observers`]).
+    LeaderInTouch,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -72,6 +75,7 @@ pub enum Reply {
     Touch,
     ReadIndex(Result<u64, String>),
     Standing(Standing),
+    LeaderInTouch(bool),
 }
 
 /// What the peer server hands to the member's host.
@@ -330,6 +334,9 @@ async fn serve_requests(
             }
             Request::ReadIndex => Reply::ReadIndex(read_index(&raft).await),
             Request::Standing => Reply::Standing(local.standing(&raft)),
+            Request::LeaderInTouch => {
+                Reply::LeaderInTouch(super::leader_in_touch(&raft, contact.silent) == Some(true))
+            }
         };
         write_frame(s, &reply).await?;
     }

@@ -1,0 +1,134 @@
+//! Observers (`server.N=...:observer`): members that take client connections, serve
+//! reads from what they applied, forward writes to the leader and report their
+//! sessions to it as a follower does, and never vote.
+//!
+//! An observer is an openraft *learner*: it receives the log from the leader and
+//! applies what is committed, but it is not in the voters' membership, so openraft
+//! never counts its acknowledgement towards a commit or a leader's quorum
+//! (`millis_since_quorum_ack`, read indexes) and never lets it campaign (its election
+//! timer and `trigger().elect()` both check that the member is a voter). That is all
+//! ZooKeeper's observers promise: read capacity without slower commits.
+//!
+//! An observer is in touch (serves clients, starts and resumes sessions) while the
+//! leader sends to it *and* the leader says, when asked every heartbeat
+//! ([`confirm_leader`]), that a quorum of voters answers it: a leader cut off from its
+//! voters goes on sending heartbeats to an observer it still reaches, and ZooKeeper's
+//! observer would have lost that leader when the leader lost its quorum.
+//!
+//! Nothing here decides membership on its own: the voters' initial membership
+//! (`Raft::initialize`, proposed by blank voters) holds the participants only, and
+//! whichever voter leads adds each configured observer that the membership lacks with
+//! openraft's `add_learner` (a membership entry, committed by the voters). Every
+//! leader does it after it is elected, so an observer that joins late, or whose adding
+//! was cut short by a failover, is added by the next leader. Removing an observer, or
+//! adding one to a running ensemble whose members do not list it, is reconfiguration,
+//! which this does not do.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::BasicNode;
+use tokio::sync::watch;
+
+use super::failover::Contact;
+use super::peer::{Identity, Peer, Reply, Request};
+use super::types::Raft;
+
+/// While `me` leads, adds every observer in `observers` (id, quorum address) that the
+/// membership lacks as a learner, one at a time (openraft takes one membership change
+/// at a time), looking again on every change of the metrics and every `retry` (a
+/// heartbeat) after a failed or refused change (a new leader's first change waits for
+/// its blank entry to commit), each change given `patience`. Ends when `stopped` turns
+/// true or openraft stops.
+pub(super) async fn add_when_leading(
+    raft: Raft,
+    me: u64,
+    observers: BTreeMap<u64, String>,
+    (retry, patience): (Duration, Duration),
+    mut stopped: watch::Receiver<bool>,
+) {
+    if observers.is_empty() {
+        return;
+    }
+    let mut metrics = raft.metrics();
+    loop {
+        let missing: Vec<(u64, String)> = {
+            let m = metrics.borrow_and_update();
+            if m.running_state.is_err() {
+                return;
+            }
+            let leads = m.state == openraft::ServerState::Leader && m.current_leader == Some(me);
+            let membership = m.membership_config.membership();
+            observers
+                .iter()
+                .filter(|(id, _)| leads && membership.get_node(id).is_none())
+                .map(|(id, addr)| (*id, addr.clone()))
+                .collect()
+        };
+        let mut failed = false;
+        for (id, addr) in missing {
+            // Non-blocking: returns once the membership entry is committed, without
+            // waiting for the observer to catch up (it may be down; openraft keeps
+            // replicating to it). Bounded, in case the voters cannot commit now.
+            let added = tokio::select! {
+                r = tokio::time::timeout(patience, raft.add_learner(id, BasicNode::new(&addr), false)) => r,
+                _ = stopped.wait_for(|s| *s) => return,
+            };
+            match added {
+                Ok(Ok(_)) => tracing::info!(observer = id, %addr, "observer added (a learner)"),
+                Ok(Err(e)) => {
+                    tracing::debug!(observer = id, error = %e, "observer not added yet");
+                    failed = true;
+                    break;
+                }
+                Err(_) => {
+                    tracing::debug!(observer = id, "observer not added in time");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            r = metrics.changed(), if !failed => if r.is_err() { return },
+            () = tokio::time::sleep(retry), if failed => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// On an observer: asks the leader every `heartbeat` whether it is in touch with its
+/// quorum ([`Request::LeaderInTouch`], answered from the leader's own metrics: no
+/// quorum round), and records each yes in `contact` (see `in_touch`). The leader's
+/// address is looked up among the voters' (`addrs`). Ends when `stopped` turns true.
+pub(super) async fn confirm_leader(
+    raft: Raft,
+    id: Arc<Identity>,
+    addrs: BTreeMap<u64, String>,
+    contact: Arc<Contact>,
+    heartbeat: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut peer: Option<Peer> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        let leader = raft.metrics().borrow().current_leader;
+        let Some((leader, addr)) = leader.and_then(|l| Some((l, addrs.get(&l)?.clone()))) else {
+            continue;
+        };
+        if peer.as_ref().is_none_or(|p| p.target() != leader) {
+            peer = Some(Peer::new(id.clone(), leader, addr));
+        }
+        let Some(p) = peer.as_mut() else { continue };
+        // Within a silent time's share: an answer that comes later is stale anyway.
+        let ttl = (contact.silent / 2).max(heartbeat);
+        if let Ok(Reply::LeaderInTouch(true)) = p.call(&Request::LeaderInTouch, ttl).await {
+            contact.confirmed();
+        }
+    }
+}
