@@ -29,6 +29,6 @@ pub mod watches;
 mod write;
 
 pub use ids::{LogIndex, MemberId, Zxid};
-pub use state::{Answer, Applied, Config, OutOfOrder, Reply, Session, Sessions, State};
+pub use state::{Answer, Applied, Config, ConfigNode, OutOfOrder, Reply, Session, Sessions, State};
 pub use tree::SessionId;
 pub use txn::{Origin, Txn, TxnBody};

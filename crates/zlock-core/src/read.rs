@@ -6,12 +6,12 @@ use zlock_proto::records::{
     add_watch_mode, event_type, keeper_state, perms, watcher_type, ClientInfo, ErrorResponse,
     GetAclResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
     GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResult, PathRequest, SetWatches2,
-    StatResponse, WatcherEvent, WhoAmIResponse,
+    Stat, StatResponse, WatcherEvent, WhoAmIResponse,
 };
 use zlock_proto::{ErrorCode, Record, Request};
 
 use crate::acl;
-use crate::state::{Answer, Reply, State};
+use crate::state::{Answer, ConfigNode, Reply, State};
 use crate::tree::{Node, Nodes, SessionId, SubtreeCount};
 use crate::watches::{Notification, WatchKind};
 
@@ -22,6 +22,22 @@ fn node<'a>(st: &'a State, p: &str) -> Result<&'a Node, ErrorCode> {
     st.tree
         .get(if p.is_empty() { "/" } else { p })
         .ok_or(ErrorCode::NoNode)
+}
+
+/// `n`'s Stat as readers see it: [`State::config_node`]'s view for `/zookeeper/config`.
+fn stat_of(st: &State, p: &str, n: &Node) -> Stat {
+    match &st.config_node {
+        Some(c) if p == ConfigNode::PATH => c.stat(n.stat()),
+        _ => n.stat(),
+    }
+}
+
+/// `n`'s data as readers see it (see [`stat_of`]).
+fn data_of(st: &State, p: &str, n: &Node) -> Option<Vec<u8>> {
+    match &st.config_node {
+        Some(c) if p == ConfigNode::PATH => Some(c.data.clone()),
+        _ => n.data.clone(),
+    }
 }
 
 /// Serves `req`; a walk longer than `budget` look-ups is left as a [`LongRead`].
@@ -104,7 +120,10 @@ fn read_now(
                 st.watches.add(session, &r.path, WatchKind::Data);
             }
             let n = node(st, &r.path)?;
-            Ok(StatResponse { stat: n.stat() }.to_bytes())
+            Ok(StatResponse {
+                stat: stat_of(st, &r.path, n),
+            }
+            .to_bytes())
         }
         Request::GetData(r) => {
             let (data, stat) = get_data(st, session, auth, &r.path, r.watch)?;
@@ -132,7 +151,7 @@ fn read_now(
             }
             Ok(GetAclResponse {
                 acl: list,
-                stat: n.stat(),
+                stat: stat_of(st, &r.path, n),
             }
             .to_bytes())
         }
@@ -258,7 +277,7 @@ fn get_data(
 ) -> Result<(Option<Vec<u8>>, zlock_proto::records::Stat), ErrorCode> {
     let n = node(st, p)?;
     acl::check(&n.acl, perms::READ, auth)?;
-    let res = (n.data.clone(), n.stat());
+    let res = (data_of(st, p, n), stat_of(st, p, n));
     if watch {
         st.watches.add(session, p, WatchKind::Data);
     }
@@ -274,7 +293,10 @@ fn get_children(
 ) -> Result<(Vec<String>, zlock_proto::records::Stat), ErrorCode> {
     let n = node(st, p)?;
     acl::check(&n.acl, perms::READ, auth)?;
-    let res = (n.children.iter().map(|c| c.to_string()).collect(), n.stat());
+    let res = (
+        n.children.iter().map(|c| c.to_string()).collect(),
+        stat_of(st, p, n),
+    );
     if watch {
         st.watches.add(session, p, WatchKind::Child);
     }

@@ -113,6 +113,52 @@ pub struct State {
     pub locks: LockIndex,
     /// Grants made by the Txn being applied.
     pub(crate) lock_grants: Vec<Grant>,
+    /// What `/zookeeper/config` shows on this member (None: the node as the tree holds
+    /// it, empty, as on a standalone ZooKeeper). Member-local, like [`State::watches`]:
+    /// never logged, never snapshotted; see [`ConfigNode`].
+    pub config_node: Option<ConfigNode>,
+}
+
+/// The ensemble's configuration as `/zookeeper/config` shows it on one member, in
+/// ZooKeeper's dynamic-config format.
+///
+/// Why a read-time view and not the tree: ZooKeeper writes this node into each server's
+/// own DataTree at startup from that server's configuration (`initConfigInZKDatabase`,
+/// reset again after a snapshot from the leader, ZOOKEEPER-2819), outside its log. Doing
+/// the same in zlock's tree would make members' states differ in what their snapshots
+/// carry (the mtime at least), breaking the rule that every member applies the same log
+/// and ends in the same state. So the tree keeps the node as [`DataTree::new`] made it
+/// (read-only ACL, empty) on every member, and reads of that path (exists, getData,
+/// getChildren2, getACL, multiRead) show this view instead: data and Stat. A write
+/// still meets the stored node, whose ACL refuses it (NOAUTH) as ZooKeeper's does.
+///
+/// [`DataTree::new`]: crate::tree::DataTree::new
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigNode {
+    /// `server.N=...` lines in id order, then `version=<hex>`, joined by `\n` (no
+    /// newline after the last line), as ZooKeeper's `QuorumMaj.toString` writes it.
+    pub data: Vec<u8>,
+    /// The configuration's version: the zxid of the change that made it, 0 for one from
+    /// the static configuration. The Stat's mzxid, as in ZooKeeper.
+    pub version: i64,
+    /// When this member took the configuration (ms since the epoch): the Stat's mtime.
+    pub mtime: i64,
+}
+
+impl ConfigNode {
+    pub const PATH: &'static str = "/zookeeper/config";
+
+    /// The node's Stat as ZooKeeper shows it in an ensemble: its setData of the node
+    /// passes version -1, which becomes the dataVersion; ctime and czxid stay 0.
+    pub fn stat(&self, stored: zlock_proto::records::Stat) -> zlock_proto::records::Stat {
+        zlock_proto::records::Stat {
+            mzxid: self.version,
+            mtime: self.mtime,
+            version: -1,
+            data_length: i32::try_from(self.data.len()).unwrap_or(i32::MAX),
+            ..stored
+        }
+    }
 }
 
 impl State {
@@ -126,6 +172,7 @@ impl State {
             config,
             locks: LockIndex::default(),
             lock_grants: Vec::new(),
+            config_node: None,
         }
     }
 

@@ -153,12 +153,21 @@ pub async fn serve(
             (r.state, Some((r.wal, last)))
         }
         // A member's state comes from its Raft snapshot and log (below).
-        Some(_) => (
-            zlock_core::State::new(zlock_core::Config {
+        Some(e) => {
+            let mut st = zlock_core::State::new(zlock_core::Config {
                 extended_types: config.extended_types,
-            }),
-            None,
-        ),
+            });
+            // `/zookeeper/config` shows this member's configuration, as each ZooKeeper
+            // server writes its own into its DataTree at startup: a member-local view
+            // at read time, never logged (see `zlock_core::ConfigNode` for why). The
+            // configuration is the static one from zoo.cfg, so its version is 0.
+            st.config_node = Some(zlock_core::ConfigNode {
+                data: e.dynamic_config(0).into_bytes(),
+                version: 0,
+                mtime: clock::now_ms(),
+            });
+            (st, None)
+        }
     };
     let me = config
         .ensemble

@@ -477,3 +477,44 @@ fn create_modes_through_each_opcode() {
     assert_eq!(a.reply.err, OK);
     assert_eq!(h.st.tree.get("/e").unwrap().kind, NodeKind::Ephemeral(s));
 }
+
+/// `/zookeeper/config` on an ensemble member: reads show the member's configuration
+/// ([`zlock_core::ConfigNode`]) with ZooKeeper's ensemble Stat (dataVersion -1, mzxid =
+/// the configuration's version), writes still meet the stored read-only node, and the
+/// tree (what is logged and snapshotted) never holds the text.
+#[test]
+fn config_node_view() {
+    let mut h = Harness::new();
+    let s = h.session();
+    // Standalone: empty, dataVersion 0, as on a standalone ZooKeeper 3.8.
+    let (data, stat) = h.get_data(s, "/zookeeper/config", false).unwrap();
+    assert!(data.is_empty());
+    assert_eq!((stat.version, stat.aversion, stat.data_length), (0, -1, 0));
+    let text = b"server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0".to_vec();
+    h.st.config_node = Some(zlock_core::ConfigNode {
+        data: text.clone(),
+        version: 0,
+        mtime: 1_700_000_000_000,
+    });
+    let before = h.dump();
+    let (data, stat) = h.get_data(s, "/zookeeper/config", true).unwrap();
+    assert_eq!(data, text);
+    assert_eq!(
+        (stat.czxid, stat.mzxid, stat.ctime, stat.mtime),
+        (0, 0, 0, 1_700_000_000_000)
+    );
+    assert_eq!((stat.version, stat.aversion), (-1, -1));
+    assert_eq!(stat.data_length as usize, text.len());
+    assert_eq!(h.exists(s, "/zookeeper/config", false).unwrap(), stat);
+    assert_eq!(h.get_acl(s, "/zookeeper/config").unwrap().1, stat);
+    assert_eq!(h.children2(s, "/zookeeper/config", false).unwrap().1, stat);
+    // Other nodes are untouched by the view.
+    assert_eq!(h.get_data(s, "/zookeeper", false).unwrap().0, b"");
+    // Read-only: NOAUTH, as ZooKeeper answers setData there.
+    assert_eq!(
+        h.set_data(s, "/zookeeper/config", b"x", -1).reply.err,
+        NO_AUTH
+    );
+    assert_eq!(h.dump(), before);
+    assert_eq!(h.stat("/zookeeper/config").data_length, 0);
+}

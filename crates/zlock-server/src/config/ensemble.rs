@@ -372,6 +372,31 @@ impl EnsembleConfig {
         self.this_member().is_some_and(|m| m.observer)
     }
 
+    /// The ensemble in ZooKeeper's dynamic-config format, as `/zookeeper/config` and
+    /// `getConfig` show it: one `server.N=host:quorumPort:electionPort:role[;client]`
+    /// line per member in id order, then `version=<hex>` (`version` is the zxid of the
+    /// change that made this configuration; 0 for the static one from `zoo.cfg`), lines
+    /// joined by `\n` with none after the last, as ZooKeeper 3.8's `QuorumMaj.toString`.
+    /// A line shows its client address only if the `server.N` line gives one (ZooKeeper
+    /// leaves out an address taken from `clientPort`, `isClientAddrFromStatic`), and a
+    /// bare `;clientPort` as ZooKeeper reads it, on `0.0.0.0`.
+    pub fn dynamic_config(&self, version: u64) -> String {
+        let mut out = String::new();
+        for m in self.members.values() {
+            let line = match &m.client {
+                Some((None, port)) => MemberSpec {
+                    client: Some((Some("0.0.0.0".to_owned()), *port)),
+                    ..m.clone()
+                }
+                .to_string(),
+                _ => m.to_string(),
+            };
+            out.push_str(&format!("server.{}={line}\n", m.id));
+        }
+        out.push_str(&format!("version={version:x}"));
+        out
+    }
+
     pub fn timing(&self) -> RaftTiming {
         RaftTiming {
             heartbeat_ms: self.heartbeat_ms,

@@ -617,3 +617,38 @@ mod members {
         ));
     }
 }
+
+/// `/zookeeper/config`'s text, as ZooKeeper 3.8 writes it for a 3-member ensemble from a
+/// static zoo.cfg (checked by hand against one: `zkCli config`).
+#[test]
+fn dynamic_config_text() {
+    let members = [
+        "server.1=127.0.0.1:2888:3888;127.0.0.1:2181",
+        "server.2=127.0.0.1:2889:3889:participant;2182",
+        "server.3=127.0.0.1:2890:3890:observer",
+        "server.4=[::1]:2891:3891:observer;[::1]:2184",
+    ];
+    let mut e = EnsembleConfig {
+        me: 1,
+        members: Default::default(),
+        heartbeat_ms: 50,
+        election_min_ms: 150,
+        election_max_ms: 200,
+    };
+    for l in members {
+        let (k, v) = l.split_once('=').unwrap();
+        let m = MemberSpec::parse(k.trim_start_matches("server."), v).unwrap();
+        e.members.insert(m.id, m);
+    }
+    assert_eq!(
+        e.dynamic_config(0),
+        "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n\
+         server.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\n\
+         server.3=127.0.0.1:2890:3890:observer\n\
+         server.4=[::1]:2891:3891:observer;[::1]:2184\n\
+         version=0"
+    );
+    assert!(e
+        .dynamic_config(0x1_0000_0003)
+        .ends_with("\nversion=100000003"));
+}

@@ -424,7 +424,7 @@ impl Core {
     }
 
     /// Replaces the state by a snapshot payload (from the ensemble's leader) taken at
-    /// `index`. Watches are member-local and stay; sessions are tracked again from the
+    /// `index`. Watches and the `/zookeeper/config` view are member-local and stay; sessions are tracked again from the
     /// snapshot's, each with a full timeout.
     pub fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
         let config = zlock_core::Config {
@@ -433,6 +433,9 @@ impl Core {
         let mut st = zlock_core::snapshot::decode(payload, config).map_err(|e| e.to_string())?;
         st.applied = index;
         st.watches = std::mem::take(&mut self.state.watches);
+        // So is the view of `/zookeeper/config` (ZooKeeper resets the node from its local
+        // configuration after a leader's snapshot too, ZOOKEEPER-2819).
+        st.config_node = self.state.config_node.take();
         let old = std::mem::replace(&mut self.state, st);
         for id in old.sessions.keys() {
             if !self.state.sessions.contains_key(id) {
