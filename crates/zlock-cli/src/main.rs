@@ -44,7 +44,8 @@ enum Cmd {
     /// Demonstrations: `zlock demo orders --clients 101 [--no-lock | --naive]`
     #[command(subcommand)]
     Demo(cmd::demo::DemoCmd),
-    // zkCli-style commands: ls, get, set, create, delete, deleteall, stat (cmd/zk.rs).
+    // zkCli-style commands: ls, get, set, create, delete, deleteall, stat, config
+    // (cmd/zk.rs).
     #[command(flatten)]
     Zk(cmd::zk::ZkCmd),
 }

@@ -1,4 +1,4 @@
-//! zkCli-style one-shot commands: `zlock ls|get|set|create|delete|deleteall|stat`.
+//! zkCli-style one-shot commands: `zlock ls|get|set|create|delete|deleteall|stat|config`.
 //!
 //! Each command opens a session, does its work, closes the session and exits. Output
 //! follows Apache ZooKeeper's zkCli: `ls` prints `[a, b]`, `-s` prints the Stat one field
@@ -96,6 +96,33 @@ pub enum ZkCmd {
          ephemeralOwner, dataLength and numChildren, as zkCli does."
     ))]
     Stat(StatArgs),
+    /// Print the ensemble's configuration, `/zookeeper/config` (zkCli `config`)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  zlock config                 # server.N lines, then version=<hex>\n  \
+         zlock config -s              # then the node's Stat\n  \
+         zlock config -c              # <version> <host:clientPort,...>\n  \
+         zlock config -w              # then wait until it changes; print the event\n\n\
+         An ensemble member prints one line per member in ZooKeeper's dynamic-config\n\
+         format, server.N=host:quorumPort:electionPort:participant|observer;clientHost:clientPort,\n\
+         in id order, then version=<hex> (0: the configuration from zoo.cfg). A standalone\n\
+         server prints an empty line, as a standalone ZooKeeper does."
+    ))]
+    Config(ConfigArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ConfigArgs {
+    /// Only the version and the client connection string: `<version> <host:port,...>`
+    #[arg(short = 'c', long = "client")]
+    pub client: bool,
+    /// Also print the node's Stat
+    #[arg(short = 's', long = "stat")]
+    pub stat: bool,
+    /// Watch the configuration: wait until it changes, then print the event
+    #[arg(short = 'w', long = "watch")]
+    pub watch: bool,
+    #[command(flatten)]
+    pub conn: Conn,
 }
 
 #[derive(clap::Args, Debug)]
@@ -311,6 +338,7 @@ fn conn_of(cmd: &ZkCmd) -> &Conn {
         ZkCmd::Delete(a) => &a.conn,
         ZkCmd::Deleteall(a) => &a.conn,
         ZkCmd::Stat(a) => &a.conn,
+        ZkCmd::Config(a) => &a.conn,
     }
 }
 
@@ -409,8 +437,79 @@ async fn exec(c: &Client, cmd: ZkCmd) -> Res<String> {
                 .ok_or_else(|| Failure::zk(Error::Server(ErrorCode::NoNode), &a.path))?;
             out.push_str(&format_stat(&stat));
         }
+        ZkCmd::Config(a) => return config(c, &a).await,
     }
     Ok(out)
+}
+
+/// zkCli's `config`: ZooKeeper's `getConfig` is a getData of `/zookeeper/config` (with
+/// the watch a data watch on that path).
+async fn config(c: &Client, a: &ConfigArgs) -> Res<String> {
+    const PATH: &str = "/zookeeper/config";
+    let (data, stat, watcher) = if a.watch {
+        let (d, s, w) = c
+            .get_data_watch(PATH)
+            .await
+            .map_err(|e| Failure::zk(e, PATH))?;
+        (d, s, Some(w))
+    } else {
+        let (d, s) = c
+            .get_data(PATH, false)
+            .await
+            .map_err(|e| Failure::zk(e, PATH))?;
+        (d, s, None)
+    };
+    let text = String::from_utf8_lossy(&data);
+    let mut out = if a.client {
+        client_config(&text)
+    } else {
+        text.into_owned()
+    };
+    out.push('\n');
+    if a.stat {
+        out.push_str(&format_stat(&stat));
+    }
+    if let Some(w) = watcher {
+        // One-shot: print what we have, then wait for the change (zkCli's interactive
+        // shell prints the event whenever it comes).
+        print!("{out}");
+        out.clear();
+        let ev = w.await.map_err(|e| Failure::zk(e, PATH))?;
+        out.push_str(&format!(
+            "WatchedEvent state:SyncConnected type:{:?} path:{}\n",
+            ev.event_type, ev.path
+        ));
+    }
+    Ok(out)
+}
+
+/// zkCli's `config -c` (ZooKeeper's `ConfigUtils.getClientConfigStr`): the version, a
+/// space, and every member's `clientHost:clientPort`, comma-separated. ZooKeeper lists
+/// them in a hash table's order; here they keep the lines' (id) order. A line without a
+/// client address (one taken from `clientPort`, which ZooKeeper leaves out of the text)
+/// is skipped.
+fn client_config(text: &str) -> String {
+    let mut version = "";
+    let mut clients = Vec::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        match key.trim() {
+            "version" => version = value.trim(),
+            k if k.starts_with("server.") => {
+                if let Some((_, client)) = value.trim().split_once(';') {
+                    clients.push(if client.contains(':') {
+                        client.to_owned()
+                    } else {
+                        format!("0.0.0.0:{client}")
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    format!("{version} {}", clients.join(","))
 }
 
 /// getData keeping null data apart from empty (zkCli prints `null`).
@@ -569,6 +668,17 @@ mod tests {
         // 2026-11-30T02:23:12Z
         assert_eq!(java_date(1_796_005_392_000), "Mon Nov 30 02:23:12 UTC 2026");
         assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+
+    #[test]
+    fn client_config_string() {
+        let text = "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n\
+                    server.2=127.0.0.1:2889:3889:observer;0.0.0.0:2182\n\
+                    server.3=127.0.0.1:2890:3890:participant\n\
+                    version=100000000";
+        assert_eq!(client_config(text), "100000000 127.0.0.1:2181,0.0.0.0:2182");
+        // A standalone server's empty node: zkCli prints a lone space.
+        assert_eq!(client_config(""), " ");
     }
 
     #[test]

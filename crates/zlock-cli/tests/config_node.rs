@@ -1,0 +1,256 @@
+//! `/zookeeper/config`, ZooKeeper's `getConfig`, zkCli's `config` and `zlock config`
+//! against a zlock ensemble (three voters and an observer, each a child process), and
+//! against standalone zlock and Apache ZooKeeper 3.8.
+//!
+//! What Apache ZooKeeper 3.8 shows, from a 3-member ensemble started from a static
+//! zoo.cfg (`bench/lib/systems.sh`, `sys_start z zk-ens`) and `zkCli.sh config -s`:
+//!
+//! ```text
+//! server.1=127.0.0.1:41777:53347:participant;127.0.0.1:39451
+//! server.2=127.0.0.1:33167:43311:participant;127.0.0.1:37947
+//! server.3=127.0.0.1:39633:42125:participant;127.0.0.1:55013
+//! version=0
+//! cZxid = 0x0
+//! ctime = Thu Jan 01 00:00:00 UTC 1970
+//! mZxid = 0x0
+//! mtime = Wed Dec 02 07:23:16 UTC 2026
+//! pZxid = 0x0
+//! cversion = 0
+//! dataVersion = -1
+//! aclVersion = -1
+//! ephemeralOwner = 0x0
+//! dataLength = 186
+//! numChildren = 0
+//! ```
+//!
+//! One line per member in id order (`host:quorumPort:electionPort:role;clientHost:
+//! clientPort`), then `version=<hex>` (0 for a static configuration) with no newline
+//! after it (186 bytes); dataVersion -1 (ZooKeeper sets the node with version -1), mZxid
+//! the configuration's version, mtime when the server started. `config -c` printed
+//! `0 127.0.0.1:37947,127.0.0.1:39451,127.0.0.1:55013` (a hash table's order; zlock
+//! keeps id order); `set /zookeeper/config x` printed `Insufficient permission :
+//! /zookeeper/config` (NOAUTH); getAcl `'world,'anyone : r`. The testkit has no
+//! ZooKeeper ensemble launcher, so the ensemble side is checked here against these
+//! rules; the standalone side (an empty node, dataVersion 0) is compared live.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use zlock_testkit::{ChildEnsemble, EnsembleOptions, TestServer, ZooKeeper};
+
+const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn zl(server: &str, args: &[&str]) -> Out {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_zlock"));
+    cmd.args(args)
+        .args(["--server", server])
+        .env_remove("ZLOCK_SERVER")
+        .env_remove("ZLOCK_LOG")
+        .kill_on_drop(true);
+    let o = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("zlock {args:?} did not finish in 60 s"))
+        .expect("run zlock");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+async fn ok(server: &str, args: &[&str]) -> String {
+    let o = zl(server, args).await;
+    assert_eq!(o.code, 0, "zlock {args:?}: stderr {:?}", o.stderr);
+    o.stdout
+}
+
+/// The Stat block's `name = value` lines, by name.
+fn stat_field<'a>(block: &'a str, name: &str) -> &'a str {
+    block
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(" = "))
+        .unwrap_or_else(|| panic!("{name} in {block:?}"))
+}
+
+/// The text every member should show: its `server.N` lines in id order, `version=0`.
+fn expected_config(e: &ChildEnsemble) -> Vec<String> {
+    (0..e.len())
+        .map(|i| {
+            let role = if e.is_observer(i) {
+                "observer"
+            } else {
+                "participant"
+            };
+            let client = e.client_addr(i);
+            format!(":{role};{client}")
+        })
+        .collect()
+}
+
+fn check_config_text(text: &str, e: &ChildEnsemble) {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let want = expected_config(e);
+    assert_eq!(lines.len(), want.len() + 1, "{text:?}");
+    for (i, (line, tail)) in lines.iter().zip(&want).enumerate() {
+        let prefix = format!("server.{}=127.0.0.1:", i + 1);
+        assert!(
+            line.starts_with(&prefix) && line.ends_with(tail.as_str()),
+            "line {i}: {line:?}, want {prefix}<quorum>:<election>{tail}"
+        );
+        // host:quorumPort:electionPort:role
+        let addr = line.split(';').next().unwrap();
+        assert_eq!(addr.split(':').count(), 4, "{line:?}");
+    }
+    assert_eq!(lines[want.len()], "version=0", "{text:?}");
+}
+
+/// zkCli's output without its connection chatter: the lines from the first
+/// `server.` line on, up to the end of the Stat block if any.
+fn zkcli_config(stdout: &str) -> String {
+    let mut out = Vec::new();
+    for l in stdout.lines() {
+        if l.starts_with("server.") || l.starts_with("version=") || !out.is_empty() {
+            if l.is_empty() || l.starts_with("WATCHER") || l.starts_with("WatchedEvent") {
+                if !out.is_empty() {
+                    break;
+                }
+                continue;
+            }
+            out.push(l);
+        }
+    }
+    out.join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_members_show_the_ensemble() {
+    let e = ChildEnsemble::start_with(EnsembleOptions {
+        observers: 1,
+        ..EnsembleOptions::default()
+    })
+    .await
+    .expect("ensemble");
+    e.leader().await.expect("a leader");
+    let clients: Vec<String> = (0..e.len()).map(|i| e.client_addr(i).to_string()).collect();
+
+    // Every member, the observer too, shows the whole ensemble, the same text.
+    let mut texts = Vec::new();
+    for i in 0..e.len() {
+        let s = e.client_addr(i).to_string();
+        // ZooKeeper's getConfig is a getData of /zookeeper/config; zkCli's `get` of it
+        // prints the same text as `config`.
+        let got = ok(&s, &["get", "/zookeeper/config"]).await;
+        let text = got.strip_suffix('\n').expect("a newline after the data");
+        check_config_text(text, &e);
+        assert_eq!(ok(&s, &["config"]).await, got, "member {i}");
+        texts.push(text.to_owned());
+    }
+    assert!(texts.windows(2).all(|w| w[0] == w[1]), "{texts:#?}");
+
+    // -s: ZooKeeper's ensemble Stat for the node.
+    let s = &clients[0];
+    let with_stat = ok(s, &["config", "-s"]).await;
+    let stat = with_stat
+        .strip_prefix(&format!("{}\n", texts[0]))
+        .expect("the text, then the Stat");
+    assert_eq!(stat_field(stat, "cZxid"), "0x0");
+    assert_eq!(stat_field(stat, "mZxid"), "0x0");
+    assert_eq!(stat_field(stat, "ctime"), "Thu Jan 01 00:00:00 UTC 1970");
+    assert_eq!(stat_field(stat, "dataVersion"), "-1");
+    assert_eq!(stat_field(stat, "aclVersion"), "-1");
+    assert_eq!(stat_field(stat, "numChildren"), "0");
+    assert_eq!(stat_field(stat, "dataLength"), texts[0].len().to_string());
+
+    // -c: the version and the client connection string.
+    assert_eq!(
+        ok(s, &["config", "-c"]).await,
+        format!("0 {}\n", clients.join(","))
+    );
+
+    // Read-only: setData is refused with NOAUTH, zkCli's message, on a voter and on the
+    // observer (which forwards writes).
+    for i in [0, e.len() - 1] {
+        let o = zl(&clients[i], &["set", "/zookeeper/config", "x"]).await;
+        assert_eq!(o.code, 1, "member {i}: {:?}", o.stdout);
+        assert_eq!(o.stderr, "Insufficient permission : /zookeeper/config\n");
+    }
+    assert_eq!(ok(s, &["config"]).await, format!("{}\n", texts[0]));
+
+    // Through the client library: getData with a watch (what getConfig(true) sends),
+    // and setData's error code.
+    let (c, _events) = zlock::Client::connect(s, 10_000).await.expect("connect");
+    let (data, stat, _watch) = c.get_data_watch("/zookeeper/config").await.expect("watch");
+    assert_eq!(String::from_utf8_lossy(&data), texts[0]);
+    assert_eq!(stat.version, -1);
+    assert!(matches!(
+        c.set_data("/zookeeper/config", b"x", -1).await,
+        Err(zlock::Error::Server(zlock::ErrorCode::NoAuth))
+    ));
+    let _ = c.close().await;
+
+    // Apache ZooKeeper's zkCli against a zlock member prints the same text.
+    if std::path::Path::new(ZKCLI).exists() {
+        let o = tokio::time::timeout(
+            Duration::from_secs(60),
+            tokio::process::Command::new(ZKCLI)
+                .args(["-server", s, "config", "-s"])
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("zkCli in 60 s")
+        .expect("run zkCli");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let got = zkcli_config(&out);
+        assert!(
+            got.starts_with(&format!("{}\ncZxid = 0x0\n", texts[0])),
+            "zkCli config -s: {out}"
+        );
+        assert!(got.contains("dataVersion = -1"), "{out}");
+    } else {
+        println!("zkCli skipped: {ZKCLI} missing (apt-get install zookeeper)");
+    }
+}
+
+/// Standalone: an empty node with dataVersion 0, as a standalone Apache ZooKeeper 3.8
+/// shows it (compared live when it is installed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_shows_an_empty_config() {
+    let server = TestServer::start().await.expect("server");
+    let s = &server.connect_string();
+    let ours = ok(s, &["config", "-s"]).await;
+    let stat = ours
+        .strip_prefix('\n')
+        .expect("an empty line, then the Stat");
+    assert_eq!(stat_field(stat, "dataVersion"), "0");
+    assert_eq!(stat_field(stat, "aclVersion"), "-1");
+    assert_eq!(stat_field(stat, "dataLength"), "0");
+    assert_eq!(ok(s, &["config", "-c"]).await, " \n");
+    if !ZooKeeper::available() {
+        println!("skipped: Apache ZooKeeper is not installed (apt-get install zookeeper)");
+        return;
+    }
+    let zk = tokio::task::spawn_blocking(ZooKeeper::start)
+        .await
+        .expect("join")
+        .expect("start ZooKeeper");
+    let z = zk.connect_string();
+    let mut theirs = None;
+    for _ in 0..120 {
+        let o = zl(&z, &["config", "-s"]).await;
+        if o.code == 0 {
+            theirs = Some(o.stdout);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let theirs = theirs.expect("Apache ZooKeeper did not start serving");
+    assert_eq!(ours, theirs, "zlock vs Apache ZooKeeper, standalone");
+}
