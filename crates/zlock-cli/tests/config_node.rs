@@ -29,7 +29,12 @@
 //! the configuration's version, mtime when the server started. `config -c` printed
 //! `0 127.0.0.1:37947,127.0.0.1:39451,127.0.0.1:55013` (a hash table's order; zlock
 //! keeps id order); `set /zookeeper/config x` printed `Insufficient permission :
-//! /zookeeper/config` (NOAUTH); getAcl `'world,'anyone : r`. The testkit has no
+//! /zookeeper/config` (NOAUTH); getAcl `'world,'anyone : r`. With
+//! `standaloneEnabled=false`, `server.1=127.0.0.1:24888:24889;24181` and
+//! `server.2=127.0.0.1:24890:24891:observer`, ZooKeeper 3.8 showed
+//! `server.1=127.0.0.1:24888:24889:participant;0.0.0.0:24181`,
+//! `server.2=127.0.0.1:24890:24891:observer`, `version=0`, and `config -c` printed
+//! `0 ,0.0.0.0:24181` (an empty item for the member without a client address). The testkit has no
 //! ZooKeeper ensemble launcher, so the ensemble side is checked here against these
 //! rules; the standalone side (an empty node, dataVersion 0) is compared live.
 
