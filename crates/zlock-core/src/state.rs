@@ -130,7 +130,10 @@ pub struct State {
 /// and ends in the same state. So the tree keeps the node as [`DataTree::new`] made it
 /// (read-only ACL, empty) on every member, and reads of that path (exists, getData,
 /// getChildren2, getACL, multiRead) show this view instead: data and Stat. A write
-/// still meets the stored node, whose ACL refuses it (NOAUTH) as ZooKeeper's does.
+/// still meets the stored node, whose ACL refuses it (NOAUTH) as ZooKeeper's does; a
+/// super user's setData does change the stored node (logged, the same on every member),
+/// which a member with a view keeps hiding, where ZooKeeper would show it until the
+/// server restarts.
 ///
 /// [`DataTree::new`]: crate::tree::DataTree::new
 #[derive(Debug, Clone, PartialEq, Eq)]
