@@ -723,6 +723,7 @@ async fn dashboard_page_and_its_json_show_a_real_lock() {
         "the fencing token is the node's czxid"
     );
     assert_eq!(e[0]["ctime"], stat.ctime);
+    assert_eq!(e[0]["session_id_hex"], format!("0x{:x}", c.session_id()));
     assert!(
         stat.ctime <= now && now - stat.ctime < 60_000,
         "{now} {}",

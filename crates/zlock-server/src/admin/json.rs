@@ -319,6 +319,8 @@ fn locks(f: &Facts<'_>, m: &mut Fields) {
                     json!({
                         "node": node,
                         "session_id": e.owner.0,
+                        // Exact in JavaScript, where a large id as a number is not.
+                        "session_id_hex": format!("0x{:x}", e.owner.0),
                         "state": state,
                         "mode": mode,
                         "leases": leases,
