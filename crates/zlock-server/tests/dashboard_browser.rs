@@ -68,7 +68,12 @@ async fn dashboard_in_headless_chromium() {
         if std::env::var_os("CI").is_some() {
             panic!("dashboard browser test cannot run in CI: {why}");
         }
-        eprintln!("\n*** SKIPPED dashboard_in_headless_chromium: {why} ***\n");
+        // Straight to stderr: the harness captures eprintln! of a passing test.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED dashboard_in_headless_chromium: {why} ***\n"
+        );
         return;
     }
     let s = TestServer::start_with(with_admin).await.unwrap();
