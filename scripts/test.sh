@@ -6,8 +6,11 @@
 # 1. setup: apt packages (zookeeper, netcat-openbsd, libcurator-recipes-java and
 #    default-jdk-headless for javac: crates/zlock/tests/curator_interop.rs compiles
 #    compat/curator/CuratorLockCheck.java; iproute2 for the network namespaces of the
-#    partition test, which also needs root) if missing, and a Python venv at .venv/
-#    with kazoo[test]==2.11.0 + pytest-timeout
+#    partition test, which also needs root; chromium and nodejs (>= 20) for the lock
+#    dashboard's browser test, crates/zlock-server/tests/dashboard_browser.rs) if
+#    missing, a Python venv at .venv/ with kazoo[test]==2.11.0 + pytest-timeout, and
+#    compat/dashboard's npm packages (playwright-core, `npm ci` from the npm registry;
+#    no browser is downloaded: the test drives Debian's chromium)
 # 2. cargo fmt --check, clippy (-D warnings), release build of zlock-cli, cargo test
 # 3. compat/run_all.sh zlock  (zkCli session + kazoo's own test suite)
 #
@@ -20,7 +23,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless iproute2)
+APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless iproute2 chromium nodejs)
 export ZLOCK_VENV="${ZLOCK_VENV:-$ROOT/.venv}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
@@ -87,6 +90,16 @@ if [[ "${ZLOCK_SKIP_COMPAT:-0}" != 1 ]]; then
     source "$ROOT/compat/lib/server.sh"
     PY="$(compat_ensure_venv)"
     "$PY" -c 'import kazoo.version, pytest; print("kazoo", kazoo.version.__version__, "pytest", pytest.__version__)'
+
+    section "setup: dashboard browser test (npm ci in compat/dashboard)"
+    node_major="$(node -p 'process.versions.node.split(".")[0]')"
+    if [[ "$node_major" -lt 20 ]]; then
+        echo "node $(node --version): playwright-core needs node >= 20" >&2
+        exit 1
+    fi
+    command -v npm >/dev/null || as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y npm
+    (cd "$ROOT/compat/dashboard" && npm ci --no-audit --no-fund)
+    chromium --version
 fi
 
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then

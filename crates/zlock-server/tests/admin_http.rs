@@ -339,7 +339,7 @@ async fn bad_http_is_answered_cleanly_and_clients_keep_being_served() {
     let mut slow = TcpStream::connect(a).await.unwrap();
     slow.write_all(b"GET /comm").await.unwrap();
 
-    assert_eq!(http(a, &get("/")).await.0, 404);
+    assert_eq!(http(a, &get("/nope")).await.0, 404);
     assert_eq!(http(a, &get("/commandsX")).await.0, 404);
     assert_eq!(http(a, &get("/metrics")).await.0, 404);
     let post =
@@ -672,4 +672,80 @@ async fn field_names_and_types_match_zookeeper() {
         command(zl_admin, "nope").await,
     );
     assert_eq!(theirs, ours);
+}
+
+/// The lock dashboard: its page at `/` and `/locks`, and the JSON it polls, for a real
+/// native lock with a holder and a waiter (czxid as the fencing token, ctime, the
+/// holder's client address and how long this member has not heard from it).
+#[tokio::test]
+async fn dashboard_page_and_its_json_show_a_real_lock() {
+    let s = TestServer::start_with(with_admin).await.unwrap();
+    let a = s.admin_addr().unwrap();
+    let c = connect(&s.connect_string()).await;
+    let w = connect(&s.connect_string()).await;
+    let NativeLock::Granted { node, .. } = c.lock_native(lock_req("h")).await.unwrap() else {
+        panic!("an uncontended lock is granted at once");
+    };
+    let NativeLock::Queued { node: wnode, .. } = w.lock_native(lock_req("w")).await.unwrap() else {
+        panic!("a second contender waits");
+    };
+    let stat = c.exists(&node, false).await.unwrap().unwrap();
+
+    for path in ["/", "/locks"] {
+        let (status, head, body) = http(a, &get(path)).await;
+        assert_eq!(status, 200, "{path}: {head}");
+        assert!(head.to_ascii_lowercase().contains("text/html"), "{head}");
+        assert!(body.contains("/locks.json"), "the page polls the JSON");
+        assert!(body.contains("name=\"viewport\""), "a phone's viewport");
+        assert!(body.contains("id=\"search\""), "a search box");
+    }
+
+    let (status, head, body) = http(a, &get("/locks.json")).await;
+    assert_eq!(status, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("application/json"));
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"], Value::Null, "{body}");
+    let now = v["now"].as_i64().unwrap();
+    let l = &v["locks"][0];
+    assert_eq!(l["path"], "/locks/l");
+    let e = l["entries"].as_array().unwrap();
+    assert_eq!(e.len(), 2, "{body}");
+    assert_eq!(
+        (&e[0]["node"], &e[0]["state"], &e[0]["session_id"]),
+        (
+            &Value::from(node),
+            &Value::from("holds"),
+            &Value::from(c.session_id())
+        )
+    );
+    assert_eq!(
+        e[0]["czxid"], stat.czxid,
+        "the fencing token is the node's czxid"
+    );
+    assert_eq!(e[0]["ctime"], stat.ctime);
+    assert_eq!(e[0]["session_id_hex"], format!("0x{:x}", c.session_id()));
+    assert!(
+        stat.ctime <= now && now - stat.ctime < 60_000,
+        "{now} {}",
+        stat.ctime
+    );
+    assert_eq!(
+        (&e[1]["node"], &e[1]["state"], &e[1]["session_id"]),
+        (
+            &Value::from(wnode),
+            &Value::from("waiting"),
+            &Value::from(w.session_id())
+        )
+    );
+    assert!(e[1]["czxid"].as_i64().unwrap() > stat.czxid);
+    let ss = v["sessions"].as_array().unwrap();
+    assert_eq!(ss.len(), 2);
+    for x in ss {
+        assert!(x["client_address"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:"));
+        let silent = x["silent_ms"].as_u64().unwrap();
+        assert!(silent < 10_000, "a live session is heard from: {x}");
+    }
 }

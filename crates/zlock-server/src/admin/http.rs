@@ -12,6 +12,8 @@
 //!   `{"command": <name>, "error": "Unknown command: <name>"}`; a core that does not
 //!   answer within [`PATIENCE`] (a stopping server), 200 with ZooKeeper's "not
 //!   currently serving requests" error;
+//! - zlock's lock dashboard: its page at `/` and `/locks` (`dashboard.html`), and
+//!   `/locks.json`, what the page polls;
 //! - another path: 404; another method: 405 with `Allow: GET, HEAD` (ZooKeeper's
 //!   POST-only commands, `snapshot`, `restore`, `shed_connections`, are not served).
 //!
@@ -112,6 +114,9 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::
 
 async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
     let base = ctx.config.admin.command_url.as_str();
+    if let Some(reply) = dashboard(&req, ctx).await {
+        return reply;
+    }
     let rest = match req.uri().path().strip_prefix(base) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => {
@@ -139,6 +144,54 @@ async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
     let answer = run(name, ctx).await;
     let body = serde_json::to_vec_pretty(&Value::Object(answer)).unwrap_or_default();
     with_type(StatusCode::OK, Bytes::from(body), "application/json")
+}
+
+/// The lock dashboard: its page at `/` and `/locks` (one HTML file, inline CSS and
+/// script, no build step), and what the page polls, `/locks.json` (`locks` and
+/// `sessions` read at once, and the member's wall clock). None for another path (or
+/// method: those are answered as for the commands).
+async fn dashboard(req: &Request<Incoming>, ctx: &Context) -> Option<Reply> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return None;
+    }
+    match req.uri().path() {
+        "/" | "/locks" | "/locks/" => Some(with_type(
+            StatusCode::OK,
+            Bytes::from_static(DASHBOARD.as_bytes()),
+            "text/html; charset=utf-8",
+        )),
+        "/locks.json" => {
+            let (tx, rx) = oneshot::channel();
+            let query = Query::Dashboard;
+            let mut out = match ask(ctx, Item::AdminJson { query, done: tx }, rx).await {
+                Some(f) => {
+                    let mut out = Fields::from_iter([("error".into(), Value::Null)]);
+                    out.extend(f);
+                    out
+                }
+                None => Fields::from_iter([(
+                    "error".into(),
+                    "This ZooKeeper instance is not currently serving requests".into(),
+                )]),
+            };
+            out.insert("server_id".into(), server_id(ctx).into());
+            let body = serde_json::to_vec(&Value::Object(out)).unwrap_or_default();
+            Some(with_type(
+                StatusCode::OK,
+                Bytes::from(body),
+                "application/json",
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The dashboard page.
+const DASHBOARD: &str = include_str!("dashboard.html");
+
+/// The member's id, for the page's title (0: standalone).
+fn server_id(ctx: &Context) -> u64 {
+    ctx.config.ensemble.as_ref().map_or(0, |e| e.me)
 }
 
 /// The command list, as ZooKeeper prints it: a link to each primary name.

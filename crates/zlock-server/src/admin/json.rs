@@ -45,6 +45,9 @@ pub(crate) enum Query {
     Locks,
     /// zlock's `sessions`.
     Sessions,
+    /// The lock dashboard's data (`GET /locks.json`, not a command): `locks` and
+    /// `sessions` read at once, and the member's wall clock (`now`, ms).
+    Dashboard,
 }
 
 fn load(a: &std::sync::atomic::AtomicU64) -> u64 {
@@ -169,6 +172,11 @@ pub(crate) fn answer(q: Query, f: &Facts<'_>) -> Fields {
         }
         Query::Locks => locks(f, &mut m),
         Query::Sessions => sessions(f, &mut m),
+        Query::Dashboard => {
+            locks(f, &mut m);
+            sessions(f, &mut m);
+            m.insert("now".into(), crate::clock::now_ms().into());
+        }
     }
     m
 }
@@ -305,13 +313,20 @@ fn locks(f: &Facts<'_>, m: &mut Fields) {
                         Standing::Holds => ("holds", if e.read { "read" } else { "write" }, None),
                         Standing::Queued => ("queued", if e.read { "read" } else { "write" }, None),
                     };
+                    // The node's czxid is the fencing token a native grant carries; its
+                    // ctime (the Txn time of its create, ms) is when it joined the queue.
+                    let znode = st.tree.get(&node);
                     json!({
                         "node": node,
                         "session_id": e.owner.0,
+                        // Exact in JavaScript, where a large id as a number is not.
+                        "session_id_hex": format!("0x{:x}", e.owner.0),
                         "state": state,
                         "mode": mode,
                         "leases": leases,
                         "lock_delay_ms": e.delay_ms,
+                        "czxid": znode.map(|n| n.czxid),
+                        "ctime": znode.map(|n| n.ctime),
                     })
                 })
                 .collect();
@@ -327,8 +342,11 @@ fn locks(f: &Facts<'_>, m: &mut Fields) {
     m.insert("lock_delays_running".into(), st.locks.delayed().into());
 }
 
-/// zlock's `sessions`: every session of the applied state, and whether (and from
-/// where) it is connected to this member.
+/// zlock's `sessions`: every session of the applied state, whether (and from where)
+/// it is connected to this member, and how long this member has not heard from it
+/// (`silent_ms`: the session timeout less the time left before this member's tracker
+/// would expire it; deadlines are rounded up to a tick, so it may read up to a tick
+/// low; null where this member tracks no deadline for it).
 fn sessions(f: &Facts<'_>, m: &mut Fields) {
     let here: BTreeMap<i64, String> = f
         .stats
@@ -345,12 +363,17 @@ fn sessions(f: &Facts<'_>, m: &mut Fields) {
         .iter()
         .map(|(sid, s)| {
             let addr = here.get(&sid.0);
+            let silent = f.tracker.deadline(*sid).map(|d| {
+                let timeout = u64::try_from(s.timeout_ms).unwrap_or(0);
+                timeout.saturating_sub(d.0.saturating_sub(f.now.0))
+            });
             json!({
                 "session_id": sid.0,
                 "session_id_hex": format!("0x{:x}", sid.0),
                 "session_timeout": s.timeout_ms,
                 "connected_here": addr.is_some(),
                 "client_address": addr,
+                "silent_ms": silent,
             })
         })
         .collect();

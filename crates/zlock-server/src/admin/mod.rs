@@ -30,6 +30,8 @@ pub(crate) struct Facts<'a> {
     pub ensemble: Option<&'a crate::commit::raft::RaftFacts>,
     /// This member's session tracker: deadlines, for `dump`.
     pub tracker: &'a zlock_core::sessions::SessionTracker,
+    /// This member's monotonic clock now, as the tracker reads it.
+    pub now: zlock_core::sessions::Time,
     /// Requests waiting for their commit (or behind their session's writes).
     pub waiting: usize,
 }

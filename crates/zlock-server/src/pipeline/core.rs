@@ -305,6 +305,7 @@ impl Core {
             mode: self.mode,
             ensemble: self.ensemble.as_ref(),
             tracker: &self.sessions,
+            now: self.clock.now(),
             waiting: self.router.waiting(),
         }
     }

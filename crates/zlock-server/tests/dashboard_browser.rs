@@ -1,0 +1,144 @@
+//! The lock dashboard in a real browser: zlock with its admin server, locks made
+//! through the protocol (a holder and two waiters on `/locks/l`, a holder on
+//! `/locks/other`), and `compat/dashboard/check.mjs` (headless Debian chromium driven
+//! by playwright-core) checking that the page shows them, updates without a reload
+//! when the holder releases, lists the hand-over, flags the stuck queue and filters
+//! by its search box.
+//!
+//! Needs `node`, `compat/dashboard/node_modules` (`npm ci` there) and chromium
+//! (`/usr/bin/chromium`, or `CHROMIUM`); `scripts/test.sh` installs them. Without
+//! them the test is skipped loudly, unless `CI` is set: then it fails.
+//! `ZLOCK_DASHBOARD_SHOT` is where the screenshot goes (default
+//! `target/dashboard.png`; the README's is `docs/dashboard.png`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use zlock::{lock_mode, Acl, Client, LockRequest, NativeLock};
+use zlock_testkit::{with_admin, TestServer};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What is missing to run the browser, if anything.
+fn missing() -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Some(format!(
+            "no chromium at {chromium} (apt-get install chromium)"
+        ));
+    }
+    let pw = root().join("compat/dashboard/node_modules/playwright-core");
+    if !pw.exists() {
+        return Some(format!("no {} (npm ci in compat/dashboard)", pw.display()));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return Some("no node".into());
+    }
+    None
+}
+
+fn req(path: &str, guid: &str) -> LockRequest {
+    LockRequest {
+        path: path.into(),
+        prefix: format!("_c_{guid}-lock-"),
+        data: Some(Vec::new()),
+        acl: Acl::open_unsafe(),
+        mode: lock_mode::EXCLUSIVE,
+        leases: 1,
+        ..LockRequest::default()
+    }
+}
+
+async fn connect(at: &str) -> Client {
+    Client::connect(at, 10_000).await.unwrap().0
+}
+
+fn hex(c: &Client) -> String {
+    format!("0x{:x}", c.session_id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_headless_chromium() {
+    if let Some(why) = missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("dashboard browser test cannot run in CI: {why}");
+        }
+        // Straight to stderr: the harness captures eprintln! of a passing test.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED dashboard_in_headless_chromium: {why} ***\n"
+        );
+        return;
+    }
+    let s = TestServer::start_with(with_admin).await.unwrap();
+    let url = format!("http://{}/locks", s.admin_addr().unwrap());
+    let at = s.connect_string();
+    let (h, w1, w2) = (connect(&at).await, connect(&at).await, connect(&at).await);
+    let NativeLock::Granted { node, .. } = h.lock_native(req("/locks/l", "h")).await.unwrap()
+    else {
+        panic!("an uncontended lock is granted at once");
+    };
+    let NativeLock::Queued { grant: g1, .. } = w1.lock_native(req("/locks/l", "w1")).await.unwrap()
+    else {
+        panic!("the second contender waits");
+    };
+    let NativeLock::Queued { grant: _g2, .. } =
+        w2.lock_native(req("/locks/l", "w2")).await.unwrap()
+    else {
+        panic!("the third contender waits");
+    };
+    let NativeLock::Granted { .. } = h.lock_native(req("/locks/other", "o")).await.unwrap() else {
+        panic!("another path is free");
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let shot = std::env::var("ZLOCK_DASHBOARD_SHOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target/dashboard.png"));
+    let mut child = Command::new("node")
+        .arg(root().join("compat/dashboard/check.mjs"))
+        .args([url.as_str(), dir.path().to_str().unwrap()])
+        .args([hex(&h), hex(&w1), hex(&w2), hex(&h)])
+        .arg(&shot)
+        .spawn()
+        .unwrap();
+
+    // The page shows the first state: release the holder.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let ready = dir.path().join("ready");
+    while !ready.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("check.mjs ended before the release: {status}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "check.mjs never ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    h.delete(&node, -1).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), g1)
+        .await
+        .expect("the first waiter is granted")
+        .unwrap();
+    std::fs::write(dir.path().join("released"), b"").unwrap();
+
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if tokio::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("check.mjs did not finish in time");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "check.mjs: {status}");
+    assert!(shot.exists(), "no screenshot at {}", shot.display());
+}
