@@ -121,6 +121,8 @@ const REQUIRED: &[(&str, Kind, &str)] = &[
     ("zlock_native_lock_waiters", Kind::Gauge, "zlock"),
     ("zlock_lock_paths", Kind::Gauge, "zlock"),
     ("zlock_lock_delays_running", Kind::Gauge, "zlock"),
+    ("zlock_lock_holders", Kind::Gauge, "zlock"),
+    ("zlock_lock_longest_wait_ms", Kind::Gauge, "zlock"),
     ("zlock_native_lock_requests_total", Kind::Counter, "zlock"),
     ("zlock_native_lock_grants_total", Kind::Counter, "zlock"),
     ("zlock_native_lock_failures_total", Kind::Counter, "zlock"),
@@ -237,12 +239,22 @@ async fn zookeeper_names_and_values_after_real_traffic() {
     let NativeLock::Granted { node, .. } = c.lock_native(lock_req("h")).await.unwrap() else {
         panic!("an uncontended lock is granted at once");
     };
+    let queued = std::time::Instant::now();
     let NativeLock::Queued { grant, .. } = w.lock_native(lock_req("w")).await.unwrap() else {
         panic!("a second contender waits");
     };
+    // The waiter has waited at least this long when the scrape reads it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let mid = scrape(m).await;
+    let waited = queued.elapsed().as_millis() as f64;
     assert_eq!(value(&mid, "zlock_native_lock_waiters"), 1.0);
     assert_eq!(value(&mid, "zlock_lock_paths"), 1.0);
+    assert_eq!(value(&mid, "zlock_lock_holders"), 1.0);
+    let longest = value(&mid, "zlock_lock_longest_wait_ms");
+    assert!(
+        longest >= 50.0 && longest <= waited + 100.0,
+        "longest wait {longest} ms, waited {waited} ms"
+    );
     c.delete(&node, -1).await.unwrap();
     tokio::time::timeout(T, grant).await.unwrap().unwrap();
     // A failed native lock request: an ephemeral node cannot hold contenders.
@@ -347,6 +359,7 @@ async fn zookeeper_names_and_values_after_real_traffic() {
     }
     assert_eq!(value(&after, "zlock_native_lock_requests_total"), 3.0);
     assert_eq!(value(&after, "zlock_native_lock_waiters"), 0.0);
+    assert_eq!(value(&after, "zlock_lock_longest_wait_ms"), 0.0);
     assert_eq!(
         value(&after, "connection_request_count"),
         2.0,

@@ -85,6 +85,12 @@
 //! - `zlock_native_lock_waiters` (gauge): native lock requests waiting for their grant.
 //! - `zlock_lock_paths` (gauge): lock paths the native lock index follows.
 //! - `zlock_lock_delays_running` (gauge): lock paths held back by a lock-delay.
+//! - `zlock_lock_holders` (gauge): nodes under followed lock paths that hold (nothing
+//!   before them blocks them: a granted native contender, or a standard-recipe one
+//!   whose turn has come).
+//! - `zlock_lock_longest_wait_ms` (gauge): how long the longest-waiting native lock
+//!   request has waited (from its node's creation), 0 when none waits. The one to alert
+//!   on for a stuck lock.
 //! - `zlock_native_lock_requests_total` (counter): native lock requests received here.
 //! - `zlock_native_lock_grants_total` (counter): grants pushed by this member (each one
 //!   hand-over to a waiter connected here).
@@ -134,6 +140,8 @@ pub(crate) struct Scrape {
     pub lock_waiters: usize,
     pub lock_paths: usize,
     pub lock_delays: usize,
+    pub lock_holders: usize,
+    pub lock_longest_wait_ms: i64,
     pub ensemble: Option<RaftFacts>,
     /// Since when this member leads; `None` unless it is an ensemble's leader.
     pub led_since: Option<Instant>,
@@ -216,6 +224,8 @@ struct Gauges {
     lock_waiters: Gauge,
     lock_paths: Gauge,
     lock_delays: Gauge,
+    lock_holders: Gauge,
+    lock_longest_wait: Gauge,
     quorum_size: Gauge,
     synced_observers: Gauge,
     raft_term: Gauge,
@@ -303,6 +313,14 @@ impl Registry {
             lock_delays: main.gauge(
                 "zlock_lock_delays_running",
                 "Lock paths held back by a running lock-delay.",
+            ),
+            lock_holders: main.gauge(
+                "zlock_lock_holders",
+                "Nodes under followed lock paths that hold their lock.",
+            ),
+            lock_longest_wait: main.gauge(
+                "zlock_lock_longest_wait_ms",
+                "How long the longest-waiting native lock request has waited, ms.",
             ),
             quorum_size: quorum.gauge("quorum_size", "Voting members of the ensemble."),
             synced_observers: quorum.gauge(
@@ -410,6 +428,9 @@ impl Registry {
         g.lock_waiters.set(n(s.lock_waiters));
         g.lock_paths.set(n(s.lock_paths));
         g.lock_delays.set(n(s.lock_delays));
+        g.lock_holders.set(n(s.lock_holders));
+        g.lock_longest_wait
+            .set(s.lock_longest_wait_ms.max(0) as f64);
 
         let c = &self.c;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
