@@ -90,11 +90,12 @@ struct MemberAddrs {
     election_port: u16,
 }
 
-/// Free loopback ports for `n` members. Every port is bound at once, then released:
-/// one at a time, the kernel may hand out the same free port twice.
+/// Free loopback ports for `n` members, below the ephemeral range (members are killed
+/// and restarted on their ports: see [`crate::free_port`]). Every port is bound at
+/// once, then released, so none is handed out twice.
 fn loopback_addrs(n: usize) -> anyhow::Result<Vec<MemberAddrs>> {
     let held = (0..n * 3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .map(|_| std::net::TcpListener::bind(("127.0.0.1", crate::free_port())))
         .collect::<Result<Vec<_>, _>>()?;
     let mut ports = Vec::new();
     for l in &held {

@@ -25,8 +25,34 @@ mod netns;
 pub use ensemble::{ChildEnsemble, EnsembleOptions};
 pub use netns::Netns;
 
-/// A free loopback port (bound then released; good enough for tests).
+/// A free loopback port (bound then released), for a server that a test may kill and
+/// start again on the same port.
+///
+/// Picked below the kernel's ephemeral range (`ip_local_port_range`), not with a bind
+/// to port 0: a port from that range, once its server is killed, can be taken as the
+/// local port of any client connection in the meantime, and the restart then fails
+/// with "Address already in use" (CI saw it in `crash.rs`). Successive calls walk the
+/// range from an offset of this process's, so concurrent tests and test processes
+/// rarely meet; each port is checked free by a bind.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    const FROM: u32 = 10_000;
+    if low > FROM + 1000 {
+        let span = low - FROM;
+        let start = std::process::id().wrapping_mul(7919) % span;
+        for _ in 0..span.min(4000) {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = (FROM + (start + n) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
