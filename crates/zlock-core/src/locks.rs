@@ -294,14 +294,10 @@ impl State {
                 continue;
             };
             // A native entry with no waiter is one that was granted: a holder.
-            let holds = q
-                .entries
-                .get(&key)
-                .is_some_and(|e| e.owner == session && e.delay_ms > 0 && e.waiter.is_none());
-            if !holds {
-                continue;
-            }
-            let delay = q.entries.get(&key).map_or(0, |e| e.delay_ms);
+            let delay = match q.entries.get(&key) {
+                Some(e) if e.owner == session && e.delay_ms > 0 && e.waiter.is_none() => e.delay_ms,
+                _ => continue,
+            };
             let until = time_ms.saturating_add(delay);
             if let Some(old) = q.held_until {
                 if old >= until {

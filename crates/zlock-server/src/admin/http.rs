@@ -337,15 +337,7 @@ fn environment() -> Fields {
 
 /// `dirs`: bytes in the snapshot and log directories (as the four-letter word).
 fn dirs(cfg: &ServerConfig) -> Fields {
-    let size = |p: &std::path::Path| -> u64 {
-        std::fs::read_dir(p)
-            .map(|d| {
-                d.filter_map(|e| e.ok()?.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0)
-    };
+    let size = crate::net::fourlw::dir_size;
     Fields::from_iter([
         ("datadir_size".into(), size(&cfg.snapshot_dir()).into()),
         ("logdir_size".into(), size(&cfg.wal_dir()).into()),

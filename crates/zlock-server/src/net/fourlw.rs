@@ -96,19 +96,10 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
             return s;
         }
         "dirs" => {
-            let size = |p: &std::path::Path| -> u64 {
-                std::fs::read_dir(p)
-                    .map(|d| {
-                        d.filter_map(|e| e.ok()?.metadata().ok())
-                            .map(|m| m.len())
-                            .sum()
-                    })
-                    .unwrap_or(0)
-            };
             return format!(
                 "datadir_size: {}\nlogdir_size: {}\n",
-                size(&cfg.snapshot_dir()),
-                size(&cfg.wal_dir())
+                dir_size(&cfg.snapshot_dir()),
+                dir_size(&cfg.wal_dir())
             );
         }
         "srvr" => AdminQuery::Srvr,
@@ -133,4 +124,16 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
         return String::new();
     }
     rx.await.unwrap_or_default()
+}
+
+/// Bytes in the files directly in `p` (`dirs`, as the four-letter word and the
+/// AdminServer command report it); 0 if it cannot be read.
+pub(crate) fn dir_size(p: &std::path::Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
