@@ -40,34 +40,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
+use common::{run, zlock_cmd, Out, RUN_BOUND};
 use zlock_testkit::{ChildEnsemble, EnsembleOptions, TestServer, ZooKeeper};
 
 const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 async fn zl(server: &str, args: &[&str]) -> Out {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_zlock"));
-    cmd.args(args)
-        .args(["--server", server])
-        .env_remove("ZLOCK_SERVER")
-        .env_remove("ZLOCK_LOG")
-        .kill_on_drop(true);
-    let o = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("zlock {args:?} did not finish in 60 s"))
-        .expect("run zlock");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    let mut cmd = zlock_cmd(args);
+    cmd.args(["--server", server]);
+    run(cmd, &format!("zlock {args:?}"), RUN_BOUND).await
 }
 
 async fn ok(server: &str, args: &[&str]) -> String {

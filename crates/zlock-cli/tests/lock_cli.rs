@@ -7,85 +7,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
+use common::{finish, run, zlock_cmd, Out, Scratch, RUN_BOUND as DEADLINE};
 use tokio::time::Instant;
 use zlock::Client;
 use zlock_testkit::TestServer;
 
-/// The bound on every wait of these tests.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let p = std::env::temp_dir().join(format!(
-            "zlock-lock-cli-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-
-    fn file(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn zlock_cmd(args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_zlock"));
-    cmd.args(args)
-        .env_remove("ZLOCK_SERVER")
-        .env_remove("ZLOCK_LOG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
 /// Runs `zlock args...` to the end (bounded).
 async fn zl(args: &[&str]) -> Out {
-    let o = tokio::time::timeout(DEADLINE, zlock_cmd(args).output())
-        .await
-        .unwrap_or_else(|_| panic!("zlock {args:?} did not finish in time"))
-        .expect("run zlock");
-    out(o)
-}
-
-fn out(o: std::process::Output) -> Out {
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-/// Waits for a started `zlock` to exit (bounded).
-async fn finish(child: tokio::process::Child) -> Out {
-    let o = tokio::time::timeout(DEADLINE, child.wait_with_output())
-        .await
-        .expect("zlock did not exit in time")
-        .unwrap();
-    out(o)
+    run(zlock_cmd(args), &format!("zlock {args:?}"), DEADLINE).await
 }
 
 /// Shell text that waits (bounded, then exit 9) until `path` exists.
@@ -634,6 +568,6 @@ async fn lock_delay_holds_back_the_next_holder_after_kill_9() {
     .await
     .expect("a released lock is free at once, whatever its lock-delay")
     .unwrap();
-    assert_eq!(out(o).code, 0);
+    assert_eq!(Out::from(o).code, 0);
     c.close().await.unwrap();
 }

@@ -3,60 +3,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
+use common::{run, zlock_cmd, Out, Scratch};
 use zlock::Client;
 use zlock_testkit::TestServer;
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let p = std::env::temp_dir().join(format!(
-            "zlock-lock-test-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-
-    fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 async fn zl(args: &[&str]) -> Out {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_zlock"));
-    cmd.args(args)
-        .env_remove("ZLOCK_SERVER")
-        .env_remove("ZLOCK_LOG")
-        .kill_on_drop(true);
-    let o = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("zlock {args:?} did not finish in 120 s"))
-        .expect("run zlock");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    let what = format!("zlock {args:?}");
+    run(zlock_cmd(args), &what, Duration::from_secs(120)).await
 }
 
 #[tokio::test]

@@ -4,19 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{run, zlock_cmd, Out, RUN_BOUND};
 use zlock_testkit::{TestServer, ZooKeeper};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 async fn zl_env(server: &str, args: &[&str], env: Option<&str>) -> Out {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_zlock"));
-    cmd.args(args)
-        .env_remove("ZLOCK_SERVER")
-        .env_remove("ZLOCK_LOG");
+    let mut cmd = zlock_cmd(args);
     match env {
         Some(e) => {
             cmd.env("ZLOCK_SERVER", e);
@@ -25,16 +19,7 @@ async fn zl_env(server: &str, args: &[&str], env: Option<&str>) -> Out {
             cmd.args(["--server", server]);
         }
     }
-    cmd.kill_on_drop(true);
-    let o = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("zlock {args:?} did not finish in 60 s"))
-        .expect("run zlock");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    run(cmd, &format!("zlock {args:?}"), RUN_BOUND).await
 }
 
 async fn zl(server: &str, args: &[&str]) -> Out {

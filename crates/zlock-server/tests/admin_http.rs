@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zlock::{lock_mode, Acl, Client, CreateMode, LockRequest, NativeLock};
+use zlock::{Client, CreateMode, LockRequest, NativeLock};
 use zlock_testkit::{with_admin, TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(30);
@@ -73,28 +73,8 @@ async fn ok(addr: SocketAddr, name: &str) -> serde_json::Map<String, Value> {
     m
 }
 
-/// `mntr` over the client port, as key → value.
-async fn mntr_text(addr: SocketAddr) -> BTreeMap<String, String> {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"mntr").await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
-
 fn lock_req(guid: &str) -> LockRequest {
-    LockRequest {
-        path: "/locks/l".into(),
-        prefix: format!("_c_{guid}-lock-"),
-        data: Some(Vec::new()),
-        acl: Acl::open_unsafe(),
-        mode: lock_mode::EXCLUSIVE,
-        leases: 1,
-        ..LockRequest::default()
-    }
+    LockRequest::exclusive("/locks/l", format!("_c_{guid}-lock-"))
 }
 
 /// A session; retried for a while, because ZooKeeper's port accepts before its
@@ -189,7 +169,7 @@ async fn every_command_answers_from_real_traffic() {
 
     // Values agree with the traffic, and with mntr over the client port.
     let m = ok(a, "mntr").await;
-    let text = mntr_text(s.addr).await;
+    let text = zlock_testkit::mntr(s.addr).await;
     for key in [
         "znode_count",
         "ephemerals_count",

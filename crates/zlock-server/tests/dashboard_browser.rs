@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use zlock::{lock_mode, Acl, Client, LockRequest, NativeLock};
+use zlock::{Client, LockRequest, NativeLock};
 use zlock_testkit::{with_admin, TestServer};
 
 fn root() -> PathBuf {
@@ -43,15 +43,7 @@ fn missing() -> Option<String> {
 }
 
 fn req(path: &str, guid: &str) -> LockRequest {
-    LockRequest {
-        path: path.into(),
-        prefix: format!("_c_{guid}-lock-"),
-        data: Some(Vec::new()),
-        acl: Acl::open_unsafe(),
-        mode: lock_mode::EXCLUSIVE,
-        leases: 1,
-        ..LockRequest::default()
-    }
+    LockRequest::exclusive(path, format!("_c_{guid}-lock-"))
 }
 
 async fn connect(at: &str) -> Client {

@@ -8,14 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use prometheus_parse::{Scrape, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zlock::{lock_mode, Acl, Client, CreateMode, LockRequest, NativeLock};
+use zlock::{Client, CreateMode, LockRequest, NativeLock};
 use zlock_testkit::{with_metrics, TestServer};
 
 const T: Duration = Duration::from_secs(30);
@@ -186,28 +185,8 @@ fn value(s: &Scrape, name: &str) -> f64 {
     }
 }
 
-/// `mntr` over the client port, as key → value.
-async fn mntr(addr: SocketAddr) -> HashMap<String, String> {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"mntr").await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
-
 fn lock_req(guid: &str) -> LockRequest {
-    LockRequest {
-        path: "/locks/l".into(),
-        prefix: format!("_c_{guid}-lock-"),
-        data: Some(Vec::new()),
-        acl: Acl::open_unsafe(),
-        mode: lock_mode::EXCLUSIVE,
-        leases: 1,
-        ..LockRequest::default()
-    }
+    LockRequest::exclusive("/locks/l", format!("_c_{guid}-lock-"))
 }
 
 async fn connect(s: &TestServer) -> Client {
@@ -311,7 +290,7 @@ async fn zookeeper_names_and_values_after_real_traffic() {
     assert!(after.samples.iter().all(|x| !x.metric.starts_with("jvm_")));
 
     // Values consistent with the traffic, and with mntr.
-    let mn = mntr(s.addr).await;
+    let mn = zlock_testkit::mntr(s.addr).await;
     let again = scrape(m).await;
     for (metric, key) in [
         ("znode_count", "zk_znode_count"),

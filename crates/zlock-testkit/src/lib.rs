@@ -59,6 +59,27 @@ pub fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
+/// `mntr` over a server's client port, as key -> value (zlock and ZooKeeper alike).
+///
+/// # Panics
+/// If the server cannot be reached or answers with something that is not text.
+pub async fn mntr(addr: SocketAddr) -> std::collections::BTreeMap<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("mntr: connect {addr}: {e}"));
+    let mut out = String::new();
+    let sent = s.write_all(b"mntr").await;
+    let read = s.read_to_string(&mut out).await;
+    if let Err(e) = sent.and(read.map(|_| ())) {
+        panic!("mntr of {addr}: {e}");
+    }
+    out.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
 /// Waits until something accepts TCP connections at `addr`.
 pub fn wait_for_port(addr: SocketAddr, within: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + within;

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use proxy::Proxy;
 use target::Target;
-use zlock::{lock_flags, lock_mode, Acl, Client, ConnectionState, Error, LockRequest, NativeLock};
+use zlock::{lock_flags, Client, ConnectionState, Error, LockRequest, NativeLock};
 use zlock_testkit::{ChildEnsemble, TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(30);
@@ -50,17 +50,7 @@ async fn connect(addr: &str) -> Client {
 }
 
 fn req(path: &str, guid: &str) -> LockRequest {
-    LockRequest {
-        path: path.into(),
-        prefix: format!("_c_{guid}-lock-"),
-        data: Some(Vec::new()),
-        acl: Acl::open_unsafe(),
-        mode: lock_mode::EXCLUSIVE,
-        leases: 1,
-        flags: 0,
-        release: String::new(),
-        ..LockRequest::default()
-    }
+    LockRequest::exclusive(path, format!("_c_{guid}-lock-"))
 }
 
 #[tokio::test]

@@ -87,6 +87,22 @@ pub struct LockRequest {
     pub lock_delay_ms: i32,
 }
 
+impl LockRequest {
+    /// An exclusive lock request for `path/prefixNNNNNNNNNN` with empty data and the
+    /// open ACL (what the recipes send), no flags, no release, the server's lock-delay.
+    pub fn exclusive(path: impl Into<String>, prefix: impl Into<String>) -> LockRequest {
+        LockRequest {
+            path: path.into(),
+            prefix: prefix.into(),
+            data: Some(Vec::new()),
+            acl: Acl::open_unsafe(),
+            mode: lock_mode::EXCLUSIVE,
+            leases: 1,
+            ..LockRequest::default()
+        }
+    }
+}
+
 impl Default for LockRequest {
     fn default() -> LockRequest {
         LockRequest {
