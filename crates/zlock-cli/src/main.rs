@@ -115,9 +115,11 @@ struct ServerArgs {
     /// znode.container.checkIntervalMs, clientPortListenBacklog, globalOutstandingLimit,
     /// zlock.commitSpinMicros, zlock.lockDelayMs, metricsProvider.className,
     /// metricsProvider.httpHost, metricsProvider.httpPort, admin.enableServer,
-    /// admin.serverAddress, admin.serverPort, admin.commandURL; for an ensemble server.N, dynamicConfigFile, peerType,
-    /// initLimit, syncLimit, zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the
-    /// member's id in <dataDir>/myid). Other keys are logged and ignored.
+    /// admin.serverAddress, admin.serverPort, admin.commandURL,
+    /// DigestAuthenticationProvider.superDigest; for an ensemble server.N,
+    /// dynamicConfigFile, peerType, reconfigEnabled, initLimit, syncLimit,
+    /// zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the member's id in
+    /// <dataDir>/myid). Other keys are logged and ignored.
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// This server's id in the ensemble, 1-255, instead of the one in <data-dir>/myid
@@ -190,6 +192,18 @@ struct ServerArgs {
     /// for every interface, ZooKeeper's default]
     #[arg(long, value_name = "ADDR")]
     admin_host: Option<std::net::IpAddr>,
+    /// Let a super user change the ensemble's members online with reconfig
+    /// (reconfigEnabled=true; `zlock reconfig`, zkCli's reconfig) [default: off, as
+    /// ZooKeeper]. Give it to every member
+    #[arg(long)]
+    reconfig_enabled: bool,
+    /// The super user, as user:base64(sha1(user:password))
+    /// (DigestAuthenticationProvider.superDigest, ZooKeeper's
+    /// -Dzookeeper.DigestAuthenticationProvider.superDigest): a session that adds that
+    /// digest auth passes every ACL and may reconfig. `zlock digest USER:PASSWORD`
+    /// prints one
+    #[arg(long, value_name = "USER:DIGEST")]
+    super_digest: Option<String>,
 }
 
 fn parse_lock_delay(s: &str) -> Result<i32, String> {
@@ -233,6 +247,17 @@ impl ServerArgs {
         }
         if self.extended_types {
             c.extended_types = true;
+        }
+        if self.reconfig_enabled {
+            c.reconfig_enabled = true;
+        }
+        if let Some(v) = self.super_digest {
+            if !v.contains(':') {
+                anyhow::bail!(
+                    "--super-digest: expected USER:DIGEST (zlock digest USER:PASSWORD prints it)"
+                );
+            }
+            c.super_digest = Some(v);
         }
         if let Some(v) = self.four_letter_words {
             c.four_letter_words = v.split(',').map(|s| s.trim().to_owned()).collect();
@@ -311,7 +336,7 @@ pub(crate) async fn shutdown_signal() {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cmd::zk::zkcli_spellings(std::env::args_os().collect()));
     if let Cmd::Zk(c) = cli.cmd {
         // Their own exit codes and zkCli-style messages; no log lines on stderr.
         std::process::exit(if cmd::zk::run(c) { 0 } else { 1 });

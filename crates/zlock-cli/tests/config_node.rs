@@ -244,3 +244,147 @@ async fn standalone_shows_an_empty_config() {
     let theirs = theirs.expect("Apache ZooKeeper did not start serving");
     assert_eq!(ours, theirs, "zlock vs Apache ZooKeeper, standalone");
 }
+
+/// zkCli with a script on stdin (`addauth`, then commands); its stdout, then its
+/// stderr (where it prints a command's error).
+async fn zkcli_script(server: &str, script: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    assert!(
+        std::path::Path::new(ZKCLI).exists(),
+        "{ZKCLI} missing (apt-get install zookeeper): scripts/test.sh installs it"
+    );
+    let mut child = tokio::process::Command::new(ZKCLI)
+        .args(["-server", server])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run zkCli");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(script.as_bytes()).await.expect("script");
+    stdin.write_all(b"quit\n").await.expect("quit");
+    drop(stdin);
+    let o = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
+        .await
+        .expect("zkCli in 90 s")
+        .expect("zkCli output");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `reconfig` from `zlock reconfig` and from Apache ZooKeeper's zkCli against a zlock
+/// ensemble with `reconfigEnabled=true` and a super user: adding a member, removing
+/// it, zkCli's messages and single-dash flags, a stale `-v`, and no permission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconfig_through_zlock_and_zkcli() {
+    let d = run(
+        zlock_cmd(&["digest", "super:test"]),
+        "zlock digest",
+        RUN_BOUND,
+    )
+    .await;
+    assert_eq!((d.code, d.stderr.as_str()), (0, ""));
+    let digest = d.stdout;
+    assert_eq!(digest, "super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n");
+    let mut e = ChildEnsemble::start_with(EnsembleOptions {
+        spares: 1,
+        extra: vec![
+            "reconfigEnabled=true".into(),
+            format!("DigestAuthenticationProvider.superDigest={}", digest.trim()),
+        ],
+        ..EnsembleOptions::default()
+    })
+    .await
+    .expect("ensemble");
+    let l = e.leader().await.expect("a leader");
+    let s = e.client_addr(l).to_string();
+    e.start_spare(3).await.expect("the spare");
+    let line = e.server_line(3);
+
+    // No permission: zkCli's message, nothing changed.
+    let o = zl(&s, &["reconfig", "-add", &line]).await;
+    assert_eq!(o.code, 1, "{o:?}");
+    assert_eq!(o.stderr, "Insufficient permission : /zookeeper/config\n");
+
+    // zlock reconfig --add, with -s.
+    let out = ok(
+        &s,
+        &[
+            "reconfig",
+            "--auth",
+            "digest:super:test",
+            "--add",
+            &line,
+            "-s",
+        ],
+    )
+    .await;
+    let body = out
+        .strip_prefix("Committed new configuration:\n")
+        .unwrap_or_else(|| panic!("{out:?}"));
+    let text: Vec<&str> = body
+        .lines()
+        .take_while(|l| !l.starts_with("cZxid"))
+        .collect();
+    assert_eq!(text.len(), 5, "four members and the version: {out}");
+    assert!(
+        text[3].starts_with("server.4=") && text[3].ends_with(&format!(";{}", e.client_addr(3))),
+        "{out}"
+    );
+    let version = text[4].strip_prefix("version=").expect("version line");
+    assert_eq!(stat_field(body, "mZxid"), format!("0x{version}"));
+    // Every member shows it, the new one too.
+    for i in 0..4 {
+        let shown = ok(&e.client_addr(i).to_string(), &["config"]).await;
+        assert_eq!(shown, format!("{}\n", text.join("\n")), "member {i}");
+    }
+
+    // zkCli: reconfig -remove (its own single-dash flags) as a super user.
+    let out = zkcli_script(
+        &s,
+        "addauth digest super:test\nreconfig -remove 4\nconfig\n",
+    )
+    .await;
+    let committed = out
+        .split("Committed new configuration:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("zkCli reconfig: {out}"));
+    assert!(committed.starts_with("server.1="), "{out}");
+    assert!(!committed.contains("server.4="), "removed: {out}");
+
+    // A stale version: zkCli says BadVersion; zlock says zkCli's message.
+    let out = zkcli_script(
+        &s,
+        &format!("addauth digest super:test\nreconfig -v {version} -add {line}\n"),
+    )
+    .await;
+    assert!(
+        out.contains("BadVersion") || out.contains("version No is not valid"),
+        "{out}"
+    );
+    let o = zl(
+        &s,
+        &[
+            "reconfig",
+            "--auth",
+            "digest:super:test",
+            "-v",
+            version,
+            "-add",
+            &line,
+        ],
+    )
+    .await;
+    assert_eq!(o.code, 1, "{o:?}");
+    assert_eq!(o.stderr, "version No is not valid : /zookeeper/config\n");
+
+    // Bad flags: nothing to do, mixed modes.
+    let o = zl(&s, &["reconfig"]).await;
+    assert_ne!(o.code, 0);
+    let o = zl(&s, &["reconfig", "--members", &line, "--remove", "1"]).await;
+    assert_eq!(o.code, 2, "{o:?}");
+}

@@ -256,6 +256,18 @@ impl Field for Option<Vec<u8>> {
         r.read_opt_buffer()
     }
 }
+/// A `ustring` that may be null (`reconfig`'s fields, where null and empty differ on
+/// ZooKeeper: a null `newMembers` means an incremental change).
+impl Field for Option<String> {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.write_opt_buffer(self.as_deref().map(str::as_bytes))
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_opt_buffer()?
+            .map(|b| String::from_utf8(b).map_err(|_| DecodeError::InvalidUtf8))
+            .transpose()
+    }
+}
 impl Field for Vec<String> {
     fn put(&self, out: &mut Vec<u8>) {
         out.write_len(self.len());

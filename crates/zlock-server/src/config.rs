@@ -51,11 +51,11 @@ mod ensemble_tests;
 mod metrics;
 
 pub use admin::AdminConfig;
-use ensemble::{member, read_dynamic};
 pub use ensemble::{
-    parse_member_id, read_myid, DeclaredEnsemble, IdFrom, MemberSyntax, Origin, RaftTiming,
-    MAX_MEMBER_ID,
+    dynamic_config_text, parse_member_id, read_myid, DeclaredEnsemble, IdFrom, MemberSyntax,
+    Origin, RaftTiming, MAX_MEMBER_ID,
 };
+use ensemble::{member, read_dynamic};
 pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
 
 #[derive(Debug, Error)]
@@ -226,7 +226,6 @@ fn ensemble_only(key: &str) -> bool {
             | "quorumListenOnAllIPs"
             | "syncEnabled"
             | "standaloneEnabled"
-            | "reconfigEnabled"
             | "observerMasterPort"
             | "sslQuorum"
             | "sslQuorumReloadCertFiles"
@@ -312,6 +311,17 @@ pub struct ServerConfig {
     pub commit_spin_us: Option<u64>,
     /// `extendedTypesEnabled`: TTL nodes.
     pub extended_types: bool,
+    /// `reconfigEnabled`: whether a super user may change an ensemble's members with
+    /// `reconfig` (ZooKeeper's default: off; `ReconfigDisabled` then). See
+    /// `commit::raft::reconfig`.
+    pub reconfig_enabled: bool,
+    /// `DigestAuthenticationProvider.superDigest` (ZooKeeper's
+    /// `-Dzookeeper.DigestAuthenticationProvider.superDigest`; ZooKeeper also takes an
+    /// unknown `zoo.cfg` key as a `zookeeper.`-prefixed system property, so the line
+    /// works there too): `user:base64(sha1(user:password))`. A session that adds
+    /// digest auth matching it is a super user: every ACL lets it through, and it may
+    /// `reconfig`.
+    pub super_digest: Option<String>,
     /// `znode.container.checkIntervalMs`: how often empty containers and expired TTL
     /// nodes are looked for.
     pub container_check_interval_ms: u64,
@@ -425,6 +435,8 @@ impl Default for ServerConfig {
             wal_preallocate_bytes: WalOptions::default().preallocate_bytes,
             commit_spin_us: None,
             extended_types: false,
+            reconfig_enabled: false,
+            super_digest: None,
             container_check_interval_ms: 60_000,
             lock_delay_ms: 0,
             listen_backlog: 1024,
@@ -647,6 +659,16 @@ impl ServerConfig {
                 "zlock.commitSpinMicros" => self.commit_spin_us = Some(num(v)?),
                 "extendedTypesEnabled" => {
                     self.extended_types = v.parse().map_err(|_| bad("expected true or false"))?
+                }
+                "reconfigEnabled" => {
+                    self.reconfig_enabled = v.parse().map_err(|_| bad("expected true or false"))?
+                }
+                "DigestAuthenticationProvider.superDigest"
+                | "zookeeper.DigestAuthenticationProvider.superDigest" => {
+                    if !v.contains(':') {
+                        return Err(bad("expected user:base64-digest (as ZooKeeper's DigestAuthenticationProvider.generateDigest prints)"));
+                    }
+                    self.super_digest = Some(v.to_owned())
                 }
                 "znode.container.checkIntervalMs" => {
                     self.container_check_interval_ms = num(v)?.max(1)

@@ -76,21 +76,28 @@ pub(crate) async fn start(
     };
     let (members, observers) = (addrs(false), addrs(true));
     // Every member's line, observers included: members that disagree about who
-    // observes do not talk.
-    let ensemble = e
-        .members
-        .values()
-        .map(|m| match m.observer {
-            false => format!("{}={}", m.id, m.quorum_addr()),
-            true => format!("{}={}:observer", m.id, m.quorum_addr()),
-        })
-        .collect::<Vec<_>>()
-        .join(",");
+    // observes do not talk. With reconfiguration the members' lists legitimately differ
+    // (a member being added lists itself, the others do not yet), so the name is
+    // fixed: the Raft log, not the files, says who the members are then.
+    let ensemble = match config.reconfig_enabled {
+        true => "zlock-reconfigurable".to_owned(),
+        false => e
+            .members
+            .values()
+            .map(|m| match m.observer {
+                false => format!("{}={}", m.id, m.quorum_addr()),
+                true => format!("{}={}:observer", m.id, m.quorum_addr()),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+    };
     let dir = raft_dir(config);
     let opts = RaftOptions {
         me: e.me,
         members,
         observers,
+        specs: e.members.clone(),
+        reconfig: config.reconfig_enabled,
         ensemble,
         heartbeat_ms: e.heartbeat_ms,
         election_min_ms: e.election_min_ms,
@@ -143,6 +150,32 @@ pub(crate) async fn start(
     }
     .map_err(|x| err(&x))?;
 
+    // With reconfiguration, `/zookeeper/config` follows the committed membership (see
+    // `commit::raft::members`), its version the log position of the membership entry
+    // that made it. Without, the membership is zoo.cfg's (observers are added to it as
+    // learners once, which changes nothing a client sees), shown at version 0 as
+    // ZooKeeper shows a static configuration.
+    let config_view = config.reconfig_enabled.then(|| {
+        let mut membership = raft.membership();
+        let fixed = e.members.clone();
+        let core = core.clone();
+        tokio::spawn(async move {
+            loop {
+                let view =
+                    crate::commit::raft::members::view(&membership.borrow_and_update(), &fixed);
+                if let Some(v) = view {
+                    let mut dirty = Vec::new();
+                    with_core(&core, &mut dirty, |c| {
+                        c.set_config_view(v.text(), v.version)
+                    });
+                    crate::net::out::flush(&mut dirty);
+                }
+                if membership.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    });
     let leadership = {
         let r = raft.reporter();
         let core = core.clone();
@@ -197,7 +230,10 @@ pub(crate) async fn start(
     };
     Ok(Member {
         raft,
-        tasks: vec![leadership, reports, quorum],
+        tasks: [leadership, reports, quorum]
+            .into_iter()
+            .chain(config_view)
+            .collect(),
         touch,
     })
 }

@@ -212,6 +212,7 @@ pub async fn serve(
     let spin = config.commit_spin();
     let mut member_tasks = Vec::new();
     let mut barrier = None;
+    let mut reconfig = None;
     let mut quorum = None;
     let mut raft_handle = None;
     let commit_thread = match recovered {
@@ -241,6 +242,7 @@ pub async fn serve(
             member_tasks = tasks;
             quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));
+            reconfig = Some(raft.reconfigurer());
             raft_handle = Some(raft.raft().clone());
             spawn_sequencer(raft, commit_rx, core.clone(), spin, fatal_tx)?
         }
@@ -281,6 +283,7 @@ pub async fn serve(
         stats,
         next_conn_id: AtomicU64::new(1),
         barrier,
+        reconfig,
         quorum,
     });
     if let Ok(addr) = listener.local_addr() {

@@ -466,6 +466,8 @@ impl RaftFixture {
                 me: 1,
                 members: [(1, addr)].into_iter().collect(),
                 observers: Default::default(),
+                specs: Default::default(),
+                reconfig: false,
                 ensemble: "conformance".into(),
                 heartbeat_ms: 50,
                 election_min_ms: 150,

@@ -133,6 +133,8 @@ async fn start_async(
         me,
         members: addrs,
         observers: Default::default(),
+        specs: Default::default(),
+        reconfig: false,
         ensemble: "test".into(),
         heartbeat_ms,
         election_min_ms: 3 * heartbeat_ms,

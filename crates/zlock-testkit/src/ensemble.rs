@@ -44,6 +44,10 @@ pub struct EnsembleOptions {
     pub election_timeout_ms: u64,
     /// `snapCount`: a Raft snapshot after this many entries.
     pub snap_count: u64,
+    /// Spare members, after the voters and observers: given ports, an id and a data
+    /// directory but neither started nor in the others' `server.N` lines, for tests
+    /// that add members with `reconfig` ([`ChildEnsemble::start_spare`]).
+    pub spares: u64,
     /// Extra `zoo.cfg` lines.
     pub extra: Vec<String>,
     /// Each member in a network namespace of its own, on its own address (client port
@@ -64,6 +68,7 @@ impl Default for EnsembleOptions {
             heartbeat_ms: 50,
             election_timeout_ms: 300,
             snap_count: 100_000,
+            spares: 0,
             extra: Vec::new(),
             netns: false,
         }
@@ -81,6 +86,10 @@ struct Member {
     stopped: bool,
     /// An observer: never votes, `srvr` says `Mode: observer`.
     observer: bool,
+    /// Its `server.N` value (`host:quorumPort:electionPort:role;client`).
+    line: String,
+    /// A spare: its own `--server` list (the others' and its own), once started.
+    servers: Option<Vec<String>>,
 }
 
 /// Where one member listens: clients on `client`, peers on its host's `quorum_port`.
@@ -154,7 +163,7 @@ impl ChildEnsemble {
 
     async fn try_start(opts: &EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
         let root = tempfile::tempdir()?;
-        let total = (opts.members + opts.observers) as usize;
+        let total = (opts.members + opts.observers + opts.spares) as usize;
         let netns = match opts.netns {
             true => Some(Netns::create(total)?),
             false => None,
@@ -172,15 +181,19 @@ impl ChildEnsemble {
         };
         let mut servers = Vec::new();
         let mut members = Vec::new();
-        for (id, a) in (1..=opts.members + opts.observers).zip(addrs) {
+        for (id, a) in (1..=opts.members + opts.observers + opts.spares).zip(addrs) {
             let (client, host) = (a.client, a.client.ip());
-            let observer = id > opts.members;
-            servers.push(format!(
-                "{id}={host}:{}:{}{};{client}",
+            let observer = id > opts.members && id <= opts.members + opts.observers;
+            let spare = id > opts.members + opts.observers;
+            let line = format!(
+                "{host}:{}:{}:{};{client}",
                 a.quorum_port,
                 a.election_port,
-                if observer { ":observer" } else { "" }
-            ));
+                if observer { "observer" } else { "participant" }
+            );
+            if !spare {
+                servers.push(format!("{id}={line}"));
+            }
             let data_dir = root.path().join(format!("m{id}"));
             std::fs::create_dir_all(&data_dir)?;
             members.push(Member {
@@ -191,6 +204,8 @@ impl ChildEnsemble {
                 child: None,
                 stopped: false,
                 observer,
+                line,
+                servers: None,
             });
         }
         let config = root.path().join("zoo.cfg");
@@ -217,13 +232,34 @@ impl ChildEnsemble {
             root: Some(root),
             netns,
         };
-        for i in 0..e.members.len() {
+        let started = (opts.members + opts.observers) as usize;
+        for i in 0..started {
             e.spawn(i)?;
         }
-        for i in 0..e.members.len() {
+        for i in 0..started {
             e.wait_serving(i).await?;
         }
         Ok(e)
+    }
+
+    /// Member `i`'s `server.N=...` line, as `reconfig` joins it
+    /// (`server.N=host:quorumPort:electionPort:participant;host:clientPort`).
+    pub fn server_line(&self, i: usize) -> String {
+        let m = &self.members[i];
+        format!("server.{}={}", m.id, m.line)
+    }
+
+    /// Starts spare member `i` ([`EnsembleOptions::spares`]), blank, with the started
+    /// members' `server.N` lines and its own (as ZooKeeper's documentation has a
+    /// server that is to join started), and waits until it accepts client connections.
+    /// It serves nobody until `reconfig` adds it.
+    pub async fn start_spare(&mut self, i: usize) -> anyhow::Result<()> {
+        let own = format!("{}={}", self.members[i].id, self.members[i].line);
+        let mut list = self.servers.clone();
+        list.push(own);
+        self.members[i].servers = Some(list);
+        self.spawn(i)?;
+        self.wait_serving(i).await
     }
 
     /// How many members there are.
@@ -263,6 +299,14 @@ impl ChildEnsemble {
     /// The pid of member `i`, if it runs.
     pub fn pid(&self, i: usize) -> Option<u32> {
         self.members[i].child.as_ref().map(|c| c.id())
+    }
+
+    /// Whether member `i` is a spare ([`EnsembleOptions::spares`]).
+    pub fn is_spare(&self, i: usize) -> bool {
+        !self
+            .servers
+            .iter()
+            .any(|s| s.starts_with(&format!("{}=", self.members[i].id)))
     }
 
     /// Whether member `i` is an observer.
@@ -349,10 +393,14 @@ impl ChildEnsemble {
         for i in 0..self.members.len() {
             self.kill9(i);
         }
-        for i in 0..self.members.len() {
+        // Spares never started stay down.
+        let up: Vec<usize> = (0..self.members.len())
+            .filter(|&i| !self.is_spare(i) || self.members[i].servers.is_some())
+            .collect();
+        for &i in &up {
             self.spawn(i)?;
         }
-        for i in 0..self.members.len() {
+        for &i in &up {
             self.wait_serving(i).await?;
         }
         Ok(())
@@ -383,7 +431,7 @@ impl ChildEnsemble {
             .arg(&self.config)
             .args(["--myid", &m.id.to_string(), "--data-dir"])
             .arg(&m.data_dir);
-        for s in &self.servers {
+        for s in m.servers.as_ref().unwrap_or(&self.servers) {
             cmd.args(["--server", s]);
         }
         let child = cmd

@@ -15,6 +15,8 @@
 //!    (`partition.rs`).
 //! 9. Three voters and an observer: the observer serves reads, forwards writes, pushes
 //!    watches and locks, and never counts in a quorum (`observers.rs`).
+//! 10. `reconfig`: grow 3 -> 5 and shrink 5 -> 3 under traffic, a member replaced by an
+//!     empty one, bad requests and their codes (`reconfig.rs`).
 //!
 //! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and
@@ -34,6 +36,8 @@
 mod observers;
 #[path = "ensemble_faults/partition.rs"]
 mod partition;
+#[path = "ensemble_faults/reconfig.rs"]
+mod reconfig;
 #[path = "ensemble_faults/traffic.rs"]
 mod traffic;
 

@@ -23,6 +23,10 @@ pub struct Conn {
     #[arg(long, value_name = "MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(i32).range(1..))]
     pub timeout: i32,
+    /// Authenticate the session first, as zkCli's addauth: SCHEME:CREDENTIALS, e.g.
+    /// digest:super:password (repeat for several)
+    #[arg(long, value_name = "SCHEME:AUTH")]
+    pub auth: Vec<String>,
 }
 
 impl Conn {
@@ -108,6 +112,79 @@ pub enum ZkCmd {
          server prints an empty line, as a standalone ZooKeeper does."
     ))]
     Config(ConfigArgs),
+    /// Change the ensemble's members online (zkCli `reconfig`; needs reconfigEnabled and
+    /// a super user, --auth digest:super:PASSWORD)
+    #[command(after_help = with_conn_help!(
+        "Examples:\n  \
+         zlock reconfig --auth digest:super:pw --add 'server.4=10.0.0.4:2888:3888;2181'\n  \
+         zlock reconfig --auth digest:super:pw --remove 3\n  \
+         zlock reconfig --auth digest:super:pw --add 'server.4=10.0.0.4:2888:3888:observer;2181' --remove 1,2\n  \
+         zlock reconfig --auth digest:super:pw --members 'server.1=...,server.2=...,server.3=...'\n  \
+         zlock reconfig --auth digest:super:pw --file zoo.cfg.dynamic.next -v 1c\n\n\
+         zkCli's single-dash spellings work too (-add, -remove, -members, -file).\n\
+         Prints \"Committed new configuration:\" and the new configuration, as zkCli.\n\
+         A member to add is started first (blank, its server.N lines the current\n\
+         members' and its own); it catches up as a learner, then votes. The change is\n\
+         refused unless a majority of the new voters is up and caught up\n\
+         (NewConfigNoQuorum), with a stale -v (BadVersion), or if fewer than two voters\n\
+         would be left (BadArguments). Removing a member (the leader too) is safe\n\
+         under load; stop the removed member's process afterwards."
+    ))]
+    Reconfig(ReconfigArgs),
+    /// Print the digest of USER:PASSWORD, for a digest ACL or the server's superDigest
+    /// (ZooKeeper's DigestAuthenticationProvider.generateDigest)
+    #[command(after_help = "Examples:\n  zlock digest super:secret\n  \
+        zlock server --reconfig-enabled --super-digest \"$(zlock digest super:secret)\"")]
+    Digest(DigestArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DigestArgs {
+    /// USER:PASSWORD
+    pub user_password: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReconfigArgs {
+    /// Servers to add (or to change), comma-separated server.N=host:quorumPort:electionPort[:participant|:observer];[host:]clientPort
+    #[arg(long = "add", value_name = "SERVERS")]
+    pub add: Option<String>,
+    /// Server ids to remove, comma-separated
+    #[arg(long = "remove", value_name = "IDS")]
+    pub remove: Option<String>,
+    /// The whole new member list, comma-separated server.N=... (not with --add/--remove)
+    #[arg(long = "members", value_name = "SERVERS", conflicts_with_all = ["add", "remove", "file"])]
+    pub members: Option<String>,
+    /// A dynamic config file holding the whole new member list (server.N lines)
+    #[arg(long = "file", value_name = "PATH", conflicts_with_all = ["add", "remove"])]
+    pub file: Option<std::path::PathBuf>,
+    /// Only if the current configuration's version is this (hex, as `zlock config` shows)
+    #[arg(short = 'v', long = "version", value_name = "HEX", value_parser = parse_hex_version)]
+    pub version: Option<i64>,
+    /// Also print the configuration node's Stat
+    #[arg(short = 's', long = "stat")]
+    pub stat: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+fn parse_hex_version(s: &str) -> Result<i64, String> {
+    i64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| {
+        format!("-v must be a configuration version in hex (zlock config shows it), not {s:?}")
+    })
+}
+
+/// zkCli's single-dash long flags for `reconfig` (`-add`), as clap's double-dash ones.
+pub fn zkcli_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.get(1).and_then(|a| a.to_str()) != Some("reconfig") {
+        return args;
+    }
+    args.into_iter()
+        .map(|a| match a.to_str() {
+            Some(f @ ("-add" | "-remove" | "-members" | "-file")) => format!("-{f}").into(),
+            _ => a,
+        })
+        .collect()
 }
 
 #[derive(clap::Args, Debug)]
@@ -297,6 +374,18 @@ impl Failure {
             Error::Server(ErrorCode::Unimplemented) => {
                 format!("Operation not supported by the server (extended types off?): {path}")
             }
+            Error::Server(ErrorCode::ReconfigDisabled) => "Reconfig is disabled: the server \
+                needs reconfigEnabled=true (zlock server --reconfig-enabled)"
+                .to_owned(),
+            Error::Server(ErrorCode::NewConfigNoQuorum) => "No quorum of new config is \
+                connected and up-to-date with the leader of last committed config - try \
+                invoking reconfiguration after new servers are connected and synced"
+                .to_owned(),
+            Error::Server(ErrorCode::ReconfigInProgress) => {
+                "Another reconfiguration is in progress -- concurrent reconfigs not supported \
+                 (yet)"
+                    .to_owned()
+            }
             other => format!("{other}: {path}"),
         };
         Failure(msg)
@@ -339,11 +428,18 @@ fn conn_of(cmd: &ZkCmd) -> &Conn {
         ZkCmd::Deleteall(a) => &a.conn,
         ZkCmd::Stat(a) => &a.conn,
         ZkCmd::Config(a) => &a.conn,
+        ZkCmd::Reconfig(a) => &a.conn,
+        ZkCmd::Digest(_) => unreachable!("digest needs no server"),
     }
 }
 
 /// Connects, runs the command, closes the session. Returns what to print on stdout.
 async fn dispatch(cmd: ZkCmd) -> Res<String> {
+    if let ZkCmd::Digest(a) = &cmd {
+        return zlock_core::acl::digest_id(&a.user_password)
+            .map(|d| format!("{d}\n"))
+            .ok_or_else(|| Failure(format!("expected USER:PASSWORD, not {:?}", a.user_password)));
+    }
     let conn = conn_of(&cmd);
     let addr = conn.addr();
     // A server that accepts but never answers the handshake must not hang the command.
@@ -359,6 +455,15 @@ async fn dispatch(cmd: ZkCmd) -> Res<String> {
             Error::Connect(..) | Error::HandshakeClosed(_) => Failure(format!("{e}")),
             other => Failure(format!("cannot connect to {addr}: {other}")),
         })?;
+    for a in &conn.auth {
+        let (scheme, auth) = a
+            .split_once(':')
+            .ok_or_else(|| Failure(format!("--auth: expected SCHEME:CREDENTIALS, not {a:?}")))?;
+        if let Err(e) = client.add_auth(scheme, auth.as_bytes()).await {
+            let _ = client.close().await;
+            return Err(Failure(format!("--auth {scheme}: {e}")));
+        }
+    }
     let out = exec(&client, cmd).await;
     let _ = client.close().await;
     out
@@ -438,6 +543,53 @@ async fn exec(c: &Client, cmd: ZkCmd) -> Res<String> {
             out.push_str(&format_stat(&stat));
         }
         ZkCmd::Config(a) => return config(c, &a).await,
+        ZkCmd::Reconfig(a) => return reconfig(c, &a).await,
+        ZkCmd::Digest(_) => {}
+    }
+    Ok(out)
+}
+
+/// zkCli's `reconfig`.
+async fn reconfig(c: &Client, a: &ReconfigArgs) -> Res<String> {
+    if a.add.is_none() && a.remove.is_none() && a.members.is_none() && a.file.is_none() {
+        return Err(Failure(
+            "reconfig needs --add and/or --remove, or --members, or --file".into(),
+        ));
+    }
+    let members = match &a.file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))?;
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with("server."))
+                .collect();
+            if lines.is_empty() {
+                return Err(Failure(format!(
+                    "{} holds no server.N lines",
+                    path.display()
+                )));
+            }
+            Some(lines.join(","))
+        }
+        None => a.members.clone(),
+    };
+    let (data, stat) = c
+        .reconfig(
+            a.add.as_deref(),
+            a.remove.as_deref(),
+            members.as_deref(),
+            a.version.unwrap_or(-1),
+        )
+        .await
+        .map_err(|e| Failure::zk(e, "/zookeeper/config"))?;
+    let mut out = format!(
+        "Committed new configuration:\n{}\n",
+        String::from_utf8_lossy(&data)
+    );
+    if a.stat {
+        out.push_str(&format_stat(&stat));
     }
     Ok(out)
 }

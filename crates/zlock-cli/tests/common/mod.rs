@@ -10,6 +10,7 @@ use std::time::Duration;
 pub const RUN_BOUND: Duration = Duration::from_secs(60);
 
 /// A finished run: exit code (-1 if a signal ended it) and its output.
+#[derive(Debug)]
 pub struct Out {
     pub code: i32,
     pub stdout: String,

@@ -155,9 +155,12 @@ record! {
 
 record! {
     pub struct ReconfigRequest {
-        pub joining_servers: String,
-        pub leaving_servers: String,
-        pub new_members: String,
+        /// `server.N=...` entries, comma-separated; null if none.
+        pub joining_servers: Option<String>,
+        /// Member ids, comma-separated; null if none.
+        pub leaving_servers: Option<String>,
+        /// The whole new member list; null for an incremental change.
+        pub new_members: Option<String>,
         pub cur_config_id: i64,
     }
 }

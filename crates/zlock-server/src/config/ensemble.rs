@@ -186,7 +186,7 @@ impl MemberSpec {
     /// The `host:port` pairs this member listens on, for the duplicate check: its quorum
     /// and election ports, and its client port on `clientHost` (or, without one, on its
     /// host: two members on one host cannot share a client port either).
-    fn addresses(&self) -> Vec<(String, u16)> {
+    pub(crate) fn addresses(&self) -> Vec<(String, u16)> {
         let host = self.host.to_ascii_lowercase();
         let mut out = vec![
             (host.clone(), self.quorum_port),
@@ -381,20 +381,7 @@ impl EnsembleConfig {
     /// leaves out an address taken from `clientPort`, `isClientAddrFromStatic`), and a
     /// bare `;clientPort` as ZooKeeper reads it, on `0.0.0.0`.
     pub fn dynamic_config(&self, version: u64) -> String {
-        let mut out = String::new();
-        for m in self.members.values() {
-            let line = match &m.client {
-                Some((None, port)) => MemberSpec {
-                    client: Some((Some("0.0.0.0".to_owned()), *port)),
-                    ..m.clone()
-                }
-                .to_string(),
-                _ => m.to_string(),
-            };
-            out.push_str(&format!("server.{}={line}\n", m.id));
-        }
-        out.push_str(&format!("version={version:x}"));
-        out
+        dynamic_config_text(self.members.values(), version)
     }
 
     pub fn timing(&self) -> RaftTiming {
@@ -577,6 +564,28 @@ pub(super) fn member(
         text: raw.trim().to_owned(),
         reason,
     })
+}
+
+/// `members` (in id order) in ZooKeeper's dynamic-config format: see
+/// [`EnsembleConfig::dynamic_config`].
+pub fn dynamic_config_text<'a>(
+    members: impl IntoIterator<Item = &'a MemberSpec>,
+    version: u64,
+) -> String {
+    let mut out = String::new();
+    for m in members {
+        let line = match &m.client {
+            Some((None, port)) => MemberSpec {
+                client: Some((Some("0.0.0.0".to_owned()), *port)),
+                ..m.clone()
+            }
+            .to_string(),
+            _ => m.to_string(),
+        };
+        out.push_str(&format!("server.{}={line}\n", m.id));
+    }
+    out.push_str(&format!("version={version:x}"));
+    out
 }
 
 /// The members a `dynamicConfigFile` lists. Read as ZooKeeper reads it: relative to the

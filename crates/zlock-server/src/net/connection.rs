@@ -163,7 +163,8 @@ async fn run(
                         bad = Some(Closed::Shutdown);
                         break;
                     }
-                    let ok = match decode(body, session, id, &mut auth, &inflight, permit) {
+                    let sup = shared.config.super_digest.as_deref();
+                    let ok = match decode(body, (session, id, sup), &mut auth, &inflight, permit) {
                         Ok(item) => submit(shared, item, &inflight, &mut unflushed).await,
                         Err(e) => Err(e),
                     };
@@ -280,8 +281,7 @@ fn close_now(conn: &ConnHandle) {
 /// the like get their reply here). Err closes the connection.
 fn decode(
     body: &[u8],
-    session: SessionId,
-    conn_id: u64,
+    (session, conn_id, super_digest): (SessionId, u64, Option<&str>),
     auth: &mut Arc<Vec<Id>>,
     inflight: &InFlight,
     permit: Permit,
@@ -311,9 +311,13 @@ fn decode(
                 match (a.scheme.as_str(), user.and_then(zlock_core::acl::digest_id)) {
                     ("digest", Some(idv)) => {
                         let mut v = auth.as_ref().clone();
-                        let id = Id::new("digest", &idv);
-                        if !v.contains(&id) {
-                            v.push(id);
+                        // ZooKeeper's superDigest: that user is also `super`.
+                        let sup =
+                            (super_digest == Some(idv.as_str())).then(|| Id::new("super", ""));
+                        for id in std::iter::once(Id::new("digest", &idv)).chain(sup) {
+                            if !v.contains(&id) {
+                                v.push(id);
+                            }
                         }
                         *auth = Arc::new(v);
                         reply(asker, 0, 0, false)
@@ -326,9 +330,6 @@ fn decode(
             Decoded::Request(Request::Sasl(_)) => {
                 reply(asker, ErrorCode::Unimplemented.code(), -1, false)
             }
-            Decoded::Request(Request::Reconfig(_)) => {
-                reply(asker, ErrorCode::ReconfigDisabled.code(), -1, false)
-            }
             Decoded::Request(req) => Item::Request {
                 session,
                 asker,
@@ -337,6 +338,63 @@ fn decode(
             },
         },
     )
+}
+
+/// Carries a `reconfig` out (this connection reads nothing more meanwhile, as during a
+/// `sync`, so its replies stay in order) and turns it into what answers it: on success
+/// a read of `/zookeeper/config`, which shows the new configuration by then (ZooKeeper
+/// answers a reconfig with the new configuration's data and Stat, as a getData); else
+/// the error, with ZooKeeper's code: `ReconfigDisabled` unless `reconfigEnabled`, and
+/// `Unimplemented` on a standalone server (as ZooKeeper's, which cannot reconfigure).
+async fn reconfig(
+    shared: &Arc<Shared>,
+    session: SessionId,
+    asker: Asker,
+    auth: Arc<Vec<Id>>,
+    r: zlock_proto::records::ReconfigRequest,
+) -> Item {
+    let fail = |asker: Asker, code: ErrorCode| Item::Reply {
+        session,
+        frame: reply_frame(asker.xid, -1, code.code(), &[]),
+        asker,
+        close: false,
+    };
+    if !shared.config.reconfig_enabled {
+        return fail(asker, ErrorCode::ReconfigDisabled);
+    }
+    let Some(rc) = &shared.reconfig else {
+        return fail(asker, ErrorCode::Unimplemented);
+    };
+    let given = |s: Option<String>| s.filter(|s| !s.is_empty());
+    let change = crate::commit::raft::reconfig::Change {
+        joining: given(r.joining_servers),
+        leaving: given(r.leaving_servers),
+        new_members: given(r.new_members),
+        from_config: r.cur_config_id,
+        authorized: auth.iter().any(|a| a.scheme == "super"),
+    };
+    match rc.run(change).await {
+        Ok(view) => {
+            let mut dirty = Vec::new();
+            with_core(&shared.core, &mut dirty, |c| {
+                c.set_config_view(view.text(), view.version)
+            });
+            flush(&mut dirty);
+            Item::Request {
+                session,
+                asker,
+                auth,
+                req: Request::GetData(zlock_proto::records::PathWatchRequest {
+                    path: zlock_core::ConfigNode::PATH.to_owned(),
+                    watch: false,
+                }),
+            }
+        }
+        Err(e) => {
+            tracing::info!(error = %e, "reconfig refused");
+            fail(asker, e.code())
+        }
+    }
 }
 
 /// Answers a read here, under the core's lock, when nothing of this connection is in
@@ -348,6 +406,18 @@ async fn submit(
     inflight: &InFlight,
     unflushed: &mut Vec<ConnHandle>,
 ) -> Result<(), Closed> {
+    let item = match item {
+        Item::Request {
+            session,
+            asker,
+            auth,
+            req: Request::Reconfig(r),
+        } => {
+            flush(unflushed);
+            reconfig(shared, session, asker, auth, r).await
+        }
+        other => other,
+    };
     if let (
         Some(b),
         Item::Request {

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub next_conn_id: AtomicU64,
     /// In an ensemble: waits until this member has caught up with the leader.
     pub barrier: Option<Arc<crate::commit::raft::Barrier>>,
+    /// In an ensemble: carries `reconfig` requests to the leader.
+    pub reconfig: Option<Arc<crate::commit::raft::reconfig::Reconfigurer>>,
     /// In an ensemble: whether this member is in touch with a quorum.
     pub quorum: Option<tokio::sync::watch::Receiver<crate::ensemble::Touch>>,
 }

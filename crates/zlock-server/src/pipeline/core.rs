@@ -153,6 +153,32 @@ impl Core {
     }
 
     /// The sessions active here since the last call.
+    /// The ensemble's committed configuration is (now) `text` at `version`:
+    /// `/zookeeper/config` shows it, and its data watches fire as on ZooKeeper, where a
+    /// reconfig is a setData of that node. An older or the same version changes nothing.
+    pub fn set_config_view(&mut self, text: String, version: u64) {
+        let Some(cur) = &self.state.config_node else {
+            return;
+        };
+        let version = i64::try_from(version).unwrap_or(i64::MAX);
+        if version < cur.version || (version == cur.version && cur.data == text.as_bytes()) {
+            return;
+        }
+        self.state.config_node = Some(zlock_core::ConfigNode {
+            data: text.into_bytes(),
+            version,
+            mtime: crate::clock::now_ms(),
+        });
+        let mut events = Vec::new();
+        self.state.watches.trigger(
+            zlock_core::ConfigNode::PATH,
+            zlock_proto::records::event_type::NODE_DATA_CHANGED,
+            None,
+            &mut events,
+        );
+        self.router.deliver(&events);
+    }
+
     pub fn take_touched(&mut self) -> Vec<SessionId> {
         self.touched
             .as_mut()

@@ -190,7 +190,7 @@ impl Sim {
                     })
                     .collect()
             };
-            if let Some(found) = rejoin::decide(n, &answers) {
+            if let Some(found) = rejoin::decide(id, n, &answers) {
                 self.settling.remove(&id);
                 self.event(format!("member {id} settled: {found:?} from {answers:?}"));
                 self.launch(id, Some(found)).await;

@@ -5,7 +5,8 @@ use tokio::sync::{mpsc, oneshot};
 use zlock_proto::records::{
     add_watch_mode, Acl, AddWatchRequest, Create2Response, CreateRequest, CreateResponse,
     DeleteRequest, GetAclResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    MultiOp, MultiResult, PathRequest, PathWatchRequest, SetDataRequest, Stat, StatResponse,
+    MultiOp, MultiResult, PathRequest, PathWatchRequest, ReconfigRequest, SetDataRequest, Stat,
+    StatResponse,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
@@ -278,6 +279,38 @@ impl Client {
             rx,
             _forget: self.forget(kind, path),
         })
+    }
+
+    /// ZooKeeper's `reconfig`: changes the ensemble's members, as zkCli's `reconfig`.
+    /// Incremental with `joining` (`server.N=host:quorumPort:electionPort[:role];[host:]clientPort`
+    /// entries, comma-separated) and/or `leaving` (ids, comma-separated), or the whole
+    /// list with `new_members`; `from_config` is the version the change is based on
+    /// (-1: whatever is current), so that two administrators do not undo each other.
+    /// Returns the new configuration (`/zookeeper/config`'s data: `server.N=` lines and
+    /// `version=<hex>`) and its Stat.
+    ///
+    /// The server must have `reconfigEnabled=true`, and the session must be a super
+    /// user (`add_auth("digest", b"super:password")` matching the server's
+    /// superDigest): errors `ReconfigDisabled`, `NoAuth`, `BadArguments` (a malformed
+    /// or quorum-less request), `BadVersion` (`from_config` is stale),
+    /// `ReconfigInProgress`, `NewConfigNoQuorum`, or `Unimplemented` on a standalone
+    /// server.
+    pub async fn reconfig(
+        &self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+        new_members: Option<&str>,
+        from_config: i64,
+    ) -> Result<(Vec<u8>, Stat)> {
+        let r: GetDataResponse = self
+            .call(Request::Reconfig(ReconfigRequest {
+                joining_servers: joining.map(str::to_owned),
+                leaving_servers: leaving.map(str::to_owned),
+                new_members: new_members.map(str::to_owned),
+                cur_config_id: from_config,
+            }))
+            .await?;
+        Ok((r.data.unwrap_or_default(), r.stat))
     }
 
     /// Creates every missing node of `path` (persistent, empty).

@@ -29,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::members::Addrs;
 use super::peer::{self, Identity, Knock};
 use super::types::Raft;
 
@@ -114,8 +115,10 @@ impl Contact {
 pub struct Watcher {
     pub raft: Raft,
     pub id: Arc<Identity>,
-    /// The voters' quorum addresses.
-    pub addrs: BTreeMap<u64, String>,
+    /// Members' quorum addresses.
+    pub addrs: Addrs,
+    /// The configured voters (until the membership names them).
+    pub voters: BTreeMap<u64, String>,
     pub contact: Arc<Contact>,
     /// openraft's leader lease: `election_timeout_max`.
     pub lease: Duration,
@@ -163,9 +166,10 @@ impl Watcher {
         // Turns among the voters (`addrs`): an observer never campaigns.
         let turn = self
             .addrs
-            .keys()
-            .filter(|&&v| v != leader)
-            .position(|&v| v == self.id.me);
+            .voters(&self.voters)
+            .into_iter()
+            .filter(|&v| v != leader)
+            .position(|v| v == self.id.me);
         let Some(turn) = turn else { return };
         let at = gone_by + self.lease + self.heartbeat * turn as u32;
         tokio::time::sleep_until(at).await;
@@ -188,10 +192,10 @@ impl Watcher {
     /// resets it before answering the hello. An answer, no answer in time or any other
     /// error: no.
     async fn gone(&self, m: u64) -> bool {
-        let Some(addr) = self.addrs.get(&m) else {
+        let Some(addr) = self.addrs.get(m) else {
             return false;
         };
-        peer::knock(self.id.clone(), m, addr.clone(), self.heartbeat).await == Knock::Gone
+        peer::knock(self.id.clone(), m, addr, self.heartbeat).await == Knock::Gone
     }
 
     /// Starts an election at a term above every term a candidate asked this member

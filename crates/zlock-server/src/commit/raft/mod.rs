@@ -21,10 +21,12 @@
 
 mod failover;
 pub mod log;
+pub mod members;
 mod observers;
 pub mod peer;
 #[cfg(test)]
 mod peer_tests;
+pub mod reconfig;
 pub mod rejoin;
 pub mod sm;
 pub mod types;
@@ -57,6 +59,14 @@ pub struct RaftOptions {
     /// never counts towards a quorum and never campaigns (openraft elects and counts
     /// votes and acknowledgements among voters only).
     pub observers: BTreeMap<u64, String>,
+    /// Each member's `server.N` value (voters and observers), which its node in the
+    /// membership holds ([`members`]); a member missing here gets its quorum address.
+    pub specs: BTreeMap<u64, crate::config::MemberSpec>,
+    /// `reconfigEnabled`: the membership changes through `reconfig`. A peer need not be
+    /// in `members` or `observers` to talk (a member being added is not, in the
+    /// others' configuration), and the configured observers are added only while the
+    /// ensemble is first formed (after that, only `reconfig` adds and removes).
+    pub reconfig: bool,
     /// A name the members share; a peer naming another one is refused.
     pub ensemble: String,
     pub heartbeat_ms: u64,
@@ -116,7 +126,9 @@ pub struct RaftCommit {
     rt: tokio::runtime::Handle,
     me: u64,
     id: Arc<Identity>,
-    addrs: BTreeMap<u64, String>,
+    addrs: members::Addrs,
+    /// Carries `reconfig` requests to the leader.
+    reconfigurer: Arc<reconfig::Reconfigurer>,
     /// Connections to the leader(s) for forwarding, by member.
     forward: HashMap<u64, Peer>,
     applied: watch::Receiver<u64>,
@@ -175,6 +187,7 @@ impl RaftCommit {
                 .chain(opts.observers.keys())
                 .copied()
                 .collect::<BTreeSet<_>>(),
+            open: opts.reconfig,
         });
         let observer = opts.observers.contains_key(&opts.me);
         let mut bootstrap = false;
@@ -207,11 +220,36 @@ impl RaftCommit {
             snapshot_due.clone(),
         )
         .map_err(io)?;
+        let membership = sm.membership();
         let network = peer::Network { id: id.clone() };
         let raft = Raft::new(opts.me, config, network, log, sm)
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
+        let addrs = members::Addrs::new(
+            raft.clone(),
+            opts.members
+                .iter()
+                .chain(&opts.observers)
+                .map(|(id, a)| (*id, a.clone()))
+                .collect(),
+        );
+        let fixed = Arc::new(opts.specs.clone());
+        let leader = Arc::new(reconfig::Leader::new(
+            raft.clone(),
+            opts.me,
+            opts.specs.clone(),
+            opts.patience(),
+        ));
+        let reconfigurer = Arc::new(reconfig::Reconfigurer {
+            raft: raft.clone(),
+            id: id.clone(),
+            addrs: addrs.clone(),
+            leader: leader.clone(),
+            membership,
+            fixed,
+            patience: opts.patience(),
+        });
         let silent = Duration::from_millis(opts.election_max_ms * 2);
         let (contact, broke) = failover::Contact::new(silent);
         if local.gate.target().is_some() {
@@ -220,7 +258,7 @@ impl RaftCommit {
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
-            local,
+            (local, leader),
             id.clone(),
             hooks,
             contact.clone(),
@@ -229,7 +267,8 @@ impl RaftCommit {
         let watcher = failover::Watcher {
             raft: raft.clone(),
             id: id.clone(),
-            addrs: opts.members.clone(),
+            addrs: addrs.clone(),
+            voters: opts.members.clone(),
             contact: contact.clone(),
             lease: Duration::from_millis(opts.election_max_ms),
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
@@ -239,7 +278,7 @@ impl RaftCommit {
             tokio::spawn(observers::confirm_leader(
                 raft.clone(),
                 id.clone(),
-                opts.members.clone(),
+                addrs.clone(),
                 contact.clone(),
                 Duration::from_millis(opts.heartbeat_ms),
                 stopped.clone(),
@@ -253,19 +292,29 @@ impl RaftCommit {
             touch_tx,
             stopped.clone(),
         ));
-        tokio::spawn(observers::add_when_leading(
-            raft.clone(),
-            opts.me,
-            opts.observers.clone(),
-            (Duration::from_millis(opts.heartbeat_ms), opts.patience()),
-            stopped.clone(),
-        ));
+        // With reconfiguration, the configured observers are the first configuration's
+        // (added by its first leaders); after that `reconfig` alone changes membership.
+        if !opts.reconfig || bootstrap {
+            let nodes = opts
+                .observers
+                .iter()
+                .map(|(id, addr)| (*id, node_of(&opts, *id, addr)))
+                .collect();
+            tokio::spawn(observers::add_when_leading(
+                raft.clone(),
+                opts.me,
+                nodes,
+                opts.reconfig,
+                (Duration::from_millis(opts.heartbeat_ms), opts.patience()),
+                stopped.clone(),
+            ));
+        }
         tokio::spawn(snapshots_when_due(raft.clone(), snapshot_due, stopped));
         if bootstrap {
             let nodes: BTreeMap<u64, BasicNode> = opts
                 .members
                 .iter()
-                .map(|(id, addr)| (*id, BasicNode::new(addr)))
+                .map(|(id, addr)| (*id, node_of(&opts, *id, addr)))
                 .collect();
             // Every member that starts first proposes the same initial membership:
             // openraft accepts that, and no member has to be started first.
@@ -278,7 +327,8 @@ impl RaftCommit {
             rt: tokio::runtime::Handle::current(),
             me: opts.me,
             id,
-            addrs: opts.members.clone(),
+            addrs,
+            reconfigurer,
             forward: HashMap::new(),
             applied,
             patience: opts.patience(),
@@ -294,6 +344,16 @@ impl RaftCommit {
     /// The member's Raft, for metrics and admin.
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// What carries `reconfig` requests to the leader.
+    pub fn reconfigurer(&self) -> Arc<reconfig::Reconfigurer> {
+        self.reconfigurer.clone()
+    }
+
+    /// The committed membership as this member applies it.
+    pub fn membership(&self) -> watch::Receiver<types::Membership> {
+        self.reconfigurer.membership.clone()
     }
 
     /// A handle that reports this member's session activity to the leader.
@@ -373,7 +433,7 @@ impl RaftCommit {
     /// another leader: the old one may have gone silent (stopped, cut off) holding the
     /// batch, and its answer would only come when it wakes up, or never.
     async fn forward_to(&mut self, leader: u64, batch: &[Proposal]) -> Result<u64, ForwardError> {
-        let Some(addr) = self.addrs.get(&leader).cloned() else {
+        let Some(addr) = self.addrs.get(leader) else {
             return Err(ForwardError::Failed(format!("unknown leader {leader}")));
         };
         let id = self.id.clone();
@@ -600,6 +660,16 @@ fn leader_in_touch(raft: &Raft, silent: Duration) -> Option<bool> {
     )
 }
 
+/// Member `id`'s node for the membership: its `server.N` value if configured, else
+/// its quorum address `addr`.
+fn node_of(opts: &RaftOptions, id: u64, addr: &str) -> BasicNode {
+    BasicNode::new(
+        opts.specs
+            .get(&id)
+            .map_or_else(|| addr.to_owned(), members::node_text),
+    )
+}
+
 /// Whether this member is a Raft learner now (an observer).
 fn is_learner(raft: &Raft) -> bool {
     raft.metrics().borrow().state == openraft::ServerState::Learner
@@ -610,7 +680,7 @@ fn is_learner(raft: &Raft) -> bool {
 pub struct Barrier {
     raft: Raft,
     id: Arc<Identity>,
-    addrs: BTreeMap<u64, String>,
+    addrs: members::Addrs,
     applied: watch::Receiver<u64>,
     peer: tokio::sync::Mutex<Option<Peer>>,
     patience: Duration,
@@ -682,7 +752,7 @@ impl Barrier {
     /// Asks member `leader` for its read index; `None` if this member learns of another
     /// leader first.
     async fn ask(&self, leader: u64) -> Option<Result<u64, String>> {
-        let Some(addr) = self.addrs.get(&leader).cloned() else {
+        let Some(addr) = self.addrs.get(leader) else {
             return Some(Err(format!("unknown leader {leader}")));
         };
         let mut p = self.peer.lock().await;
@@ -707,7 +777,7 @@ impl Barrier {
 pub struct Reporter {
     raft: Raft,
     id: Arc<Identity>,
-    addrs: BTreeMap<u64, String>,
+    addrs: members::Addrs,
     peer: Option<Peer>,
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
     silent: Duration,
@@ -804,7 +874,7 @@ impl Reporter {
         if leader == self.id.me {
             return true;
         }
-        let Some(addr) = self.addrs.get(&leader).cloned() else {
+        let Some(addr) = self.addrs.get(leader) else {
             return false;
         };
         let id = self.id.clone();

@@ -32,19 +32,22 @@ use openraft::BasicNode;
 use tokio::sync::watch;
 
 use super::failover::Contact;
+use super::members::Addrs;
 use super::peer::{Identity, Peer, Reply, Request};
 use super::types::Raft;
 
-/// While `me` leads, adds every observer in `observers` (id, quorum address) that the
+/// While `me` leads, adds every observer in `observers` (id, node) that the
 /// membership lacks as a learner, one at a time (openraft takes one membership change
 /// at a time), looking again on every change of the metrics and every `retry` (a
 /// heartbeat) after a failed or refused change (a new leader's first change waits for
 /// its blank entry to commit), each change given `patience`. Ends when `stopped` turns
-/// true or openraft stops.
+/// true or openraft stops, and with `once` as soon as the membership has held every
+/// one of them (from then on `reconfig` decides: an observer it removed stays removed).
 pub(super) async fn add_when_leading(
     raft: Raft,
     me: u64,
-    observers: BTreeMap<u64, String>,
+    observers: BTreeMap<u64, BasicNode>,
+    once: bool,
     (retry, patience): (Duration, Duration),
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -53,30 +56,40 @@ pub(super) async fn add_when_leading(
     }
     let mut metrics = raft.metrics();
     loop {
-        let missing: Vec<(u64, String)> = {
+        let missing: Vec<(u64, BasicNode)> = {
             let m = metrics.borrow_and_update();
             if m.running_state.is_err() {
                 return;
             }
             let leads = m.state == openraft::ServerState::Leader && m.current_leader == Some(me);
             let membership = m.membership_config.membership();
-            observers
+            let missing: Vec<(u64, BasicNode)> = observers
                 .iter()
-                .filter(|(id, _)| leads && membership.get_node(id).is_none())
-                .map(|(id, addr)| (*id, addr.clone()))
-                .collect()
+                .filter(|(id, _)| membership.get_node(id).is_none())
+                .map(|(id, node)| (*id, node.clone()))
+                .collect();
+            if once && missing.is_empty() {
+                return;
+            }
+            if leads {
+                missing
+            } else {
+                Vec::new()
+            }
         };
         let mut failed = false;
-        for (id, addr) in missing {
+        for (id, node) in missing {
             // Non-blocking: returns once the membership entry is committed, without
             // waiting for the observer to catch up (it may be down; openraft keeps
             // replicating to it). Bounded, in case the voters cannot commit now.
             let added = tokio::select! {
-                r = tokio::time::timeout(patience, raft.add_learner(id, BasicNode::new(&addr), false)) => r,
+                r = tokio::time::timeout(patience, raft.add_learner(id, node.clone(), false)) => r,
                 _ = stopped.wait_for(|s| *s) => return,
             };
             match added {
-                Ok(Ok(_)) => tracing::info!(observer = id, %addr, "observer added (a learner)"),
+                Ok(Ok(_)) => {
+                    tracing::info!(observer = id, node = %node.addr, "observer added (a learner)")
+                }
                 Ok(Err(e)) => {
                     tracing::debug!(observer = id, error = %e, "observer not added yet");
                     failed = true;
@@ -100,11 +113,11 @@ pub(super) async fn add_when_leading(
 /// On an observer: asks the leader every `heartbeat` whether it is in touch with its
 /// quorum ([`Request::LeaderInTouch`], answered from the leader's own metrics: no
 /// quorum round), and records each yes in `contact` (see `in_touch`). The leader's
-/// address is looked up among the voters' (`addrs`). Ends when `stopped` turns true.
+/// address is looked up in `addrs`. Ends when `stopped` turns true.
 pub(super) async fn confirm_leader(
     raft: Raft,
     id: Arc<Identity>,
-    addrs: BTreeMap<u64, String>,
+    addrs: Addrs,
     contact: Arc<Contact>,
     heartbeat: Duration,
     mut stopped: watch::Receiver<bool>,
@@ -118,7 +131,7 @@ pub(super) async fn confirm_leader(
             _ = stopped.wait_for(|s| *s) => return,
         }
         let leader = raft.metrics().borrow().current_leader;
-        let Some((leader, addr)) = leader.and_then(|l| Some((l, addrs.get(&l)?.clone()))) else {
+        let Some((leader, addr)) = leader.and_then(|l| Some((l, addrs.get(l)?))) else {
             continue;
         };
         if peer.as_ref().is_none_or(|p| p.target() != leader) {

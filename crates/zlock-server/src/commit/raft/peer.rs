@@ -61,6 +61,8 @@ pub enum Request {
     /// Whether the member leads and a quorum of voters answered it within the silent
     /// time: asked of the leader by an observer every heartbeat ([`super::observers`]).
     LeaderInTouch,
+    /// A client's `reconfig`, for the leader to carry out ([`super::reconfig`]).
+    Reconfig(super::reconfig::Change),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -76,6 +78,8 @@ pub enum Reply {
     ReadIndex(Result<u64, String>),
     Standing(Standing),
     LeaderInTouch(bool),
+    /// The version of the configuration made, or why none was.
+    Reconfig(Result<u64, super::reconfig::ReconfigError>),
 }
 
 /// What the peer server hands to the member's host.
@@ -133,12 +137,19 @@ impl Local {
 
     /// Where this member stands, for a member starting blank.
     pub fn standing(&self, raft: &Raft) -> Standing {
-        let vote = raft.metrics().borrow().vote;
-        Standing {
+        let m = raft.metrics();
+        let m = m.borrow();
+        let mut s = Standing {
             // openraft's initial vote: none cast yet.
-            vote: (vote != Default::default()).then_some(vote),
+            vote: (m.vote != Default::default()).then_some(m.vote),
             last_log_id: self.view.last_log_id(),
+            leads: m.state == openraft::ServerState::Leader && m.current_leader == Some(m.id),
+            members: [0; 4],
+        };
+        for (id, _) in m.membership_config.membership().nodes() {
+            s.add_member(*id);
         }
+        s
     }
 }
 
@@ -148,6 +159,9 @@ pub struct Identity {
     pub ensemble: String,
     pub me: u64,
     pub members: BTreeSet<u64>,
+    /// Any member id may talk, not only `members` (reconfiguration: a member being
+    /// added, or one added since this member started, is not in its configuration).
+    pub open: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -205,7 +219,7 @@ pub async fn read_frame<T: serde::de::DeserializeOwned>(
 pub async fn serve(
     listener: TcpListener,
     raft: Raft,
-    local: Local,
+    (local, leader): (Local, Arc<super::reconfig::Leader>),
     id: Arc<Identity>,
     hooks: Hooks,
     contact: Arc<Contact>,
@@ -223,13 +237,14 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let raft = raft.clone();
         let local = local.clone();
+        let leader = leader.clone();
         let id = id.clone();
         let hooks = hooks.clone();
         let contact = contact.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let served = tokio::select! {
-                r = serve_peer(stream, raft, &local, &id, &hooks, &contact) => r,
+                r = serve_peer(stream, raft, (&local, &leader), &id, &hooks, &contact) => r,
                 _ = stop.wait_for(|s| *s) => Ok(()),
             };
             if let Err(e) = served {
@@ -253,7 +268,10 @@ async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
         ))
     } else if hello.to != id.me {
         Some(format!("this is member {}, not {}", id.me, hello.to))
-    } else if !id.members.contains(&hello.from) || hello.from == id.me {
+    } else if hello.from == id.me
+        || !(id.members.contains(&hello.from)
+            || id.open && (1..=crate::config::MAX_MEMBER_ID).contains(&hello.from))
+    {
         Some(format!("{} is not a member of this ensemble", hello.from))
     } else {
         None
@@ -269,7 +287,7 @@ async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
 async fn serve_peer(
     mut s: TcpStream,
     raft: Raft,
-    local: &Local,
+    local: (&Local, &super::reconfig::Leader),
     id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
@@ -310,7 +328,7 @@ pub async fn answer_blank(
 async fn serve_requests(
     s: &mut TcpStream,
     raft: Raft,
-    local: &Local,
+    (local, leader): (&Local, &super::reconfig::Leader),
     id: &Identity,
     hooks: &Hooks,
     contact: &Contact,
@@ -337,6 +355,7 @@ async fn serve_requests(
             Request::LeaderInTouch => {
                 Reply::LeaderInTouch(super::leader_in_touch(&raft, contact.silent) == Some(true))
             }
+            Request::Reconfig(change) => Reply::Reconfig(leader.apply(change).await),
         };
         write_frame(s, &reply).await?;
     }
@@ -526,7 +545,11 @@ impl RaftNetworkFactory<Zraft> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
-        Peer::new(self.id.clone(), target, node.addr.clone())
+        Peer::new(
+            self.id.clone(),
+            target,
+            super::members::quorum_addr(target, node),
+        )
     }
 }
 

@@ -45,6 +45,7 @@ fn peer(addr: String) -> Peer {
         ensemble: "test".into(),
         me: 1,
         members: BTreeSet::from([1, 2]),
+        open: false,
     });
     Peer::new(id, 2, addr)
 }

@@ -48,9 +48,26 @@ pub struct Standing {
     /// Its current vote; `None` while it is blank itself.
     pub vote: Option<Vote>,
     pub last_log_id: Option<LogId>,
+    /// Whether it leads now.
+    pub leads: bool,
+    /// The members (voters and learners) of its membership, as a set of ids
+    /// ([`Standing::knows`]).
+    pub members: [u64; 4],
 }
 
 impl Standing {
+    /// Whether member `id` is in the answerer's membership.
+    pub fn knows(&self, id: u64) -> bool {
+        id < 256 && self.members[(id / 64) as usize] & (1 << (id % 64)) != 0
+    }
+
+    /// Adds member `id` to [`Standing::members`].
+    pub fn add_member(&mut self, id: u64) {
+        if id < 256 {
+            self.members[(id / 64) as usize] |= 1 << (id % 64);
+        }
+    }
+
     /// Whether the member has known a leader: a committed vote, or a log past the
     /// initial membership entry (a leader's first entry).
     pub fn led(&self) -> bool {
@@ -71,16 +88,34 @@ pub enum Found {
     Join { floor: Vote, target: Option<LogId> },
 }
 
-/// Decides from the answers of the other members (by id) of an ensemble of `members`
-/// voters; `None` while more answers are needed.
-pub fn decide(members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
+/// Decides, for member `me`, from the answers of the other members (by id) of an
+/// ensemble of `members` voters; `None` while more answers are needed.
+///
+/// A member being added by `reconfig` starts blank too, with the members it is to
+/// join listed beside it, some of which may be down for good (it replaces one). It is
+/// a newcomer, not a member that lost its disk, when the leader (and every other
+/// answer) says it is not in the membership, voter or learner, and a majority of the
+/// listed members answered: it has never counted for a quorum of the configuration
+/// in force, and can only become a voter through a change that first adds it as a
+/// learner and waits until it has caught up. It then joins without the gate.
+pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
     let others = members.saturating_sub(1);
+    let quorum = members / 2 + 1;
     let highest = answers
         .values()
         .filter_map(|s| s.vote)
         .max_by_key(|v| v.leader_id)
         .map(|v| Vote::new(v.leader_id.term, v.leader_id.node_id));
     if answers.values().any(Standing::led) {
+        let newcomer = answers.values().any(|s| s.leads)
+            && answers.values().all(|s| !s.knows(me))
+            && answers.len() + 1 >= quorum;
+        if newcomer {
+            return Some(Found::Join {
+                floor: highest.unwrap_or_default(),
+                target: None,
+            });
+        }
         if answers.len() < others {
             return None;
         }
@@ -88,7 +123,6 @@ pub fn decide(members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found
         let floor = highest.unwrap_or_default();
         return Some(Found::Join { floor, target });
     }
-    let quorum = members / 2 + 1;
     if answers.len() + 1 < quorum {
         return None;
     }
@@ -218,7 +252,7 @@ pub async fn settle(
     let mut say = tokio::time::interval(SAY_EVERY);
     say.tick().await;
     let found = loop {
-        if let Some(f) = decide(addrs.len(), &answers) {
+        if let Some(f) = decide(id.me, addrs.len(), &answers) {
             break f;
         }
         tokio::select! {
@@ -253,7 +287,11 @@ pub async fn settle(
         Found::Join {
             floor,
             target: None,
-        } => tracing::info!(%floor, "first start of the ensemble, joining a campaign"),
+        } => tracing::info!(
+            %floor,
+            "first start of the ensemble joining a campaign, or a member new to the \
+             ensemble waiting to be added"
+        ),
         Found::Join {
             floor,
             target: Some(target),
@@ -292,42 +330,55 @@ mod tests {
     const BLANK: Standing = Standing {
         vote: None,
         last_log_id: None,
+        leads: false,
+        members: [0; 4],
     };
 
     #[test]
     fn a_first_start_goes_on_with_a_majority() {
-        assert_eq!(decide(3, &answers(&[])), None);
-        assert_eq!(decide(3, &answers(&[(2, BLANK)])), Some(Found::Bootstrap));
-        assert_eq!(decide(5, &answers(&[(2, BLANK)])), None);
+        assert_eq!(decide(1, 3, &answers(&[])), None);
+        assert_eq!(
+            decide(1, 3, &answers(&[(2, BLANK)])),
+            Some(Found::Bootstrap)
+        );
+        assert_eq!(decide(1, 5, &answers(&[(2, BLANK)])), None);
         // A member already campaigning (its initial membership entry, no leader yet).
         let campaigning = Standing {
             vote: vote(2, 3, false),
             last_log_id: log(0, 0, 0),
+            ..BLANK
         };
         assert_eq!(
-            decide(5, &answers(&[(2, BLANK), (3, campaigning)])),
+            decide(1, 5, &answers(&[(2, BLANK), (3, campaigning)])),
             Some(Found::Join {
                 floor: Vote::new(2, 3),
                 target: None
             })
         );
-        assert_eq!(decide(1, &answers(&[])), Some(Found::Bootstrap));
+        assert_eq!(decide(1, 1, &answers(&[])), Some(Found::Bootstrap));
     }
 
     #[test]
     fn a_member_that_lost_its_data_waits_for_every_other_member() {
-        let led = Standing {
+        let mut led = Standing {
             vote: vote(4, 2, true),
             last_log_id: log(4, 2, 17),
+            leads: true,
+            ..BLANK
         };
+        for m in 1..=3 {
+            led.add_member(m);
+        }
         // A majority would do for a first start, not for a rejoin.
-        assert_eq!(decide(3, &answers(&[(2, led)])), None);
-        let behind = Standing {
+        assert_eq!(decide(1, 3, &answers(&[(2, led)])), None);
+        let mut behind = Standing {
             vote: vote(5, 3, false),
             last_log_id: log(3, 1, 20),
+            ..BLANK
         };
+        behind.add_member(1);
         assert_eq!(
-            decide(3, &answers(&[(2, led), (3, behind)])),
+            decide(1, 3, &answers(&[(2, led), (3, behind)])),
             Some(Found::Join {
                 // The highest vote (not committed), the furthest log by Raft's order:
                 // the later term wins over the longer log.
@@ -336,7 +387,45 @@ mod tests {
             })
         );
         let five = answers(&[(2, led), (3, behind), (4, BLANK)]);
-        assert_eq!(decide(5, &five), None);
+        assert_eq!(decide(1, 5, &five), None);
+    }
+
+    #[test]
+    fn a_member_new_to_the_ensemble_joins_once_the_leader_says_so() {
+        let mut leader = Standing {
+            vote: vote(4, 2, true),
+            last_log_id: log(4, 2, 17),
+            leads: true,
+            ..BLANK
+        };
+        let mut follower = Standing {
+            vote: vote(4, 2, true),
+            last_log_id: log(4, 2, 17),
+            ..BLANK
+        };
+        for m in 1..=3 {
+            leader.add_member(m);
+            follower.add_member(m);
+        }
+        // Member 4 of 1-4, member 1 down for good: the leader and another member
+        // answer that 4 is not a member: it joins without waiting for member 1.
+        let two = answers(&[(2, leader), (3, follower)]);
+        assert_eq!(
+            decide(4, 4, &two),
+            Some(Found::Join {
+                floor: Vote::new(4, 2),
+                target: None
+            })
+        );
+        // Not without the leader's word, nor with fewer than a majority answering.
+        assert_eq!(decide(4, 4, &answers(&[(3, follower)])), None);
+        assert_eq!(decide(4, 5, &answers(&[(2, leader)])), None);
+        // A member the membership holds (its disk lost) waits for every answer.
+        assert_eq!(decide(3, 4, &two), None);
+        // One answer that knows it is enough to wait.
+        let mut knows = follower;
+        knows.add_member(4);
+        assert_eq!(decide(4, 4, &answers(&[(2, leader), (3, knows)])), None);
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct StateMachine<H: Snapshots> {
     dir: PathBuf,
     /// The last applied index, for proposers waiting to see their entries applied here.
     applied_tx: Arc<watch::Sender<u64>>,
+    /// The membership of the last applied membership entry (or snapshot): the
+    /// ensemble's committed configuration, which `/zookeeper/config` shows.
+    membership_tx: Arc<watch::Sender<Membership>>,
     /// Counts received snapshot files (their temp names).
     receiving: u64,
     /// Snapshot after this many Txns (ZooKeeper's snapCount counts Txns, and a Raft
@@ -88,6 +91,7 @@ impl<H: Snapshots> StateMachine<H> {
             tracing::info!(index, "raft state restored from snapshot");
         }
         let (tx, rx) = watch::channel(applied.map_or(0, |l| l.index));
+        let membership_tx = Arc::new(watch::channel(membership.clone()).0);
         Ok((
             StateMachine {
                 inner: Arc::new(Mutex::new(Hosted {
@@ -97,6 +101,7 @@ impl<H: Snapshots> StateMachine<H> {
                 })),
                 dir,
                 applied_tx: Arc::new(tx),
+                membership_tx,
                 receiving: 0,
                 snap_every,
                 since_snapshot: 0,
@@ -105,6 +110,13 @@ impl<H: Snapshots> StateMachine<H> {
             },
             rx,
         ))
+    }
+}
+
+impl<H: Snapshots> StateMachine<H> {
+    /// The committed membership as this member applies it (see `membership_tx`).
+    pub fn membership(&self) -> watch::Receiver<Membership> {
+        self.membership_tx.subscribe()
     }
 }
 
@@ -184,6 +196,7 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
         let Some(last) = entries.last().map(|e| e.log_id) else {
             return Ok(Vec::new());
         };
+        let mut changed = None;
         {
             let mut guard = lock(&self.inner);
             let h = &mut *guard;
@@ -191,6 +204,7 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
                 match &e.payload {
                     EntryPayload::Membership(m) => {
                         h.membership = Membership::new(Some(e.log_id), m.clone());
+                        changed = Some(h.membership.clone());
                     }
                     EntryPayload::Normal(p) => self.since_snapshot += p.0.len() as u64,
                     EntryPayload::Blank => {}
@@ -213,6 +227,9 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             self.snapshot_due.notify_one();
         }
         self.applied_tx.send_replace(last.index);
+        if let Some(m) = changed {
+            self.membership_tx.send_replace(m);
+        }
         Ok(vec![(); n])
     }
 
@@ -284,6 +301,8 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
         }
         self.since_snapshot = 0;
         self.applied_tx.send_replace(index);
+        self.membership_tx
+            .send_replace(meta.last_membership.clone());
         tracing::info!(index, "installed a snapshot from the leader");
         Ok(())
     }

@@ -1,0 +1,556 @@
+//! ZooKeeper's dynamic reconfiguration (`reconfig`, opcode 16) on openraft's
+//! membership changes.
+//!
+//! A member that takes a `reconfig` from a client hands it to the leader
+//! ([`Reconfigurer::run`]: in place if it leads, else over the peer link,
+//! `Request::Reconfig`), then waits until it has applied the membership entry that
+//! made the new configuration, so that the client reads it there at once.
+//!
+//! The leader ([`Leader::apply`]) checks the request as ZooKeeper's leader does, in its
+//! order: a change already under way (`ReconfigInProgress`), `fromConfig` against the
+//! current version (`BadVersion`), the request's form (`BadArguments`: incremental
+//! `joining`/`leaving`, or a whole new member list), at least two voters left (as
+//! ZooKeeper with `standaloneEnabled`), and only then whether the asker may write
+//! `/zookeeper/config` (`NoAuth`: a super user), before anything changes. Then:
+//!
+//! 1. members new to the membership join as openraft learners (observers join as
+//!    learners and stay so); a member whose address changes gets its new node;
+//!    observers that leave are removed;
+//! 2. the new voters must hold a *synced quorum* (ZooKeeper's check): the leader waits,
+//!    within its patience, until a majority of them (every joining voter too, if it
+//!    comes in time) have the log up to where the leader's was once the learners were
+//!    added. A joining member so catches up as a learner before it votes. No majority
+//!    in time: `NewConfigNoQuorum`, and the learners added for it are removed again;
+//! 3. the voters change in one openraft `change_membership` (joint consensus, then the
+//!    new configuration; a removed leader steps down once it is committed).
+//!
+//! The configuration's version is the log position of the membership entry that made
+//! it (ZooKeeper's is the zxid of its reconfig Txn; both only tell configurations apart
+//! and order them). One reconfiguration at a time per leader.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use zlock_proto::ErrorCode;
+
+use super::members::{self, node_text, Addrs, ConfigView};
+use super::peer::{Identity, Peer, Reply, Request};
+use super::types::{Membership, Raft};
+use super::{known_leader, other_leader};
+use crate::config::{MemberSpec, MAX_MEMBER_ID};
+
+/// A `reconfig` request as the leader needs it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Change {
+    /// `server.N=value` entries, comma-separated (incremental).
+    pub joining: Option<String>,
+    /// Member ids, comma-separated (incremental).
+    pub leaving: Option<String>,
+    /// The whole new member list, comma- or newline-separated (non-incremental).
+    pub new_members: Option<String>,
+    /// The version the asker read, or -1.
+    pub from_config: i64,
+    /// Whether the asking session may write `/zookeeper/config` (it is a super user).
+    pub authorized: bool,
+}
+
+/// Why a reconfiguration was refused or failed, each with ZooKeeper's code.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+pub enum ReconfigError {
+    #[error("a reconfiguration is in progress")]
+    InProgress,
+    #[error("{0}")]
+    BadVersion(String),
+    #[error("{0}")]
+    BadArguments(String),
+    #[error("reconfig needs a super user (or write permission on /zookeeper/config)")]
+    NoAuth,
+    #[error("{0}")]
+    NoQuorum(String),
+    /// Asked of a member that does not lead (the asker tries the leader it learns of).
+    #[error("member {0} is not the leader")]
+    NotLeader(u64),
+}
+
+impl ReconfigError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ReconfigError::InProgress => ErrorCode::ReconfigInProgress,
+            ReconfigError::BadVersion(_) => ErrorCode::BadVersion,
+            ReconfigError::BadArguments(_) => ErrorCode::BadArguments,
+            ReconfigError::NoAuth => ErrorCode::NoAuth,
+            ReconfigError::NoQuorum(_) | ReconfigError::NotLeader(_) => {
+                ErrorCode::NewConfigNoQuorum
+            }
+        }
+    }
+}
+
+/// The next configuration: every member with its role, by id.
+type Next = BTreeMap<u64, MemberSpec>;
+
+/// `server.N=value` into its spec (ZooKeeper wants all three ports given).
+fn joiner(text: &str) -> Result<MemberSpec, ReconfigError> {
+    let bad = |why: String| ReconfigError::BadArguments(format!("{text:?}: {why}"));
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| bad("expected server.N=host:port:port[:role];[host:]port".into()))?;
+    let id = key
+        .trim()
+        .strip_prefix("server.")
+        .ok_or_else(|| bad("expected server.N=...".into()))?;
+    // Any integer id parses here; the range is checked once the asker is known to be
+    // allowed (ZooKeeper checks the form, then the permission).
+    let n: u64 = id
+        .trim()
+        .parse()
+        .map_err(|_| bad(format!("{id:?} is not a server id")))?;
+    let mut spec = MemberSpec::parse("1", value.trim()).map_err(|e| bad(e.to_string()))?;
+    spec.id = n;
+    if spec.client.is_none() {
+        return Err(bad(
+            "each server needs its client port too (host:port:port;clientPort)".into(),
+        ));
+    }
+    Ok(spec)
+}
+
+/// The configuration `change` asks for, from `current`.
+fn next_config(current: &ConfigView, change: &Change) -> Result<Next, ReconfigError> {
+    let given = |s: &Option<String>| {
+        s.as_deref()
+            .filter(|t| !t.trim().is_empty())
+            .map(str::to_owned)
+    };
+    let mut next: Next = BTreeMap::new();
+    match given(&change.new_members) {
+        Some(all) => {
+            for line in all
+                .split([',', '\n'])
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+            {
+                // A `version=` line (a config file pasted whole) is not a member.
+                if line.starts_with("version=") {
+                    continue;
+                }
+                let spec = joiner(line)?;
+                if next.insert(spec.id, spec).is_some() {
+                    return Err(ReconfigError::BadArguments(format!(
+                        "{line:?}: that server is listed twice"
+                    )));
+                }
+            }
+        }
+        None => {
+            next = current.members.iter().map(|m| (m.id, m.clone())).collect();
+            for id in given(&change.leaving).iter().flat_map(|l| l.split(',')) {
+                let id: u64 = id.trim().parse().map_err(|_| {
+                    ReconfigError::BadArguments(format!("{id:?} is not a server id"))
+                })?;
+                next.remove(&id);
+            }
+            for j in given(&change.joining).iter().flat_map(|j| j.split(',')) {
+                let spec = joiner(j.trim())?;
+                next.insert(spec.id, spec);
+            }
+        }
+    }
+    // Two members on one address cannot both listen there.
+    let mut seen: BTreeMap<(String, u16), u64> = BTreeMap::new();
+    for m in next.values() {
+        for a in m.addresses() {
+            if let Some(other) = seen.insert(a.clone(), m.id) {
+                if other != m.id {
+                    return Err(ReconfigError::BadArguments(format!(
+                        "servers {other} and {} both use {}:{}",
+                        m.id, a.0, a.1
+                    )));
+                }
+            }
+        }
+    }
+    let voters = next.values().filter(|m| !m.observer).count();
+    if voters < 2 {
+        return Err(ReconfigError::BadArguments(format!(
+            "the new configuration must keep at least 2 voters ({voters} given)"
+        )));
+    }
+    Ok(next)
+}
+
+/// The leader's side: one reconfiguration at a time.
+pub struct Leader {
+    raft: Raft,
+    me: u64,
+    /// Members' `server.N` values from the static configuration (for nodes that hold
+    /// only an address).
+    fixed: Arc<BTreeMap<u64, MemberSpec>>,
+    busy: tokio::sync::Mutex<()>,
+    patience: Duration,
+}
+
+fn raft_err(e: RaftError<u64, ClientWriteError<u64, BasicNode>>) -> ReconfigError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            ReconfigError::NotLeader(f.leader_id.unwrap_or(0))
+        }
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(_),
+        )) => ReconfigError::InProgress,
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+            ReconfigError::BadArguments(c.to_string())
+        }
+        RaftError::Fatal(f) => ReconfigError::NoQuorum(f.to_string()),
+    }
+}
+
+impl Leader {
+    pub fn new(raft: Raft, me: u64, fixed: BTreeMap<u64, MemberSpec>, patience: Duration) -> Self {
+        Leader {
+            raft,
+            me,
+            fixed: Arc::new(fixed),
+            busy: tokio::sync::Mutex::new(()),
+            patience,
+        }
+    }
+
+    /// The committed configuration, `None` during a change.
+    fn current(&self) -> Result<ConfigView, ReconfigError> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        if m.state != openraft::ServerState::Leader || m.current_leader != Some(self.me) {
+            return Err(ReconfigError::NotLeader(self.me));
+        }
+        members::view(&m.membership_config, &self.fixed).ok_or(ReconfigError::InProgress)
+    }
+
+    /// One membership change, within the patience.
+    async fn change(
+        &self,
+        what: ChangeMembers<u64, BasicNode>,
+        retain: bool,
+    ) -> Result<u64, ReconfigError> {
+        match tokio::time::timeout(self.patience, self.raft.change_membership(what, retain)).await {
+            Ok(Ok(r)) => Ok(r.log_id.index),
+            Ok(Err(e)) => Err(raft_err(e)),
+            Err(_) => Err(ReconfigError::NoQuorum(
+                "the membership change was not committed in time".into(),
+            )),
+        }
+    }
+
+    /// Carries `change` out; returns the version (log position) of the configuration
+    /// it made.
+    pub async fn apply(&self, change: Change) -> Result<u64, ReconfigError> {
+        let Ok(_busy) = self.busy.try_lock() else {
+            return Err(ReconfigError::InProgress);
+        };
+        let current = self.current()?;
+        if change.from_config != -1 && change.from_config as u64 != current.version {
+            return Err(ReconfigError::BadVersion(format!(
+                "reconfiguration from version {:x}, the current one is {:x}",
+                change.from_config, current.version
+            )));
+        }
+        let next = next_config(&current, &change)?;
+        if !change.authorized {
+            return Err(ReconfigError::NoAuth);
+        }
+        if let Some(m) = next.values().find(|m| !(1..=MAX_MEMBER_ID).contains(&m.id)) {
+            return Err(ReconfigError::BadArguments(format!(
+                "server id {} is out of range: zlock's member ids are 1 to {MAX_MEMBER_ID} \
+                 (a member's id is the top byte of the session ids it makes)",
+                m.id
+            )));
+        }
+        let now: BTreeMap<u64, &MemberSpec> = current.members.iter().map(|m| (m.id, m)).collect();
+        let old_voters: BTreeSet<u64> = current.voters().collect();
+        let new_voters: BTreeSet<u64> = next
+            .values()
+            .filter(|m| !m.observer)
+            .map(|m| m.id)
+            .collect();
+        let mut version = current.version;
+
+        // 1. Nodes: new ones as learners, moved ones updated, leaving observers removed.
+        let added: BTreeMap<u64, BasicNode> = next
+            .values()
+            .filter(|m| !now.contains_key(&m.id))
+            .map(|m| (m.id, BasicNode::new(node_text(m))))
+            .collect();
+        let moved: BTreeMap<u64, BasicNode> = next
+            .values()
+            .filter(|m| {
+                now.get(&m.id).is_some_and(|n| {
+                    MemberSpec {
+                        observer: m.observer,
+                        ..(*n).clone()
+                    } != **m
+                })
+            })
+            .map(|m| (m.id, BasicNode::new(node_text(m))))
+            .collect();
+        let gone_learners: BTreeSet<u64> = now
+            .keys()
+            .filter(|id| !next.contains_key(id) && !old_voters.contains(id))
+            .copied()
+            .collect();
+        if !added.is_empty() {
+            version = self
+                .change(ChangeMembers::AddNodes(added.clone()), true)
+                .await?;
+            tracing::info!(members = ?added.keys().collect::<Vec<_>>(), "reconfig: learners added");
+        }
+        if !moved.is_empty() {
+            version = self.change(ChangeMembers::SetNodes(moved), true).await?;
+        }
+        if !gone_learners.is_empty() {
+            version = self
+                .change(ChangeMembers::RemoveNodes(gone_learners), false)
+                .await?;
+        }
+
+        // 2. A synced quorum of the new voters.
+        if new_voters != old_voters {
+            let joining: BTreeSet<u64> = new_voters.difference(&old_voters).copied().collect();
+            if let Err(e) = self.synced_quorum(&new_voters, &joining).await {
+                let undo: BTreeSet<u64> = added
+                    .keys()
+                    .filter(|id| new_voters.contains(id))
+                    .copied()
+                    .collect();
+                if !undo.is_empty() {
+                    let _ = self.change(ChangeMembers::RemoveNodes(undo), false).await;
+                }
+                return Err(e);
+            }
+            // 3. The voters. Voters that stay as observers are kept as learners.
+            let demoted = old_voters
+                .iter()
+                .any(|id| !new_voters.contains(id) && next.contains_key(id));
+            version = self
+                .change(ChangeMembers::ReplaceAllVoters(new_voters.clone()), demoted)
+                .await?;
+            // With `retain`, voters that leave altogether are learners now: removed
+            // too, if this member still leads (a leader that left steps down).
+            let gone: BTreeSet<u64> = old_voters
+                .iter()
+                .filter(|id| !next.contains_key(id))
+                .copied()
+                .collect();
+            if demoted && !gone.is_empty() {
+                version = self.change(ChangeMembers::RemoveNodes(gone), false).await?;
+            }
+        }
+        tracing::info!(version, voters = ?new_voters, "reconfig: committed");
+        Ok(version)
+    }
+
+    /// Waits, within the patience, until a majority of `voters` (and every one of
+    /// `joining` if they come in time) have the log up to the leader's end as it is
+    /// now. Err if no majority does.
+    async fn synced_quorum(
+        &self,
+        voters: &BTreeSet<u64>,
+        joining: &BTreeSet<u64>,
+    ) -> Result<(), ReconfigError> {
+        let mut metrics = self.raft.metrics();
+        let target = metrics.borrow().last_log_index.unwrap_or(0);
+        let need = voters.len() / 2 + 1;
+        let synced = |m: &openraft::RaftMetrics<u64, BasicNode>| -> BTreeSet<u64> {
+            voters
+                .iter()
+                .filter(|&&id| {
+                    id == self.me
+                        || m.replication.as_ref().is_some_and(|r| {
+                            r.get(&id)
+                                .copied()
+                                .flatten()
+                                .is_some_and(|l| l.index >= target)
+                        })
+                })
+                .copied()
+                .collect()
+        };
+        let deadline = tokio::time::Instant::now() + self.patience;
+        loop {
+            let (now, leads) = {
+                let m = metrics.borrow_and_update();
+                (synced(&m), m.current_leader == Some(self.me))
+            };
+            if !leads {
+                return Err(ReconfigError::NotLeader(self.me));
+            }
+            if now.len() == voters.len() || (now.len() >= need && joining.is_subset(&now)) {
+                return Ok(());
+            }
+            tokio::select! {
+                r = metrics.changed() => if r.is_err() {
+                    return Err(ReconfigError::NoQuorum("raft stopped".into()));
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    return match now.len() >= need {
+                        true => Ok(()),
+                        false => Err(ReconfigError::NoQuorum(format!(
+                            "only {:?} of the new voters {voters:?} are synced with the leader",
+                            now
+                        ))),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// A member's side: hands a change to the leader and waits until it applied the result.
+pub struct Reconfigurer {
+    pub(super) raft: Raft,
+    pub(super) id: Arc<Identity>,
+    pub(super) addrs: Addrs,
+    pub(super) leader: Arc<Leader>,
+    pub(super) membership: watch::Receiver<Membership>,
+    pub(super) fixed: Arc<BTreeMap<u64, MemberSpec>>,
+    pub(super) patience: Duration,
+}
+
+impl Reconfigurer {
+    /// Carries `change` out through the leader; returns the configuration it made,
+    /// once this member has applied it.
+    pub async fn run(&self, change: Change) -> Result<ConfigView, ReconfigError> {
+        let work = async {
+            let version = loop {
+                let leader = known_leader(&self.raft)
+                    .await
+                    .map_err(|e| ReconfigError::NoQuorum(e.to_string()))?;
+                let r = if leader == self.id.me {
+                    self.leader.apply(change.clone()).await
+                } else {
+                    match self.ask(leader, &change).await {
+                        Some(r) => r,
+                        None => continue,
+                    }
+                };
+                match r {
+                    // Deposed meanwhile: the next leader is asked.
+                    Err(ReconfigError::NotLeader(_)) => {
+                        tokio::select! {
+                            () = other_leader(&self.raft, leader) => {}
+                            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        }
+                    }
+                    r => break r?,
+                }
+            };
+            let mut m = self.membership.clone();
+            let applied = m
+                .wait_for(|m| m.log_id().is_some_and(|l| l.index >= version))
+                .await
+                .map_err(|_| ReconfigError::NoQuorum("raft stopped".into()))?;
+            members::view(&applied, &self.fixed).ok_or_else(|| {
+                ReconfigError::NoQuorum("the new configuration is not in place".into())
+            })
+        };
+        // Each step has the patience; the whole, a few.
+        tokio::time::timeout(self.patience * 4, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ReconfigError::NoQuorum(
+                    "the leader did not answer in time".into(),
+                ))
+            })
+    }
+
+    /// Asks member `leader` to carry `change` out; `None` if this member learns of
+    /// another leader first.
+    async fn ask(&self, leader: u64, change: &Change) -> Option<Result<u64, ReconfigError>> {
+        let Some(addr) = self.addrs.get(leader) else {
+            return Some(Err(ReconfigError::NoQuorum(format!(
+                "unknown leader {leader}"
+            ))));
+        };
+        let mut peer = Peer::new(self.id.clone(), leader, addr);
+        let req = Request::Reconfig(change.clone());
+        let answered = tokio::select! {
+            r = peer.call(&req, self.patience * 3) => Some(r),
+            () = other_leader(&self.raft, leader) => None,
+        };
+        match answered? {
+            Ok(Reply::Reconfig(r)) => Some(r),
+            Ok(_) => Some(Err(ReconfigError::NoQuorum("unexpected reply".into()))),
+            Err(e) => Some(Err(ReconfigError::NoQuorum(e.to_string()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(line: &str) -> MemberSpec {
+        joiner(line).unwrap()
+    }
+
+    fn three() -> ConfigView {
+        ConfigView {
+            members: (1..=3)
+                .map(|i| {
+                    spec(&format!(
+                        "server.{i}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
+                        2880 + i,
+                        3880 + i,
+                        2180 + i
+                    ))
+                })
+                .collect(),
+            version: 0,
+        }
+    }
+
+    fn change(joining: Option<&str>, leaving: Option<&str>, new_members: Option<&str>) -> Change {
+        Change {
+            joining: joining.map(str::to_owned),
+            leaving: leaving.map(str::to_owned),
+            new_members: new_members.map(str::to_owned),
+            from_config: -1,
+            authorized: true,
+        }
+    }
+
+    #[test]
+    fn incremental_and_whole_lists() {
+        let c = three();
+        let n = next_config(&c, &change(Some("server.4=127.0.0.1:2884:3884:participant;2184,server.5=127.0.0.1:2885:3885:observer;127.0.0.1:2185"), Some("1"), None)).unwrap();
+        assert_eq!(n.keys().copied().collect::<Vec<_>>(), vec![2, 3, 4, 5]);
+        assert!(n[&5].observer && !n[&4].observer);
+        let n = next_config(&c, &change(None, None, Some("server.1=127.0.0.1:2881:3881;2181\nserver.2=127.0.0.1:2882:3882;2182\nversion=0"))).unwrap();
+        assert_eq!(n.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        // Empty strings are "not given", as a null string.
+        let n = next_config(&c, &change(Some(""), Some(""), Some(""))).unwrap();
+        assert_eq!(n.len(), 3);
+    }
+
+    #[test]
+    fn bad_requests_are_bad_arguments() {
+        let c = three();
+        for bad in [
+            change(Some("some thing"), None, None),
+            change(Some("server.4=127.0.0.1:2884:3884"), None, None),
+            change(Some("server.x=127.0.0.1:2884:3884;2184"), None, None),
+            change(Some("server.4=127.0.0.1:2884:3884:voter;2184"), None, None),
+            change(None, Some("two"), None),
+            change(None, Some("2,3"), None),
+            change(Some("server.4=127.0.0.1:2881:3884;2184"), None, None),
+            change(None, None, Some("server.1=127.0.0.1:2881:3881;2181")),
+        ] {
+            let e = next_config(&c, &bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::BadArguments, "{bad:?}: {e}");
+        }
+    }
+}
