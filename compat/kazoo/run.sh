@@ -5,7 +5,11 @@
 #
 #   zlock      start target/release/zlock (or $ZLOCK_BIN) with a temp data dir
 #   zlock-ensemble  start three zlock members forming an ensemble; kazoo's clients
-#              get all three in their connect string (expected_pass.txt applies)
+#              get all three in their connect string (expected_pass.txt applies, and
+#              ensemble_pass.txt: what needs an ensemble, kazoo's TestReconfig). The
+#              members run with --reconfig-enabled and kazoo's harness's super user
+#              (super:test), as its harness configures ZooKeeper, unless
+#              ZLOCK_SERVER_ARGS is set
 #   zookeeper  start Apache ZooKeeper 3.8 (Debian package) with a temp zoo.cfg
 #   external   use a server already listening on 127.0.0.1:$ZLOCK_TEST_PORT
 #   --update   zookeeper: rewrite zookeeper_pass.txt with this run's passes;
@@ -56,6 +60,13 @@ if [[ "$KIND" == zookeeper ]]; then
     EXPECT="$HERE/zookeeper_pass.txt"
 else
     EXPECT="$HERE/expected_pass.txt"
+fi
+# Tests that need an ensemble (reconfig), expected on zlock-ensemble on top of EXPECT.
+EXTRA_EXPECT=""
+if [[ "$KIND" == zlock-ensemble ]]; then
+    EXTRA_EXPECT="$HERE/ensemble_pass.txt"
+    # kazoo's harness runs ZooKeeper with reconfigEnabled=true and superDigest super:test.
+    export ZLOCK_SERVER_ARGS="${ZLOCK_SERVER_ARGS:---reconfig-enabled --super-digest super:D/InIHSb7yEEbrWz8b9l71RjZJU=}"
 fi
 TESTS="${KAZOO_TESTS:-kazoo.tests}"
 # A partial run (subset of modules, -k, ...) only checks the expected tests it ran.
@@ -166,8 +177,9 @@ if [[ $UPDATE -eq 1 ]]; then
     echo "updated $EXPECT ($(read_list "$EXPECT" | wc -l) tests)"
 fi
 
-# Compare against the expectation file.
-expected="$(read_list "$EXPECT" 2>/dev/null || true)"
+# Compare against the expectation file(s).
+expected="$( { read_list "$EXPECT" 2>/dev/null || true
+    [[ -z "$EXTRA_EXPECT" ]] || read_list "$EXTRA_EXPECT"; } | sort -u)"
 if [[ $PARTIAL -eq 1 ]]; then
     ran="$(cut -d' ' -f2- "$OUTCOMES" | sort -u)"
     expected="$(comm -12 <(printf '%s\n' "$expected") <(printf '%s\n' "$ran") | sed '/^$/d')"

@@ -45,6 +45,7 @@ use thiserror::Error;
 use zlock_store::WalOptions;
 
 mod admin;
+pub mod dynamic;
 mod ensemble;
 #[cfg(test)]
 mod ensemble_tests;
@@ -315,6 +316,10 @@ pub struct ServerConfig {
     /// `reconfig` (ZooKeeper's default: off; `ReconfigDisabled` then). See
     /// `commit::raft::reconfig`.
     pub reconfig_enabled: bool,
+    /// The file this configuration was read from (`--config`), if any: after a
+    /// reconfiguration the members are written back beside it
+    /// ([`dynamic::write_back`]), as ZooKeeper does.
+    pub config_file: Option<PathBuf>,
     /// `DigestAuthenticationProvider.superDigest` (ZooKeeper's
     /// `-Dzookeeper.DigestAuthenticationProvider.superDigest`; ZooKeeper also takes an
     /// unknown `zoo.cfg` key as a `zookeeper.`-prefixed system property, so the line
@@ -373,7 +378,7 @@ pub struct ServerConfig {
 
 /// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
 /// line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemberSpec {
     pub id: u64,
     pub host: String,
@@ -436,6 +441,7 @@ impl Default for ServerConfig {
             commit_spin_us: None,
             extended_types: false,
             reconfig_enabled: false,
+            config_file: None,
             super_digest: None,
             container_check_interval_ms: 60_000,
             lock_delay_ms: 0,
@@ -524,6 +530,7 @@ impl ServerConfig {
         })?;
         let mut cfg = ServerConfig::default();
         cfg.apply_text(path, &text)?;
+        cfg.config_file = Some(path.to_owned());
         Ok(cfg)
     }
 

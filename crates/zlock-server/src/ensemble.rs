@@ -21,6 +21,30 @@ use crate::pipeline::ticker::TICK;
 use crate::pipeline::Item;
 use crate::ServerError;
 
+/// Writes configuration `v` back beside `file` (see `config::dynamic`), logging the
+/// outcome: a failure only means a restart reads the older member list (the log still
+/// holds the membership).
+async fn write_config_back(file: PathBuf, v: &crate::commit::raft::members::ConfigView, me: u64) {
+    let client = v.members.iter().any(|m| m.id == me && m.client.is_some());
+    let (text, version) = (v.text(), v.version);
+    let done = tokio::task::spawn_blocking(move || {
+        crate::config::dynamic::write_back(&file, version, &text, client)
+    })
+    .await;
+    match done {
+        Ok(Ok(path)) => tracing::info!(
+            version = format!("{version:x}"),
+            file = %path.display(),
+            "the configuration written back (the static file points at it)"
+        ),
+        Ok(Err(e)) => tracing::warn!(
+            error = %e,
+            "cannot write the configuration back: a restart reads the older member list"
+        ),
+        Err(e) => tracing::warn!(error = %e, "writing the configuration back"),
+    }
+}
+
 /// Where a member keeps its Raft state (the vote, snapshots).
 pub(crate) fn raft_dir(config: &ServerConfig) -> PathBuf {
     config.data_dir.join("raft")
@@ -159,6 +183,9 @@ pub(crate) async fn start(
         let mut membership = raft.membership();
         let fixed = e.members.clone();
         let core = core.clone();
+        let write_back = config.config_file.clone();
+        let me = e.me;
+        let mut written = 0;
         tokio::spawn(async move {
             loop {
                 let view =
@@ -169,6 +196,12 @@ pub(crate) async fn start(
                         c.set_config_view(v.text(), v.version)
                     });
                     crate::net::out::flush(&mut dirty);
+                    // A configuration a reconfiguration made (not the first one, version
+                    // 0) goes back to the file this member starts from.
+                    if let Some(file) = write_back.clone().filter(|_| v.version > written) {
+                        written = v.version;
+                        write_config_back(file, &v, me).await;
+                    }
                 }
                 if membership.changed().await.is_err() {
                     return;

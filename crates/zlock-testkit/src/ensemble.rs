@@ -352,6 +352,44 @@ impl ChildEnsemble {
         m.stopped = false;
     }
 
+    /// Stops member `i` as an operator would (SIGTERM: it closes its connections and
+    /// its quorum port and exits), waits for it (SIGKILL after 20 s) and reaps it.
+    pub fn stop(&mut self, i: usize) -> anyhow::Result<()> {
+        if self.members[i].stopped {
+            self.sigcont(i)?;
+        }
+        let m = &mut self.members[i];
+        let Some(mut c) = m.child.take() else {
+            return Ok(());
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                bail!("member {i} did not exit within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    /// Starts member `i` (stopped or killed before) on its ports and data directory,
+    /// and waits until it accepts client connections.
+    pub async fn start_again(&mut self, i: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(self.members[i].child.is_none(), "member {i} runs");
+        self.spawn(i)?;
+        self.wait_serving(i).await
+    }
+
+    /// The `zoo.cfg` every member is started with (`--config`).
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
     /// SIGSTOP member `i`: it keeps its sockets but runs nothing until
     /// [`ChildEnsemble::sigcont`].
     pub fn sigstop(&mut self, i: usize) -> anyhow::Result<()> {

@@ -334,3 +334,73 @@ async fn bad_reconfig_requests_get_zookeepers_codes() {
     })
     .await;
 }
+
+/// 4: a member replaced (4 in, 1 out), then every member of the new configuration
+/// stopped (SIGTERM) and started again one after another, the leader last, while lock
+/// and write traffic runs: as an operator upgrades the binary. Each member reads the
+/// configuration written back beside `zoo.cfg` (`zoo.cfg.dynamic.<version>`, the
+/// static file pointing at it) and its log. Nothing acknowledged is lost, no two
+/// holders, no session expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_under_lock_traffic() {
+    bounded(async {
+        let mut ens = ChildEnsemble::start_with(reconfigurable(1, 100_000))
+            .await
+            .unwrap();
+        let l = ens.leader().await.unwrap();
+        let t = Traffic::start(&ens, LockPath::Native, 4, &[l, (l + 1) % 3]).await;
+        ens.start_spare(3).await.unwrap();
+        // Member 1 leaves (the leader or not), 4 comes in.
+        let zk = admin(&ens.connect_string_from((l + 1) % 3)).await;
+        let version = reconfig(&zk, Some(&ens.server_line(3)), Some("1"), &[2, 3, 4]).await;
+        ens.stop(0).unwrap();
+
+        // The configuration is written back: zoo.cfg points at zoo.cfg.dynamic.<version>
+        // holding the three members.
+        let cfg = ens.config_path().to_owned();
+        let dynamic = format!("{}.dynamic.{version:x}", cfg.display());
+        let written = within("the configuration written back", async {
+            loop {
+                let text = std::fs::read_to_string(&cfg).unwrap_or_default();
+                if let Ok(d) = std::fs::read_to_string(&dynamic) {
+                    if text.contains("dynamicConfigFile=") {
+                        return d;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let (members, v) = parse(written.trim_end().as_bytes());
+        assert_eq!((members, v), (participants(&[2, 3, 4]), version));
+
+        // One by one, the leader last.
+        let leader = ens.leader().await.unwrap();
+        let order: Vec<usize> = [1, 2, 3]
+            .into_iter()
+            .filter(|&i| i != leader)
+            .chain([leader])
+            .collect();
+        for i in order {
+            let fault = Instant::now();
+            ens.stop(i).unwrap();
+            t.progress_since(Instant::now(), 4, 4).await;
+            if i == leader {
+                eprintln!("FAILOVER leader stopped (SIGTERM): {}", t.failover(fault));
+            }
+            ens.start_again(i).await.unwrap();
+            mode_is(&ens, i, &["follower", "leader"]).await;
+            t.progress_since(Instant::now(), 4, 4).await;
+        }
+        for c in t.lock_clients.iter().chain(&t.writer_clients) {
+            assert!(
+                !matches!(c.state(), zlock::ConnectionState::Lost),
+                "a session expired"
+            );
+        }
+        let rec = t.stop().await;
+        verify(&ens, &rec).await;
+        converged(&ens).await;
+    })
+    .await;
+}

@@ -74,7 +74,7 @@ impl Addrs {
 }
 
 /// The committed configuration as ZooKeeper shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ConfigView {
     /// Every member, its role the membership's, in id order.
     pub members: Vec<MemberSpec>,

@@ -234,7 +234,6 @@ impl RaftCommit {
                 .map(|(id, a)| (*id, a.clone()))
                 .collect(),
         );
-        let fixed = Arc::new(opts.specs.clone());
         let leader = Arc::new(reconfig::Leader::new(
             raft.clone(),
             opts.me,
@@ -247,7 +246,6 @@ impl RaftCommit {
             addrs: addrs.clone(),
             leader: leader.clone(),
             membership,
-            fixed,
             patience: opts.patience(),
         });
         let silent = Duration::from_millis(opts.election_max_ms * 2);

@@ -78,8 +78,8 @@ pub enum Reply {
     ReadIndex(Result<u64, String>),
     Standing(Standing),
     LeaderInTouch(bool),
-    /// The version of the configuration made, or why none was.
-    Reconfig(Result<u64, super::reconfig::ReconfigError>),
+    /// The configuration made, or why none was.
+    Reconfig(Result<super::members::ConfigView, super::reconfig::ReconfigError>),
 }
 
 /// What the peer server hands to the member's host.

@@ -246,9 +246,9 @@ impl Leader {
         }
     }
 
-    /// Carries `change` out; returns the version (log position) of the configuration
-    /// it made.
-    pub async fn apply(&self, change: Change) -> Result<u64, ReconfigError> {
+    /// Carries `change` out; returns the configuration it made (its version the log
+    /// position of the membership entry).
+    pub async fn apply(&self, change: Change) -> Result<ConfigView, ReconfigError> {
         let Ok(_busy) = self.busy.try_lock() else {
             return Err(ReconfigError::InProgress);
         };
@@ -350,7 +350,9 @@ impl Leader {
             }
         }
         tracing::info!(version, voters = ?new_voters, "reconfig: committed");
-        Ok(version)
+        let mut members: Vec<MemberSpec> = next.into_values().collect();
+        members.sort_by_key(|m| m.id);
+        Ok(ConfigView { members, version })
     }
 
     /// Waits, within the patience, until a majority of `voters` (and every one of
@@ -416,16 +418,16 @@ pub struct Reconfigurer {
     pub(super) addrs: Addrs,
     pub(super) leader: Arc<Leader>,
     pub(super) membership: watch::Receiver<Membership>,
-    pub(super) fixed: Arc<BTreeMap<u64, MemberSpec>>,
     pub(super) patience: Duration,
 }
 
 impl Reconfigurer {
     /// Carries `change` out through the leader; returns the configuration it made,
-    /// once this member has applied it.
+    /// once this member has applied it (a member the change removed does not wait: it
+    /// gets no more of the log).
     pub async fn run(&self, change: Change) -> Result<ConfigView, ReconfigError> {
         let work = async {
-            let version = loop {
+            let view = loop {
                 let leader = known_leader(&self.raft)
                     .await
                     .map_err(|e| ReconfigError::NoQuorum(e.to_string()))?;
@@ -448,14 +450,13 @@ impl Reconfigurer {
                     r => break r?,
                 }
             };
-            let mut m = self.membership.clone();
-            let applied = m
-                .wait_for(|m| m.log_id().is_some_and(|l| l.index >= version))
-                .await
-                .map_err(|_| ReconfigError::NoQuorum("raft stopped".into()))?;
-            members::view(&applied, &self.fixed).ok_or_else(|| {
-                ReconfigError::NoQuorum("the new configuration is not in place".into())
-            })
+            if view.members.iter().any(|m| m.id == self.id.me) {
+                let mut m = self.membership.clone();
+                m.wait_for(|m| m.log_id().is_some_and(|l| l.index >= view.version))
+                    .await
+                    .map_err(|_| ReconfigError::NoQuorum("raft stopped".into()))?;
+            }
+            Ok(view)
         };
         // Each step has the patience; the whole, a few.
         tokio::time::timeout(self.patience * 4, work)
@@ -469,7 +470,7 @@ impl Reconfigurer {
 
     /// Asks member `leader` to carry `change` out; `None` if this member learns of
     /// another leader first.
-    async fn ask(&self, leader: u64, change: &Change) -> Option<Result<u64, ReconfigError>> {
+    async fn ask(&self, leader: u64, change: &Change) -> Option<Result<ConfigView, ReconfigError>> {
         let Some(addr) = self.addrs.get(leader) else {
             return Some(Err(ReconfigError::NoQuorum(format!(
                 "unknown leader {leader}"
