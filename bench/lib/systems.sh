@@ -46,6 +46,9 @@
 #   SYS_ZK_JVMFLAGS    extra JVM flags for ZooKeeper (default none)
 #   SYS_CFG_EXTRA      extra zoo.cfg lines for zlock and ZooKeeper (newline-separated)
 #   SYS_MEMBERS        members of an -ens kind (default 3)
+#   SYS_OBSERVERS      of those, how many (the last ones) are observers
+#                      (server.N=...:observer; ZooKeeper's also get peerType=observer)
+#                      (zlock-ens and zk-ens; default 0)
 #   SYS_EXTENDED_TYPES=1  extendedTypesEnabled=true (TTL nodes) in zoo.cfg
 #   SYS_LOG_PREFIX     where the logs go: PREFIX.log, or PREFIX-<i>.log per member
 #                      (default: the instance's directory, server.log / m<i>.log)
@@ -141,11 +144,14 @@ sys_start() { # name kind
             echo "initLimit=10"
             echo "syncLimit=5"
         } >>"$d/zoo.cfg"
+        local observers=${SYS_OBSERVERS:-0} role
         for ((i = 1; i <= n; i++)); do
             port=$(sys_free_port)
             echo "$port" >"$d/port.$i"
             hosts+=("127.0.0.1:$port")
-            echo "server.$i=127.0.0.1:$(sys_free_port):$(sys_free_port);127.0.0.1:$port" >>"$d/zoo.cfg"
+            role=""
+            ((i <= n - observers)) || role=":observer"
+            echo "server.$i=127.0.0.1:$(sys_free_port):$(sys_free_port)$role;127.0.0.1:$port" >>"$d/zoo.cfg"
             mkdir -p "$d/m$i/data"
             echo "$i" >"$d/m$i/data/myid"
         done
@@ -153,7 +159,13 @@ sys_start() { # name kind
             # A ZooKeeper member reads its dataDir and clientPort from its own file: the
             # shared lines (every server.N among them) and its own.
             for ((i = 1; i <= n; i++)); do
-                { cat "$d/zoo.cfg"; echo "dataDir=$d/m$i/data"; echo "clientPort=$(cat "$d/port.$i")"; echo "clientPortAddress=127.0.0.1"; } >"$d/m$i/zoo.cfg"
+                {
+                    cat "$d/zoo.cfg"
+                    echo "dataDir=$d/m$i/data"
+                    echo "clientPort=$(cat "$d/port.$i")"
+                    echo "clientPortAddress=127.0.0.1"
+                    ((i <= n - observers)) || echo "peerType=observer"
+                } >"$d/m$i/zoo.cfg"
             done
         fi
         ;;
@@ -313,7 +325,7 @@ sys_serving() { # name
         zlock | zk) [[ -n "$(sys_mode "$port")" ]] || return 1 ;;
         zlock-ens | zk-ens)
             m=$(sys_mode "$port")
-            case $m in leader) leaders=$((leaders + 1)) ;; follower) others=$((others + 1)) ;; *) return 1 ;; esac
+            case $m in leader) leaders=$((leaders + 1)) ;; follower | observer) others=$((others + 1)) ;; *) return 1 ;; esac
             ;;
         redis*)
             [[ "$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "PING\r\n" >&3 && head -c 5 <&3' _ "$port" 2>/dev/null)" == "+PONG" ]] || return 1
