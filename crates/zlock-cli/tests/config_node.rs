@@ -382,6 +382,46 @@ async fn reconfig_through_zlock_and_zkcli() {
     assert_eq!(o.code, 1, "{o:?}");
     assert_eq!(o.stderr, "version No is not valid : /zookeeper/config\n");
 
+    // --file: a dynamic config file holds the whole list (here the current one, as
+    // `zlock config` prints it: nothing changes, the version stays).
+    let now = ok(&s, &["config"]).await;
+    let v_now = now
+        .lines()
+        .last()
+        .unwrap()
+        .strip_prefix("version=")
+        .unwrap()
+        .to_owned();
+    let scratch = common::Scratch::new("reconfig-file");
+    let file = scratch.file("zoo.cfg.dynamic.next");
+    std::fs::write(&file, &now).unwrap();
+    let out = ok(
+        &s,
+        &[
+            "reconfig",
+            "--auth",
+            "digest:super:test",
+            "-file",
+            &file,
+            "-v",
+            &v_now,
+        ],
+    )
+    .await;
+    assert_eq!(out, format!("Committed new configuration:\n{now}"));
+    let o = zl(
+        &s,
+        &[
+            "reconfig",
+            "--auth",
+            "digest:super:test",
+            "--file",
+            "/nonexistent/x",
+        ],
+    )
+    .await;
+    assert_eq!(o.code, 1, "{o:?}");
+
     // Bad flags: nothing to do, mixed modes.
     let o = zl(&s, &["reconfig"]).await;
     assert_ne!(o.code, 0);

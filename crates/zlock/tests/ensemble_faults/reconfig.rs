@@ -112,6 +112,21 @@ async fn mode_is(ens: &ChildEnsemble, i: usize, modes: &[&str]) {
     );
 }
 
+/// No traffic session expired (a worker's own failure would have panicked already);
+/// then the traffic stops and every member up has every acknowledged write, one
+/// history.
+async fn no_session_lost_then_verify(ens: &ChildEnsemble, t: Traffic) {
+    for c in t.lock_clients.iter().chain(&t.writer_clients) {
+        assert!(
+            !matches!(c.state(), zlock::ConnectionState::Lost),
+            "a session expired"
+        );
+    }
+    let rec = t.stop().await;
+    verify(ens, &rec).await;
+    converged(ens).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grow_3_to_5_and_shrink_to_3_under_lock_traffic() {
     bounded(async {
@@ -168,15 +183,7 @@ async fn grow_3_to_5_and_shrink_to_3_under_lock_traffic() {
         ens.kill9(l);
         ens.kill9(other);
         t.progress_since(Instant::now(), 8, 5).await;
-        for c in t.lock_clients.iter().chain(&t.writer_clients) {
-            assert!(
-                !matches!(c.state(), zlock::ConnectionState::Lost),
-                "a session expired"
-            );
-        }
-        let rec = t.stop().await;
-        verify(&ens, &rec).await;
-        converged(&ens).await;
+        no_session_lost_then_verify(&ens, t).await;
     })
     .await;
 }
@@ -392,15 +399,7 @@ async fn rolling_restart_under_lock_traffic() {
             mode_is(&ens, i, &["follower", "leader"]).await;
             t.progress_since(Instant::now(), 4, 4).await;
         }
-        for c in t.lock_clients.iter().chain(&t.writer_clients) {
-            assert!(
-                !matches!(c.state(), zlock::ConnectionState::Lost),
-                "a session expired"
-            );
-        }
-        let rec = t.stop().await;
-        verify(&ens, &rec).await;
-        converged(&ens).await;
+        no_session_lost_then_verify(&ens, t).await;
     })
     .await;
 }
