@@ -98,6 +98,14 @@ and watches, forwards writes to the leader and never votes: read capacity that d
 slow commits, and that counts for no quorum (3 voters and 2 observers still need 2 of
 the 3 voters up).
 
+Members can be added, removed and replaced while the ensemble serves, with reconfig
+(ZooKeeper's): every member started with --reconfig-enabled and a super user
+(--super-digest \"$(zlock digest super:PASSWORD)\"); start the new member with the
+members' --server lines and its own, then
+  zlock reconfig --auth digest:super:PASSWORD --add 'server.4=127.0.0.1:2891:3891;2184'
+(see zlock reconfig --help). After a change, a member started with --config writes the
+members back beside its file (zoo.cfg.dynamic.<version>, zoo.cfg pointing at it).
+
 A ZooKeeper ensemble's files work too, read as ZooKeeper reads them: lines like
 server.1=127.0.0.1:2888:3888;2181 in zoo.cfg (or in its dynamicConfigFile), and each
 member's id in <dataDir>/myid (echo 1 > /tmp/zl1/myid):

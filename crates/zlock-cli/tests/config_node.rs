@@ -428,3 +428,141 @@ async fn reconfig_through_zlock_and_zkcli() {
     let o = zl(&s, &["reconfig", "--members", &line, "--remove", "1"]).await;
     assert_eq!(o.code, 2, "{o:?}");
 }
+
+/// A base port with `n` free ports from it (and from it + 1000, the election ports),
+/// below the ephemeral range.
+fn free_run(n: u16) -> u16 {
+    for _ in 0..200 {
+        let base = 20_000 + (rand_u16() % 8_000);
+        let all = (0..n).flat_map(|i| [base + i, base + 1000 + i]);
+        let held: Vec<_> = all
+            .map(|p| std::net::TcpListener::bind(("127.0.0.1", p)))
+            .collect();
+        if held.iter().all(Result::is_ok) {
+            return base;
+        }
+    }
+    panic!("no run of {n} free ports");
+}
+
+fn rand_u16() -> u16 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (nanos ^ std::process::id().wrapping_mul(2_654_435_761)) as u16
+}
+
+/// `zlock ensemble --reconfig-enabled` prints how to add a member; the two commands
+/// it prints, run as printed (the password filled in), add member 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ensemble_command_shows_how_to_add_a_member() {
+    use tokio::io::AsyncBufReadExt;
+    let scratch = common::Scratch::new("ensemble-reconfig");
+    let (client, quorum) = (free_run(4), free_run(4));
+    let digest = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+    let mut ens = zlock_cmd(&[
+        "ensemble",
+        "--members",
+        "3",
+        "--data-dir",
+        &scratch.file("e"),
+        "--client-port",
+        &client.to_string(),
+        "--quorum-port",
+        &quorum.to_string(),
+        "--reconfig-enabled",
+        "--super-digest",
+        digest,
+    ])
+    .spawn()
+    .expect("zlock ensemble");
+    // Even if the test fails: Ctrl-C, which stops the members (a SIGKILL would leave
+    // them running).
+    let mut lines = tokio::io::BufReader::new(ens.stdout.take().unwrap()).lines();
+    let _stop = Interrupt(ens);
+    let mut printed = Vec::new();
+    tokio::time::timeout(RUN_BOUND, async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let done = l.starts_with("pids:");
+            printed.push(l);
+            if done {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("zlock ensemble printed its members");
+    let at = printed
+        .iter()
+        .position(|l| l.starts_with("add member 4 while it serves"))
+        .unwrap_or_else(|| panic!("{printed:#?}"));
+    let bin = env!("CARGO_BIN_EXE_zlock");
+    let as_printed = |l: &str| {
+        l.trim()
+            .trim_end_matches('&')
+            .replacen("zlock ", &format!("{bin} "), 1)
+            .replace("USER:PASSWORD", "super:test")
+    };
+    let server_cmd = as_printed(&printed[at + 1]);
+    let reconfig_cmd = as_printed(&printed[at + 2]);
+    assert!(server_cmd.contains("--myid 4") && reconfig_cmd.contains("--add 'server.4="));
+    let first = format!("127.0.0.1:{client}");
+    // Serving (a leader elected) before the member is added.
+    tokio::time::timeout(RUN_BOUND, async {
+        while zl(&first, &["config"]).await.code != 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the ensemble serves");
+    let mut fourth = tokio::process::Command::new("sh")
+        .args(["-c", &format!("exec {server_cmd}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("member 4");
+    let mut sh = tokio::process::Command::new("sh");
+    sh.args(["-c", &reconfig_cmd]).kill_on_drop(true);
+    let o = run(sh, "the printed reconfig", RUN_BOUND).await;
+    assert_eq!(o.code, 0, "{reconfig_cmd}: {o:?}");
+    assert!(o.stdout.contains("server.4=127.0.0.1:"), "{}", o.stdout);
+    // Member 4 serves once in touch with the leader.
+    let fourth_addr = format!("127.0.0.1:{}", client + 3);
+    let on_fourth = tokio::time::timeout(RUN_BOUND, async {
+        loop {
+            let o = zl(&fourth_addr, &["config"]).await;
+            if o.code == 0 {
+                return o.stdout;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("member 4 serves");
+    assert!(
+        on_fourth.contains(&format!("server.4=127.0.0.1:{}:", quorum + 3)),
+        "{on_fourth}"
+    );
+    assert_eq!(on_fourth.matches("participant").count(), 4, "{on_fourth}");
+    let _ = fourth.kill().await;
+}
+
+/// Sends SIGINT to a child when dropped and gives it 10 s to exit.
+struct Interrupt(tokio::process::Child);
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        let Some(pid) = self.0.id() else { return };
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status();
+        for _ in 0..100 {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -22,6 +22,14 @@ pub struct EnsembleArgs {
     /// Quorum port of member 1 (this + N - 1 for member N); election ports are 1000 above
     #[arg(long, default_value_t = 2888)]
     pub quorum_port: u16,
+    /// Let a super user change the members with reconfig (every member gets
+    /// --reconfig-enabled); prints how to add a member
+    #[arg(long)]
+    pub reconfig_enabled: bool,
+    /// The super user, USER:DIGEST (`zlock digest USER:PASSWORD` prints it), given to
+    /// every member
+    #[arg(long, value_name = "USER:DIGEST")]
+    pub super_digest: Option<String>,
 }
 
 struct Member {
@@ -81,6 +89,13 @@ pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
             args.push("--server".into());
             args.push(s.clone());
         }
+        if a.reconfig_enabled {
+            args.push("--reconfig-enabled".into());
+        }
+        if let Some(d) = &a.super_digest {
+            args.push("--super-digest".into());
+            args.push(d.clone());
+        }
         println!(
             "{i:>6}  127.0.0.1:{:<6}  127.0.0.1:{:<6}  {}",
             a.client_port + i - 1,
@@ -107,6 +122,30 @@ pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
         "  echo srvr | nc 127.0.0.1 {}   (Mode: leader or follower)",
         a.client_port
     );
+    if a.reconfig_enabled {
+        let n = a.members + 1;
+        let line = format!(
+            "{n}=127.0.0.1:{}:{};{}",
+            a.quorum_port + n - 1,
+            a.quorum_port + 1000 + n - 1,
+            a.client_port + n - 1
+        );
+        let mut flags: String = servers.iter().map(|s| format!(" --server '{s}'")).collect();
+        if let Some(d) = &a.super_digest {
+            flags.push_str(&format!(" --super-digest '{d}'"));
+        }
+        println!("\nadd member {n} while it serves (reconfig):");
+        println!(
+            "  zlock server --myid {n} --data-dir {} --reconfig-enabled{flags} --server '{line}' &",
+            a.data_dir.join(format!("member-{n}")).display()
+        );
+        println!(
+            "  zlock reconfig --server {connect} --auth digest:USER:PASSWORD --add 'server.{line}'"
+        );
+        if a.super_digest.is_none() {
+            println!("  (needs a super user: --super-digest \"$(zlock digest USER:PASSWORD)\")");
+        }
+    }
     println!("pids: {}", pids(&members));
     println!("kill -9 one of them to see the ensemble go on; Ctrl-C stops them all.\n");
 
