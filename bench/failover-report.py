@@ -63,16 +63,18 @@ def ms(v):
 
 
 out = []
-out.append(f"# Failover after kill -9 of the leader, {machine.get('date_utc', '?')[:10]}\n")
+sig = settings.get("signal", "KILL")
+what = "kill -9 of the leader" if sig == "KILL" else "the leader stopped (SIGTERM, as for maintenance)"
+out.append(f"# Failover after {what}, {machine.get('date_utc', '?')[:10]}\n")
 out.append(f"Machine: {machine.get('nproc')} cores ({machine.get('cpu_model')}), {machine.get('mem_total')}, "
            f"load average {machine.get('loadavg_start')} at the start, {machine.get('loadavg_end')} at the end; "
            "other engineers were compiling on it during the run, so single figures are noisy. "
            f"ZooKeeper {machine.get('zookeeper')}, etcd {machine.get('etcd')}, zlock {machine.get('zlock_git')}.\n")
 out.append(f"Command: `bench/failover.sh` (ROUNDS={settings.get('rounds')}, WARMUP={settings.get('warmup')} s, "
-           f"ROUND_TIMEOUT={settings.get('round_timeout')} s); took {settings.get('script_secs')} s. "
+           f"ROUND_TIMEOUT={settings.get('round_timeout')} s, SIGNAL={sig}); took {settings.get('script_secs')} s. "
            f"Raw rounds: `{os.path.basename(prefix)}.json`.\n")
 out.append("Each round: 3 writer and 3 locker sessions (each its own lock) spread over the three members "
-           "run for the warm-up, the leader gets SIGKILL, and the tool times from the return of kill(2) to "
+           f"run for the warm-up, the leader gets SIG{sig}, and the tool times from the return of kill(2) to "
            "the first acknowledged write *sent after the kill*, and to the first grant of a lock acquire "
            "*started after the kill*; then the member is started again and the round waits until all three "
            "serve. The zoo.cfg is the same for zlock and ZooKeeper (tickTime=2000, initLimit=10, syncLimit=5); "

@@ -22,6 +22,8 @@
 # Settings (environment variables):
 #   ROUNDS=10  WARMUP=1 (seconds)  ROUND_TIMEOUT=20 (seconds after the kill)
 #   SYSTEMS="zlock-ens zlock-ens-recipe zk-ens etcd-ens"
+#   SIGNAL=KILL         or TERM: the leader stopped by an operator (it closes its
+#                       connections and ports and exits) instead of crashing
 #   NO_BUILD=1          use the binaries in CARGO_TARGET_DIR as they are
 #   CARGO_TARGET_DIR    default <repo>/target
 #   KEEP_RAW=<dir>      also copy the raw rounds and server logs there
@@ -34,6 +36,7 @@ ROUNDS="${ROUNDS:-10}"
 WARMUP="${WARMUP:-1}"
 ROUND_TIMEOUT="${ROUND_TIMEOUT:-20}"
 SYSTEMS="${SYSTEMS:-zlock-ens zlock-ens-recipe zk-ens etcd-ens}"
+SIGNAL="${SIGNAL:-KILL}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 BENCH="$CARGO_TARGET_DIR/release/zlock-bench"
 export SYS_ZLOCK_BIN="$CARGO_TARGET_DIR/release/zlock"
@@ -70,7 +73,7 @@ fi
     echo "mem_total=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "zookeeper=$(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo unknown)"
-    echo "etcd=$(etcd --version | head -1 | sed 's/^etcd Version: //')"
+    echo "etcd=$(etcd --version 2>/dev/null | head -1 | sed 's/^etcd Version: //' || echo none)"
     echo "zlock_git=$(cd "$REPO" && git describe --always --dirty 2>/dev/null || echo unknown)"
 } >"$RAW/machine.env"
 
@@ -101,8 +104,15 @@ for sys in $SYSTEMS; do
         out="$RAW/$sys-r$round.json"
         # shellcheck disable=SC2046
         timeout $(( ROUND_TIMEOUT + 60 )) "$BENCH" failover $(args_of "$sys") --server "${SYS_HOSTS[$sys]}" \
-            --kill-pid "$pid" --warmup-secs "$WARMUP" --timeout-secs "$ROUND_TIMEOUT" \
+            --kill-pid "$pid" --signal "$SIGNAL" --warmup-secs "$WARMUP" --timeout-secs "$ROUND_TIMEOUT" \
             >"$out" 2>"${out%.json}.err" || { log "  $sys round $round failed: $(tail -n 3 "${out%.json}.err" | tr '\n' ' ')"; rm -f "$out"; }
+        # A leader sent TERM exits on its own: give it the time to.
+        if [ "$SIGNAL" = TERM ]; then
+            for _ in $(seq 1 300); do
+                kill -0 "$pid" 2>/dev/null && [ "$(ps -o stat= -p "$pid" | cut -c1)" != Z ] || break
+                sleep 0.1
+            done
+        fi
         if kill -0 "$pid" 2>/dev/null && [ "$(ps -o stat= -p "$pid" | cut -c1)" != Z ]; then
             sys_kill9 "$sys" "$leader"   # the tool failed before its kill
         else
@@ -126,6 +136,6 @@ STAMP=$(date +%Y-%m-%d)
 [ -e "$REPO/bench/results/failover-$STAMP.md" ] && STAMP=$(date +%Y-%m-%d-%H%M%S)
 OUT="$REPO/bench/results/failover-$STAMP"
 python3 "$REPO/bench/failover-report.py" "$RAW" "$OUT" "rounds=$ROUNDS" "warmup=$WARMUP" \
-    "round_timeout=$ROUND_TIMEOUT" "systems=$SYSTEMS" "script_secs=$(( $(date +%s) - T_START ))"
+    "round_timeout=$ROUND_TIMEOUT" "systems=$SYSTEMS" "signal=$SIGNAL" "script_secs=$(( $(date +%s) - T_START ))"
 log "done in $(( $(date +%s) - T_START )) s: $OUT.md, $OUT.json"
 cat "$OUT.md"

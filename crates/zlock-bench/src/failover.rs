@@ -46,9 +46,13 @@ pub struct FailoverArgs {
     /// ZooKeeper protocol: `auto` takes zlock's native lock where the server has it
     #[arg(long, value_enum, default_value = "auto")]
     pub lock_path: LockPathArg,
-    /// The leader's pid: sent SIGKILL after the warm-up
+    /// The leader's pid: sent `--signal` after the warm-up
     #[arg(long)]
     pub kill_pid: u32,
+    /// The signal: KILL (a crash) or TERM (an operator stopping the leader for
+    /// maintenance: it closes its connections and ports and exits)
+    #[arg(long, default_value = "KILL", value_parser = ["KILL", "TERM"])]
+    pub signal: String,
     /// Writer sessions, and as many locker sessions
     #[arg(long, default_value_t = 3)]
     pub clients: usize,
@@ -200,14 +204,14 @@ pub async fn run(a: FailoverArgs) -> anyhow::Result<()> {
         bail!("no traffic before the kill: {writes} writes, {grants} grants");
     }
     let status = std::process::Command::new("kill")
-        .args(["-KILL", &a.kill_pid.to_string()])
+        .args([&format!("-{}", a.signal), &a.kill_pid.to_string()])
         .status()
         .context("running kill")?;
     let t = Instant::now();
     *seen.kill_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
     if !status.success() {
         seen.stop.store(true, Ordering::Relaxed);
-        bail!("kill -KILL {} failed: {status}", a.kill_pid);
+        bail!("kill -{} {} failed: {status}", a.signal, a.kill_pid);
     }
 
     let deadline = t + Duration::from_secs_f64(a.timeout_secs.max(0.1));
