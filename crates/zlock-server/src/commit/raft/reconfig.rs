@@ -221,7 +221,8 @@ impl Leader {
         }
     }
 
-    /// The committed configuration, `None` during a change.
+    /// The configuration in force; `InProgress` while a change is under way (a joint
+    /// configuration), `NotLeader` unless this member leads.
     fn current(&self) -> Result<ConfigView, ReconfigError> {
         let m = self.raft.metrics();
         let m = m.borrow();
