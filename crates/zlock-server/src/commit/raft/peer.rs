@@ -144,10 +144,10 @@ impl Local {
             vote: (m.vote != Default::default()).then_some(m.vote),
             last_log_id: self.view.last_log_id(),
             leads: m.state == openraft::ServerState::Leader && m.current_leader == Some(m.id),
-            members: [0; 4],
+            voters: [0; 4],
         };
-        for (id, _) in m.membership_config.membership().nodes() {
-            s.add_member(*id);
+        for id in m.membership_config.membership().voter_ids() {
+            s.add_voter(id);
         }
         s
     }

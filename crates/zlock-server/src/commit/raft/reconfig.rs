@@ -16,11 +16,12 @@
 //! 1. members new to the membership join as openraft learners (observers join as
 //!    learners and stay so); a member whose address changes gets its new node;
 //!    observers that leave are removed;
-//! 2. the new voters must hold a *synced quorum* (ZooKeeper's check): the leader waits,
-//!    within its patience, until a majority of them (every joining voter too, if it
-//!    comes in time) have the log up to where the leader's was once the learners were
-//!    added. A joining member so catches up as a learner before it votes. No majority
-//!    in time: `NewConfigNoQuorum`, and the learners added for it are removed again;
+//! 2. the new voters must hold a *synced quorum* (ZooKeeper's check), and every joining
+//!    voter must be synced too (stricter than ZooKeeper, which may promote a joiner
+//!    that is down): the leader waits, within its patience, until they have the log up
+//!    to where the leader's was once the learners were added. A joining member so
+//!    catches up as a learner before it votes. Not in time: `NewConfigNoQuorum`, and
+//!    the learners added for it are removed again;
 //! 3. the voters change in one openraft `change_membership` (joint consensus, then the
 //!    new configuration; a removed leader steps down once it is committed).
 //!
@@ -356,9 +357,8 @@ impl Leader {
         Ok(ConfigView { members, version })
     }
 
-    /// Waits, within the patience, until a majority of `voters` (and every one of
-    /// `joining` if they come in time) have the log up to the leader's end as it is
-    /// now. Err if no majority does.
+    /// Waits, within the patience, until a majority of `voters` and every one of
+    /// `joining` have the log up to the leader's end as it is now. Err if they do not.
     async fn synced_quorum(
         &self,
         voters: &BTreeSet<u64>,
@@ -391,7 +391,7 @@ impl Leader {
             if !leads {
                 return Err(ReconfigError::NotLeader(self.me));
             }
-            if now.len() == voters.len() || (now.len() >= need && joining.is_subset(&now)) {
+            if now.len() >= need && joining.is_subset(&now) {
                 return Ok(());
             }
             tokio::select! {
@@ -399,13 +399,10 @@ impl Leader {
                     return Err(ReconfigError::NoQuorum("raft stopped".into()));
                 },
                 () = tokio::time::sleep_until(deadline) => {
-                    return match now.len() >= need {
-                        true => Ok(()),
-                        false => Err(ReconfigError::NoQuorum(format!(
-                            "only {:?} of the new voters {voters:?} are synced with the leader",
-                            now
-                        ))),
-                    };
+                    return Err(ReconfigError::NoQuorum(format!(
+                        "of the new voters {voters:?}, only {now:?} are synced with the \
+                         leader (every joining one must be, and a majority)"
+                    )));
                 }
             }
         }

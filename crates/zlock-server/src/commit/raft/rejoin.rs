@@ -50,21 +50,20 @@ pub struct Standing {
     pub last_log_id: Option<LogId>,
     /// Whether it leads now.
     pub leads: bool,
-    /// The members (voters and learners) of its membership, as a set of ids
-    /// ([`Standing::knows`]).
-    pub members: [u64; 4],
+    /// The voters of its membership, as a set of ids ([`Standing::votes`]).
+    pub voters: [u64; 4],
 }
 
 impl Standing {
-    /// Whether member `id` is in the answerer's membership.
-    pub fn knows(&self, id: u64) -> bool {
-        id < 256 && self.members[(id / 64) as usize] & (1 << (id % 64)) != 0
+    /// Whether member `id` is a voter in the answerer's membership.
+    pub fn votes(&self, id: u64) -> bool {
+        id < 256 && self.voters[(id / 64) as usize] & (1 << (id % 64)) != 0
     }
 
-    /// Adds member `id` to [`Standing::members`].
-    pub fn add_member(&mut self, id: u64) {
+    /// Adds member `id` to [`Standing::voters`].
+    pub fn add_voter(&mut self, id: u64) {
         if id < 256 {
-            self.members[(id / 64) as usize] |= 1 << (id % 64);
+            self.voters[(id / 64) as usize] |= 1 << (id % 64);
         }
     }
 
@@ -94,10 +93,11 @@ pub enum Found {
 /// A member being added by `reconfig` starts blank too, with the members it is to
 /// join listed beside it, some of which may be down for good (it replaces one). It is
 /// a newcomer, not a member that lost its disk, when the leader (and every other
-/// answer) says it is not in the membership, voter or learner, and a majority of the
-/// listed members answered: it has never counted for a quorum of the configuration
-/// in force, and can only become a voter through a change that first adds it as a
-/// learner and waits until it has caught up. It then joins without the gate.
+/// answer) says it is not a voter (absent, or a learner: `reconfig` adds a joining
+/// member as a learner at once, maybe before it has asked), and a majority of the
+/// listed members answered: its votes and acknowledgements count for no quorum of
+/// the configuration in force (a learner's never do), and it becomes a voter only
+/// once it has caught up (`reconfig` waits for that). It then joins without the gate.
 pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
     let others = members.saturating_sub(1);
     let quorum = members / 2 + 1;
@@ -108,7 +108,7 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
         .map(|v| Vote::new(v.leader_id.term, v.leader_id.node_id));
     if answers.values().any(Standing::led) {
         let newcomer = answers.values().any(|s| s.leads)
-            && answers.values().all(|s| !s.knows(me))
+            && answers.values().all(|s| !s.votes(me))
             && answers.len() + 1 >= quorum;
         if newcomer {
             return Some(Found::Join {
@@ -331,7 +331,7 @@ mod tests {
         vote: None,
         last_log_id: None,
         leads: false,
-        members: [0; 4],
+        voters: [0; 4],
     };
 
     #[test]
@@ -367,7 +367,7 @@ mod tests {
             ..BLANK
         };
         for m in 1..=3 {
-            led.add_member(m);
+            led.add_voter(m);
         }
         // A majority would do for a first start, not for a rejoin.
         assert_eq!(decide(1, 3, &answers(&[(2, led)])), None);
@@ -376,7 +376,7 @@ mod tests {
             last_log_id: log(3, 1, 20),
             ..BLANK
         };
-        behind.add_member(1);
+        behind.add_voter(1);
         assert_eq!(
             decide(1, 3, &answers(&[(2, led), (3, behind)])),
             Some(Found::Join {
@@ -404,8 +404,8 @@ mod tests {
             ..BLANK
         };
         for m in 1..=3 {
-            leader.add_member(m);
-            follower.add_member(m);
+            leader.add_voter(m);
+            follower.add_voter(m);
         }
         // Member 4 of 1-4, member 1 down for good: the leader and another member
         // answer that 4 is not a member: it joins without waiting for member 1.
@@ -422,9 +422,9 @@ mod tests {
         assert_eq!(decide(4, 5, &answers(&[(2, leader)])), None);
         // A member the membership holds (its disk lost) waits for every answer.
         assert_eq!(decide(3, 4, &two), None);
-        // One answer that knows it is enough to wait.
+        // One answer that counts it a voter is enough to wait.
         let mut knows = follower;
-        knows.add_member(4);
+        knows.add_voter(4);
         assert_eq!(decide(4, 4, &answers(&[(2, leader), (3, knows)])), None);
     }
 
