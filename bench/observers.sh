@@ -83,22 +83,18 @@ print(f"`bench/observers.sh` on {platform.node()} ({os.cpu_count()} CPUs), "
       f"{runs} runs after a warm-up, median ops/s; `zlock bench ops --clients 32 "
       f"--per-client {per}`, every member in the connect string, session i starting at "
       "member i. Every member and the clients share this machine's CPUs.\n")
-print("| system | " + " | ".join(phases) + " |")
-print("|---|" + "---:|" * len(phases))
-for s in systems:
-    print(f"| {s} | " + " | ".join(f"{med[s].get(p, 0):,.0f}" for p in phases) + " |")
+def table(head, rows):
+    print(f"| {head} | " + " | ".join(phases) + " |")
+    print("|---|" + "---:|" * len(phases))
+    for name, cells in rows:
+        print(f"| {name} | " + " | ".join(cells) + " |")
+def ratios(a, b):
+    return [f"{a[p] / b[p]:.2f}" for p in phases if p in a]
+table("system", [(s, [f"{med[s].get(p, 0):,.0f}" for p in phases]) for s in systems])
 print("\nWith observers / without (same system):\n")
-print("| system | " + " | ".join(phases) + " |")
-print("|---|" + "---:|" * len(phases))
-for base in ("zlock", "zk"):
-    a, b = med[f"{base}-3+2"], med[f"{base}-3"]
-    print(f"| {base} | " + " | ".join(f"{a[p] / b[p]:.2f}" for p in phases if p in a) + " |")
+table("system", [(b, ratios(med[f"{b}-3+2"], med[f"{b}-3"])) for b in ("zlock", "zk")])
 print("\nzlock / ZooKeeper (same shape):\n")
-print("| shape | " + " | ".join(phases) + " |")
-print("|---|" + "---:|" * len(phases))
-for shape in ("3", "3+2"):
-    a, b = med[f"zlock-{shape}"], med[f"zk-{shape}"]
-    print(f"| {shape} | " + " | ".join(f"{a[p] / b[p]:.2f}" for p in phases if p in a) + " |")
+table("shape", [(x, ratios(med[f"zlock-{x}"], med[f"zk-{x}"])) for x in ("3", "3+2")])
 EOF
 log "wrote $report"
 cat "$report"

@@ -431,15 +431,17 @@ impl RaftCommit {
     /// another leader: the old one may have gone silent (stopped, cut off) holding the
     /// batch, and its answer would only come when it wakes up, or never.
     async fn forward_to(&mut self, leader: u64, batch: &[Proposal]) -> Result<u64, ForwardError> {
-        let Some(addr) = self.addrs.get(leader) else {
-            return Err(ForwardError::Failed(format!("unknown leader {leader}")));
+        // The address is looked up (in the membership) only for a new connection.
+        let p = match self.forward.entry(leader) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let Some(addr) = self.addrs.get(leader) else {
+                    return Err(ForwardError::Failed(format!("unknown leader {leader}")));
+                };
+                e.insert(Peer::new(self.id.clone(), leader, addr))
+            }
         };
-        let id = self.id.clone();
         let raft = self.raft.clone();
-        let p = self
-            .forward
-            .entry(leader)
-            .or_insert_with(|| Peer::new(id, leader, addr));
         let req = Request::Forward(batch.to_vec());
         let answered = tokio::select! {
             r = p.call(&req, self.patience) => Some(r),
@@ -750,11 +752,11 @@ impl Barrier {
     /// Asks member `leader` for its read index; `None` if this member learns of another
     /// leader first.
     async fn ask(&self, leader: u64) -> Option<Result<u64, String>> {
-        let Some(addr) = self.addrs.get(leader) else {
-            return Some(Err(format!("unknown leader {leader}")));
-        };
         let mut p = self.peer.lock().await;
         if p.as_ref().is_none_or(|p| p.target() != leader) {
+            let Some(addr) = self.addrs.get(leader) else {
+                return Some(Err(format!("unknown leader {leader}")));
+            };
             *p = Some(Peer::new(self.id.clone(), leader, addr));
         }
         let peer = p.as_mut()?;
@@ -872,12 +874,11 @@ impl Reporter {
         if leader == self.id.me {
             return true;
         }
-        let Some(addr) = self.addrs.get(leader) else {
-            return false;
-        };
-        let id = self.id.clone();
         if self.peer.as_ref().is_none_or(|p| p.target() != leader) {
-            self.peer = Some(Peer::new(id, leader, addr));
+            let Some(addr) = self.addrs.get(leader) else {
+                return false;
+            };
+            self.peer = Some(Peer::new(self.id.clone(), leader, addr));
         }
         let Some(p) = self.peer.as_mut() else {
             return false;

@@ -131,10 +131,12 @@ pub(super) async fn confirm_leader(
             _ = stopped.wait_for(|s| *s) => return,
         }
         let leader = raft.metrics().borrow().current_leader;
-        let Some((leader, addr)) = leader.and_then(|l| Some((l, addrs.get(l)?))) else {
-            continue;
-        };
+        let Some(leader) = leader else { continue };
         if peer.as_ref().is_none_or(|p| p.target() != leader) {
+            // Looked up (in the membership) only for a new connection.
+            let Some(addr) = addrs.get(leader) else {
+                continue;
+            };
             peer = Some(Peer::new(id.clone(), leader, addr));
         }
         let Some(p) = peer.as_mut() else { continue };
