@@ -152,7 +152,6 @@ impl Core {
         self.in_touch = in_touch;
     }
 
-    /// The sessions active here since the last call.
     /// The ensemble's committed configuration is (now) `text` at `version`:
     /// `/zookeeper/config` shows it, and its data watches fire as on ZooKeeper, where a
     /// reconfig is a setData of that node. An older or the same version changes nothing.
@@ -179,6 +178,7 @@ impl Core {
         self.router.deliver(&events);
     }
 
+    /// The sessions active here since the last call.
     pub fn take_touched(&mut self) -> Vec<SessionId> {
         self.touched
             .as_mut()
