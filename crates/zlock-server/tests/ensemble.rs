@@ -434,7 +434,9 @@ async fn futures_modes(ms: &[Member]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_input_on_the_peer_port_is_refused() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use zlock_server::commit::raft::peer::{read_frame, write_frame, Hello, Reply, Request};
+    use zlock_server::commit::raft::peer::{
+        read_frame, write_frame, Hello, Reply, Request, PROTOCOL,
+    };
 
     let _one_at_a_time = SERIAL.lock().await;
     let mut ms = start_ensemble(3).await;
@@ -467,22 +469,51 @@ async fn bad_input_on_the_peer_port_is_refused() {
         let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
         s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
         closed(&mut s).await;
+        // The hello of an older zlock (peer protocol 1: no version in it), refused
+        // with a reason that names it.
+        #[derive(serde::Serialize)]
+        struct HelloV1 {
+            ensemble: String,
+            from: u64,
+            to: u64,
+        }
+        let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
+        let v1 = HelloV1 {
+            ensemble: ensemble.clone(),
+            from: 1,
+            to: 2,
+        };
+        write_frame(&mut s, &v1).await.unwrap();
+        match read_frame::<Reply>(&mut s).await {
+            Ok(Reply::Hello(Err(why))) => assert!(why.contains("peer protocol 1"), "{why}"),
+            other => panic!("a version 1 hello: {other:?}"),
+        }
+        closed(&mut s).await;
         // Hellos that do not fit.
         for hello in [
             Hello {
                 ensemble: "another".into(),
                 from: 1,
                 to: 2,
+                protocol: PROTOCOL,
             },
             Hello {
                 ensemble: ensemble.clone(),
                 from: 9,
                 to: 2,
+                protocol: PROTOCOL,
             },
             Hello {
                 ensemble: ensemble.clone(),
                 from: 1,
                 to: 7,
+                protocol: PROTOCOL,
+            },
+            Hello {
+                ensemble: ensemble.clone(),
+                from: 1,
+                to: 2,
+                protocol: PROTOCOL + 1,
             },
         ] {
             let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();

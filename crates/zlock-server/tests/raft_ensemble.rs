@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use zlock_core::{LogIndex, MemberId, Origin, SessionId, Txn, TxnBody};
+use zlock_server::commit::raft::types::WatchReceiver as _;
 use zlock_server::commit::raft::{RaftCommit, RaftOptions};
 use zlock_server::commit::{Apply, Commit, CommitError, Entry, SnapshotJob, Snapshots};
 use zlock_store::wal::WalOptions;
@@ -238,7 +239,7 @@ fn agreed_leader(commits: &[Option<RaftCommit>]) -> u64 {
 }
 
 fn leader_of(c: &RaftCommit) -> Option<u64> {
-    c.raft().metrics().borrow().current_leader
+    c.raft().metrics().borrow_watched().current_leader
 }
 
 /// Every acknowledged Txn applied, nothing applied that was not proposed, nothing twice.
@@ -358,7 +359,7 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
                 .unwrap()
                 .raft()
                 .metrics()
-                .borrow()
+                .borrow_watched()
                 .vote
                 .leader_id
         })

@@ -197,6 +197,57 @@ async fn leader_killed(path: LockPath, name: &str) {
     converged(&ens).await;
 }
 
+/// 11: the leader of five members stopped as an operator stops it (SIGTERM) while four
+/// sessions take turns on a lock: before it exits it hands leadership to the voter
+/// furthest along, which campaigns at once with the leader's leave, and the other
+/// voters grant it although their lease of the old leader (which heartbeats until the
+/// handover) still runs. Shown by the stopped member's log (it saw the named member
+/// take over while it still led) and that member leading after; traffic resumes, the
+/// member restarted catches up, nothing acknowledged is lost, no session expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_sigterm_hands_leadership_over() {
+    bounded(async {
+        let mut ens = ChildEnsemble::start_with(EnsembleOptions {
+            members: 5,
+            ..EnsembleOptions::default()
+        })
+        .await
+        .unwrap();
+        let l = ens.leader().await.unwrap();
+        let t = Traffic::start(&ens, LockPath::Native, 4, &[l, (l + 1) % 5]).await;
+        let fault = Instant::now();
+        ens.stop(l).unwrap();
+        t.progress_since(fault, 20, 20).await;
+        eprintln!(
+            "FAILOVER leader of 5 stopped (SIGTERM, handover): {}",
+            t.failover(fault)
+        );
+        let new = ens.leader().await.unwrap();
+        assert_ne!(new, l);
+        let log = ens.log(l);
+        let handed = log
+            .lines()
+            .find(|x| x.contains("leadership handed over"))
+            .unwrap_or_else(|| panic!("the stopped leader handed nothing over; its log:\n{log}"));
+        let named = format!("leader={}", new + 1);
+        assert!(
+            handed.split_whitespace().any(|w| w == named),
+            "handed over to another member than the one that leads ({named}): {handed}"
+        );
+        ens.start_again(l).await.unwrap();
+        for c in t.lock_clients.iter().chain(&t.writer_clients) {
+            assert!(
+                !matches!(c.state(), ConnectionState::Lost),
+                "a session expired"
+            );
+        }
+        let rec = t.stop().await;
+        verify(&ens, &rec).await;
+        converged(&ens).await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_kill9_during_native_lock_traffic() {
     bounded(leader_killed(LockPath::Native, "native")).await;

@@ -18,6 +18,7 @@ use zlock_proto::records::{
 use zlock_proto::{OpCode, Reader, Record, Request};
 use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
 use zlock_server::commit::raft::types::Proposal;
+use zlock_server::commit::raft::types::WatchReceiver as _;
 
 use crate::host;
 use crate::world::{lock, Shared};
@@ -168,7 +169,11 @@ impl Client {
             return None;
         }
         let asked = ids[self.rng.gen_range(0..ids.len())];
-        let leader = m.running[&asked].0.metrics().borrow().current_leader;
+        let leader = m.running[&asked]
+            .0
+            .metrics()
+            .borrow_watched()
+            .current_leader;
         let id = leader
             .filter(|l| m.running.contains_key(l))
             .unwrap_or(asked);

@@ -39,16 +39,18 @@
 //!   openraft's `initialize`, `truncate` and `shutdown` wait on the writer, and the
 //!   main loop awaits them); snapshots are off (the state machine builds, sends and
 //!   receives them through `spawn_blocking` and `tokio::fs`, i.e. threads).
-//! - **Elections.** openraft draws its election timeouts from `rand::thread_rng`,
-//!   which no seed reaches. Its own elections are off (`enable_elect: false`,
+//! - **Elections.** openraft draws its election timeouts (and its tickers' first
+//!   waits) from its runtime's RNG, which zlock's runtime seeds from the run's seed
+//!   (`commit::raft::runtime`). Its own elections are off (`enable_elect: false`,
 //!   heartbeats stay on); the simulation, which sees every AppendEntries a member
 //!   accepts, starts an election (`trigger().elect()`) on a member that has heard from
 //!   no leader for a timeout drawn from the seed, and now and then on one that has.
 //!   Split votes and competing candidates still happen, chosen by the seed.
 //! - **No unbiased `select!`.** tokio's `select!` picks among ready branches with its
-//!   unseeded thread-local RNG. openraft's core loop is `biased`; its replication
-//!   back-off is not, and is entered only on `Unreachable`, which the simulated network
-//!   never returns (see `net`). The simulation's own code has no `select!`.
+//!   unseeded thread-local RNG. openraft 0.10 selects through its runtime, biased
+//!   (first ready branch in order); the simulation's own code has no `select!`. (The
+//!   zlock code it runs has a `select!` only in the peer server, which is not
+//!   simulated, and in the snapshot sender, which is never called.)
 //! - **Ordered maps only** (BTreeMap), and one RNG per component, each seeded from the
 //!   run's seed, drawn in the fixed order tasks run in.
 //! - The vote and purge point are zlock's `MetaFile`s in a temporary directory (real,
@@ -92,7 +94,12 @@ fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
         .start_paused(true)
         .build()
         .unwrap();
-    rt.block_on(sim::run(seed, len))
+    // openraft's own random draws (election timeouts, tickers' first waits) from the
+    // seed too: its runtime (`commit::raft::runtime`) reads this thread's seed.
+    zlock_server::commit::raft::runtime::seed_this_thread(Some(seed ^ 0x6f70_656e_7261_6674));
+    let out = rt.block_on(sim::run(seed, len));
+    zlock_server::commit::raft::runtime::seed_this_thread(None);
+    out
 }
 
 fn report(seed: u64, f: &Failure) -> String {

@@ -12,19 +12,18 @@
 use std::future::Future;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
 use rand::Rng;
-use zlock_server::commit::raft::types::{Raft, Zraft};
+use zlock_server::commit::raft::types::{Raft, Snapshot, Vote, Zraft};
 
 use crate::world::{lock, Shared};
 
-type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
+type RpcErr = RPCError<Zraft>;
 
 /// Builds one member's connections.
 pub struct SimNetwork {
@@ -107,19 +106,18 @@ fn reach(world: &Shared, from: u64, to: u64) -> Option<Raft> {
 impl SimPeer {
     /// Sends `req` to the peer through the simulated network; `handle` is the
     /// receiver's processing of it, `summary` names it in the trace.
-    async fn call<Req, Resp, E, F, Fut>(
+    async fn call<Req, Resp, F, Fut>(
         &self,
         kind: &'static str,
         req: Req,
         summary: String,
         handle: F,
-    ) -> Result<Resp, RpcErr<E>>
+    ) -> Result<Resp, RpcErr>
     where
         Req: Clone + Send + 'static,
         Resp: std::fmt::Debug + Send + 'static,
-        E: std::error::Error + Send + 'static,
         F: Fn(Raft, Req) -> Fut + Send + Sync + Clone + 'static,
-        Fut: Future<Output = Result<Resp, RaftError<u64, E>>> + Send + 'static,
+        Fut: Future<Output = Result<Resp, RaftError<Zraft>>> + Send + 'static,
     {
         let (from, to) = (self.from, self.to);
         let f = fate(&self.world, to);
@@ -127,9 +125,9 @@ impl SimPeer {
             // A connection refused takes a moment to learn (and an error at once would
             // let openraft retry without simulated time moving).
             tokio::time::sleep(f.there + Duration::from_millis(1)).await;
-            return Err(RPCError::Network(NetworkError::new(
-                &std::io::Error::other(format!("member {to} is down")),
-            )));
+            return Err(RPCError::Network(NetworkError::from_string(format!(
+                "member {to} is down"
+            ))));
         }
         if let Some(later) = f.twice {
             let (world, req, handle) = (self.world.clone(), req.clone(), handle.clone());
@@ -160,19 +158,23 @@ impl SimPeer {
         });
         match rx.await {
             Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(to, e))),
+            Ok(Err(e)) => Err(RPCError::Network(NetworkError::from_string(format!(
+                "member {to}: {e}"
+            )))),
             // Lost: openraft's own timeout around this call ends the wait.
             Err(_) => std::future::pending().await,
         }
     }
 }
 
-impl RaftNetwork<Zraft> for SimPeer {
+impl RaftNetworkV2<Zraft> for SimPeer {
+    type SnapshotData = tokio::fs::File;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<Zraft>,
         _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
+    ) -> Result<AppendEntriesResponse<Zraft>, RpcErr> {
         let summary = format!(
             "append vote={} prev={:?} n={} commit={:?}",
             rpc.vote,
@@ -192,7 +194,7 @@ impl RaftNetwork<Zraft> for SimPeer {
                     let vote = rpc.vote;
                     let r = raft.append_entries(rpc).await;
                     let mut w = lock(&world);
-                    if vote.committed {
+                    if vote.is_committed() {
                         w.saw_leader(vote.leader_id.term, vote.leader_id.node_id, "append");
                     }
                     if matches!(
@@ -211,23 +213,24 @@ impl RaftNetwork<Zraft> for SimPeer {
         .await
     }
 
-    async fn install_snapshot(
+    /// Snapshots are off in the simulation (see `main`): never sent.
+    async fn full_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<Zraft>,
+        _vote: Vote,
+        _snapshot: Snapshot,
+        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         _option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
-        let summary = format!("snapshot vote={} offset={}", rpc.vote, rpc.offset);
-        self.call("snapshot", rpc, summary, |raft: Raft, rpc| async move {
-            raft.install_snapshot(rpc).await
-        })
-        .await
+    ) -> Result<SnapshotResponse<Zraft>, StreamingError<Zraft>> {
+        Err(StreamingError::Network(NetworkError::from_string(
+            "snapshots are not simulated",
+        )))
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<u64>,
+        rpc: VoteRequest<Zraft>,
         _option: RPCOption,
-    ) -> Result<VoteResponse<u64>, RpcErr> {
+    ) -> Result<VoteResponse<Zraft>, RpcErr> {
         let summary = format!(
             "vote {} last={:?}",
             rpc.vote,
@@ -239,7 +242,7 @@ impl RaftNetwork<Zraft> for SimPeer {
             "vote",
             rpc,
             summary,
-            move |raft: Raft, rpc: VoteRequest<u64>| {
+            move |raft: Raft, rpc: VoteRequest<Zraft>| {
                 let world = world.clone();
                 async move {
                     let id = (rpc.vote.leader_id.term, rpc.vote.leader_id.node_id);

@@ -14,6 +14,7 @@ use zlock_server::commit::raft::peer::Local;
 use zlock_server::commit::raft::rejoin::{self, Found, Gate, Standing};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
+use zlock_server::commit::raft::types::WatchReceiver as _;
 
 use crate::client::{Client, Ledger, Members};
 use crate::disk::MemDisk;
@@ -144,6 +145,10 @@ fn config() -> Arc<openraft::Config> {
         enable_elect: false,
         snapshot_policy: openraft::SnapshotPolicy::Never,
         max_payload_entries: 16,
+        // As the server's (`RaftOptions::config`): wiped members rejoin blank, and a
+        // restarted leader is elected again before it leads.
+        allow_log_reversion: Some(true),
+        enable_leader_restore: Some(false),
         ..openraft::Config::default()
     };
     Arc::new(c.validate().unwrap())
@@ -211,6 +216,7 @@ impl Sim {
         let local = Local {
             view: log.view(),
             gate,
+            snapshot_dir: b.meta.path().join("snapshots"),
         };
         let host = SimHost::new(id, self.world.clone());
         let (sm, _applied) = StateMachine::open(
@@ -409,7 +415,7 @@ impl Sim {
         let ids: Vec<u64> = self.running.keys().copied().collect();
         for id in ids {
             let raft = self.running[&id].raft.clone();
-            if raft.metrics().borrow().state == ServerState::Leader {
+            if raft.metrics().borrow_watched().state == ServerState::Leader {
                 continue;
             }
             let heard = lock(&self.world).heard.get(&id).copied().unwrap_or(0);
@@ -425,7 +431,7 @@ impl Sim {
                 self.event(format!(
                     "member {id} starts an election (spurious: {spurious})"
                 ));
-                let _ = raft.trigger().elect().await;
+                let _ = raft.trigger().elect(false).await;
             }
         }
     }
@@ -435,7 +441,7 @@ impl Sim {
     fn observe(&mut self) {
         let mut w = lock(&self.world);
         for (id, r) in &self.running {
-            let m = r.raft.metrics().borrow().clone();
+            let m = r.raft.metrics().borrow_watched().clone();
             if m.state == ServerState::Leader {
                 w.saw_leader(m.current_term, *id, "metrics");
             }
@@ -511,7 +517,7 @@ impl Sim {
         let ms: Vec<_> = self
             .running
             .values()
-            .map(|r| r.raft.metrics().borrow().clone())
+            .map(|r| r.raft.metrics().borrow_watched().clone())
             .collect();
         let Some(leader) = ms.iter().find(|m| m.state == ServerState::Leader) else {
             return false;
@@ -626,7 +632,7 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
             .running
             .iter()
             .map(|(id, r)| {
-                let m = r.raft.metrics().borrow().clone();
+                let m = r.raft.metrics().borrow_watched().clone();
                 format!(
                     "{id}: {:?} term {} leader {:?} log {:?} applied {:?}",
                     m.state, m.current_term, m.current_leader, m.last_log_index, m.last_applied

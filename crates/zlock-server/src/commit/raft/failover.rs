@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use super::members::Addrs;
 use super::peer::{self, Identity, Knock};
 use super::types::Raft;
+use super::types::WatchReceiver as _;
 
 /// What the peer server saw of the other members: when a leader last sent an append,
 /// when the leader last said it was in touch with its quorum (asked by an observer),
@@ -130,7 +131,7 @@ pub struct Watcher {
 /// The leader this member follows, and in which term, if it is a follower.
 fn following(raft: &Raft) -> Option<(u64, u64)> {
     let m = raft.metrics();
-    let m = m.borrow();
+    let m = m.borrow_watched();
     match (m.state, m.current_leader) {
         (openraft::ServerState::Follower, Some(l)) => Some((l, m.current_term)),
         _ => None,
@@ -205,11 +206,14 @@ impl Watcher {
         let mut m = self.raft.metrics();
         for _ in 0..3 {
             let before = m.borrow_and_update().current_term;
-            if self.raft.trigger().elect().await.is_err() {
+            if self.raft.trigger().elect(false).await.is_err() {
                 return;
             }
-            let moved =
-                tokio::time::timeout(self.heartbeat, m.wait_for(|x| x.current_term > before)).await;
+            let moved = tokio::time::timeout(
+                self.heartbeat,
+                super::types::wait_for(&mut m, |x| x.current_term > before),
+            )
+            .await;
             match moved {
                 Ok(Ok(x)) if x.current_term > above => return,
                 Ok(Ok(_)) => {}

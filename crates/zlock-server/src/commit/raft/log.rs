@@ -29,11 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
-use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{RaftLogId, StorageIOError};
+use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use tokio::sync::oneshot;
 
-use super::types::{Entry, LogId, StorageError, Vote, Zraft};
+use super::types::{Entry, LogId, Vote, Zraft};
 use crate::commit::LogStore;
 use zlock_store::MetaFile;
 
@@ -42,6 +41,8 @@ use zlock_store::MetaFile;
 struct Tail {
     entries: BTreeMap<u64, Entry>,
     last_purged: Option<LogId>,
+    /// The vote last saved (openraft's replication reads it to stop when it changes).
+    vote: Option<Vote>,
 }
 
 impl Tail {
@@ -51,8 +52,8 @@ impl Tail {
     }
 
     fn last_log_id(&self) -> Option<LogId> {
-        let last = self.entries.values().next_back().map(|e| *e.get_log_id());
-        last.or(self.last_purged)
+        let last = self.entries.values().next_back().map(|e| e.log_id.clone());
+        last.or_else(|| self.last_purged.clone())
     }
 }
 
@@ -74,7 +75,7 @@ impl LogView {
 enum Op {
     Append {
         records: Vec<(u64, Vec<u8>)>,
-        done: LogFlushed<Zraft>,
+        done: IOFlushed<Zraft>,
     },
     /// Drop every record at `from` or later.
     Truncate {
@@ -83,6 +84,29 @@ enum Op {
     },
     /// Drop records through `through` (after the purge point is saved).
     Purge { through: u64 },
+    /// Sync what was appended, then stop: nothing is written after it.
+    Stop(oneshot::Sender<()>),
+}
+
+/// Stops a log's writer ([`LogCloser::close`]), kept by the member once openraft owns
+/// the log.
+pub struct LogCloser {
+    ops: std_mpsc::Sender<Op>,
+    failed: Arc<AtomicBool>,
+}
+
+impl LogCloser {
+    /// Refuses every later change to the log, and returns once the writer has synced
+    /// what was queued before and stopped. openraft may drop its log store after its
+    /// `shutdown` returns; a member started again on the same directory must not meet
+    /// the old writer there.
+    pub async fn close(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        if self.ops.send(Op::Stop(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
 }
 
 /// openraft's log store for one member.
@@ -168,6 +192,7 @@ impl RaftLog {
         let purged = MetaFile::open(meta_dir, "purged").map_err(io_err)?;
         let mut tail = Tail {
             last_purged: decode_opt(&purged.load().map_err(io_err)?)?,
+            vote: decode_opt(&vote.load().map_err(io_err)?)?,
             ..Tail::default()
         };
         for (record, payload) in records {
@@ -204,6 +229,14 @@ impl RaftLog {
         Ok((log, writer))
     }
 
+    /// What stops the writer once openraft owns the log.
+    pub fn closer(&self) -> LogCloser {
+        LogCloser {
+            ops: self.ops.clone(),
+            failed: self.failed.clone(),
+        }
+    }
+
     /// A reader of where the log ends.
     pub fn view(&self) -> LogView {
         LogView {
@@ -223,12 +256,14 @@ impl RaftLog {
     /// Saves `vote` before openraft starts over this log (a rejoining member's floor).
     pub fn set_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
         let bytes = postcard::to_allocvec(vote).map_err(io_err)?;
-        self.vote.store(&bytes).map_err(io_err)
+        self.vote.store(&bytes).map_err(io_err)?;
+        lock(&self.tail).vote = Some(vote.clone());
+        Ok(())
     }
 
-    fn send(&self, op: Op) -> Result<(), StorageError> {
+    fn send(&self, op: Op) -> std::io::Result<()> {
         if self.failed.load(Ordering::SeqCst) || self.ops.send(op).is_err() {
-            return Err(StorageIOError::write_logs(&io_err("the raft log failed earlier")).into());
+            return Err(io_err("the raft log failed earlier"));
         }
         Ok(())
     }
@@ -250,7 +285,7 @@ pub struct Writer<D: LogStore> {
     rx: std_mpsc::Receiver<Op>,
     failed: Arc<AtomicBool>,
     /// Appends written but not synced yet.
-    waiting: Vec<LogFlushed<Zraft>>,
+    waiting: Vec<IOFlushed<Zraft>>,
     /// The first failure: nothing is written after it, every later callback fails.
     broken: Option<String>,
 }
@@ -259,7 +294,9 @@ impl<D: LogStore> Writer<D> {
     /// The writer thread: waits for work, then does everything queued by then.
     fn run(mut self) {
         while let Ok(first) = self.rx.recv() {
-            self.drain(first);
+            if !self.drain(first) {
+                return;
+            }
         }
     }
 
@@ -275,10 +312,18 @@ impl<D: LogStore> Writer<D> {
         }
     }
 
-    fn drain(&mut self, first: Op) {
+    /// Does `first` and everything queued after it; `false` once told to stop.
+    fn drain(&mut self, first: Op) -> bool {
         let mut next = Some(first);
         while let Some(op) = next.take() {
             match op {
+                Op::Stop(done) => {
+                    self.settle();
+                    self.broken
+                        .get_or_insert_with(|| "the raft log was closed".into());
+                    let _ = done.send(());
+                    return false;
+                }
                 Op::Append { records, done } => {
                     if self.broken.is_none() {
                         for (index, payload) in &records {
@@ -321,6 +366,7 @@ impl<D: LogStore> Writer<D> {
         if self.broken.is_some() {
             self.failed.store(true, Ordering::SeqCst);
         }
+        true
     }
 
     /// Syncs what was appended and answers its callbacks.
@@ -336,8 +382,8 @@ impl<D: LogStore> Writer<D> {
         }
         for cb in self.waiting.drain(..) {
             match &self.broken {
-                None => cb.log_io_completed(Ok(())),
-                Some(e) => cb.log_io_completed(Err(io_err(e.clone()))),
+                None => cb.io_completed(Ok(())),
+                Some(e) => cb.io_completed(Err(io_err(e.clone()))),
             }
         }
     }
@@ -347,8 +393,12 @@ impl RaftLogReader<Zraft> for TailReader {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+    ) -> std::io::Result<Vec<Entry>> {
         Ok(lock(&self.tail).range(range))
+    }
+
+    async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
+        Ok(lock(&self.tail).vote.clone())
     }
 }
 
@@ -356,18 +406,22 @@ impl RaftLogReader<Zraft> for RaftLog {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+    ) -> std::io::Result<Vec<Entry>> {
         Ok(lock(&self.tail).range(range))
+    }
+
+    async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
+        Ok(lock(&self.tail).vote.clone())
     }
 }
 
 impl RaftLogStorage<Zraft> for RaftLog {
     type LogReader = TailReader;
 
-    async fn get_log_state(&mut self) -> Result<LogState<Zraft>, StorageError> {
+    async fn get_log_state(&mut self) -> std::io::Result<LogState<Zraft>> {
         let t = lock(&self.tail);
         Ok(LogState {
-            last_purged_log_id: t.last_purged,
+            last_purged_log_id: t.last_purged.clone(),
             last_log_id: t.last_log_id(),
         })
     }
@@ -378,17 +432,8 @@ impl RaftLogStorage<Zraft> for RaftLog {
         }
     }
 
-    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+    async fn save_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
         self.set_vote(vote)
-            .map_err(|e| StorageIOError::write_vote(&e).into())
-    }
-
-    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        let bytes = self
-            .vote
-            .load()
-            .map_err(|e| StorageIOError::read_vote(&e))?;
-        decode_opt(&bytes).map_err(|e| StorageIOError::read_vote(&e).into())
     }
 
     // The committed position is not saved: storing it would cost an fsync per commit.
@@ -396,11 +441,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
     // leader's next message, and applies from there; the server serves no client
     // before its state has caught up.
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<Zraft>,
-    ) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<Zraft>) -> std::io::Result<()>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -409,8 +450,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
         {
             let mut t = lock(&self.tail);
             for e in entries {
-                let bytes = postcard::to_allocvec(&e)
-                    .map_err(|err| StorageIOError::write_log_entry(e.log_id, &err))?;
+                let bytes = postcard::to_allocvec(&e).map_err(io_err)?;
                 records.push((disk_index(e.log_id.index), bytes));
                 t.entries.insert(e.log_id.index, e);
             }
@@ -421,35 +461,30 @@ impl RaftLogStorage<Zraft> for RaftLog {
         })
     }
 
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        lock(&self.tail).entries.split_off(&log_id.index);
+    async fn truncate_after(&mut self, last: Option<LogId>) -> std::io::Result<()> {
+        // Entries after `last` go: from its successor on (all of them after none).
+        let from = last.map_or(0, |l| l.index + 1);
+        lock(&self.tail).entries.split_off(&from);
         let (tx, rx) = oneshot::channel();
         self.send(Op::Truncate {
-            from: disk_index(log_id.index),
+            from: disk_index(from),
             done: tx,
         })?;
-        match rx.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StorageIOError::write_logs(&e).into()),
-            Err(e) => Err(StorageIOError::write_logs(&e).into()),
-        }
+        rx.await.map_err(io_err)?
     }
 
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+    async fn purge(&mut self, log_id: LogId) -> std::io::Result<()> {
         // The purge point is saved first: a crash after it leaves records that are
         // skipped at open, never a log that seems to start later than it does.
-        let bytes = postcard::to_allocvec(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
-        self.purged
-            .store(&bytes)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+        let bytes = postcard::to_allocvec(&log_id).map_err(io_err)?;
+        self.purged.store(&bytes).map_err(io_err)?;
+        let through = disk_index(log_id.index);
         {
             let mut t = lock(&self.tail);
             let keep = t.entries.split_off(&(log_id.index + 1));
             t.entries = keep;
             t.last_purged = Some(log_id);
         }
-        self.send(Op::Purge {
-            through: disk_index(log_id.index),
-        })
+        self.send(Op::Purge { through })
     }
 }

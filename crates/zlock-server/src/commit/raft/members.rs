@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use openraft::BasicNode;
 
+use super::types::WatchReceiver as _;
 use super::types::{Membership, Raft};
 use crate::config::{dynamic_config_text, MemberSpec};
 
@@ -52,7 +53,7 @@ impl Addrs {
     /// Member `id`'s quorum address, if it is known.
     pub fn get(&self, id: u64) -> Option<String> {
         let m = self.raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         match m.membership_config.membership().get_node(&id) {
             Some(n) => Some(quorum_addr(id, n)),
             None => self.fixed.get(&id).cloned(),
@@ -63,7 +64,7 @@ impl Addrs {
     /// an address here) before this member has a membership.
     pub fn voters(&self, configured: &BTreeMap<u64, String>) -> Vec<u64> {
         let m = self.raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
         if voters.is_empty() {
             configured.keys().copied().collect()

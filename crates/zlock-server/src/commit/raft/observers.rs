@@ -35,6 +35,7 @@ use super::failover::Contact;
 use super::members::Addrs;
 use super::peer::{Identity, Peer, Reply, Request};
 use super::types::Raft;
+use super::types::WatchReceiver as _;
 
 /// While `me` leads, adds every observer in `observers` (id, node) that the
 /// membership lacks as a learner, one at a time (openraft takes one membership change
@@ -130,7 +131,7 @@ pub(super) async fn confirm_leader(
             _ = tick.tick() => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        let leader = raft.metrics().borrow().current_leader;
+        let leader = raft.metrics().borrow_watched().current_leader;
         let Some(leader) = leader else { continue };
         if peer.as_ref().is_none_or(|p| p.target() != leader) {
             // Looked up (in the membership) only for a new connection.

@@ -15,13 +15,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+use openraft::errors::{
+    Fatal, NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Timeout,
+    Unreachable,
 };
-use openraft::network::{RPCOption, RPCTypes, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{RPCOption, RPCTypes, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
@@ -31,10 +32,19 @@ use tokio::net::{TcpListener, TcpStream};
 use super::failover::Contact;
 use super::log::LogView;
 use super::rejoin::{Gate, Standing};
-use super::types::{Proposal, Raft, Zraft};
+use super::types::WatchReceiver as _;
+use super::types::{Proposal, Raft, Snapshot, SnapshotMeta, Vote, Zraft};
 
-/// The largest frame either side accepts (a snapshot chunk is 3 MiB by default).
+/// The largest frame either side accepts.
 pub const MAX_FRAME: usize = 64 << 20;
+
+/// The bytes of a snapshot file one [`Request::SnapshotChunk`] carries.
+const SNAPSHOT_CHUNK: usize = 4 << 20;
+
+/// The peer protocol's version, in every [`Hello`]. 2: openraft 0.10's messages
+/// (leadership transfer, snapshots sent as a file in chunks). Members of different
+/// versions do not talk: the newer one refuses the older one's hello, naming both.
+pub const PROTOCOL: u32 = 2;
 
 /// The first frame on a connection.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,13 +52,33 @@ pub struct Hello {
     pub ensemble: String,
     pub from: u64,
     pub to: u64,
+    pub protocol: u32,
+}
+
+/// The hello of version 1 (no version in it), to name what refused it.
+#[derive(Debug, Deserialize)]
+struct HelloV1 {
+    _ensemble: String,
+    from: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     Append(AppendEntriesRequest<Zraft>),
-    Vote(VoteRequest<u64>),
-    Snapshot(InstallSnapshotRequest<Zraft>),
+    Vote(VoteRequest<Zraft>),
+    /// Part of a snapshot file, at `offset` (0 starts a new file on this connection).
+    SnapshotChunk {
+        offset: u64,
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// The snapshot file sent on this connection is whole: install it.
+    SnapshotDone {
+        vote: Vote,
+        meta: SnapshotMeta,
+    },
+    /// The leader hands leadership to the named member (see [`super::handover`]).
+    TransferLeader(TransferLeaderRequest<Zraft>),
     /// Proposals from a member that is not the leader, in order.
     Forward(Vec<Proposal>),
     /// Sessions active at the sending member since its last report (to the leader,
@@ -68,9 +98,12 @@ pub enum Request {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
     Hello(Result<(), String>),
-    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
-    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
-    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Append(Result<AppendEntriesResponse<Zraft>, RaftError<Zraft>>),
+    Vote(Result<VoteResponse<Zraft>, RaftError<Zraft>>),
+    /// A chunk written (`Ok`), or why not.
+    SnapshotChunk(Result<(), String>),
+    Snapshot(Result<SnapshotResponse<Zraft>, String>),
+    TransferLeader(Result<TransferLeaderResponse<Zraft>, String>),
     /// The last forwarded proposal's log index once all are committed and applied on the
     /// leader, or why not (possibly committed: the caller treats it as lost).
     Forward(Result<u64, ForwardError>),
@@ -117,6 +150,8 @@ pub enum ForwardError {
 pub struct Local {
     pub view: LogView,
     pub gate: Arc<Gate>,
+    /// Where snapshots from the leader are received.
+    pub snapshot_dir: std::path::PathBuf,
 }
 
 impl Local {
@@ -125,23 +160,56 @@ impl Local {
     pub async fn vote(
         &self,
         raft: &Raft,
-        req: VoteRequest<u64>,
-    ) -> Result<VoteResponse<u64>, RaftError<u64>> {
+        req: VoteRequest<Zraft>,
+    ) -> Result<VoteResponse<Zraft>, RaftError<Zraft>> {
         let last = self.view.last_log_id();
-        if self.gate.refuses(last) {
-            let vote = raft.metrics().borrow().vote;
+        if self.gate.refuses(last.clone()) {
+            let vote = raft.metrics().borrow_watched().vote.clone();
             return Ok(VoteResponse::new(vote, last, false));
         }
         raft.vote(req).await
     }
 
+    /// Writes a chunk of a snapshot file from the leader: one at offset 0 starts a new
+    /// file (an unlinked file in the snapshot directory), any other must follow on.
+    async fn receive(
+        &self,
+        receiving: &mut Option<(tokio::fs::File, u64)>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), String> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::AsyncWriteExt;
+        static FILES: AtomicU64 = AtomicU64::new(0);
+        if offset == 0 {
+            let n = FILES.fetch_add(1, Ordering::Relaxed);
+            let f = super::sm::StateMachine::receiving_file(&self.snapshot_dir, n)
+                .await
+                .map_err(|e| e.to_string())?;
+            *receiving = Some((f, 0));
+        }
+        let have = receiving.as_ref().map(|(_, len)| *len);
+        if have != Some(offset) {
+            *receiving = None;
+            return Err(format!(
+                "snapshot chunk at {offset}, {have:?} bytes received"
+            ));
+        }
+        let Some((file, len)) = receiving.as_mut() else {
+            return Err("no snapshot file".into());
+        };
+        file.write_all(data).await.map_err(|e| e.to_string())?;
+        *len += data.len() as u64;
+        Ok(())
+    }
+
     /// Where this member stands, for a member starting blank.
     pub fn standing(&self, raft: &Raft) -> Standing {
         let m = raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         let mut s = Standing {
             // openraft's initial vote: none cast yet.
-            vote: (m.vote != Default::default()).then_some(m.vote),
+            vote: (m.vote != Vote::new(0, 0)).then(|| m.vote.clone()),
             last_log_id: self.view.last_log_id(),
             leads: m.state == openraft::ServerState::Leader && m.current_leader == Some(m.id),
             voters: [0; 4],
@@ -201,6 +269,11 @@ pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(),
 pub async fn read_frame<T: serde::de::DeserializeOwned>(
     s: &mut TcpStream,
 ) -> Result<T, FrameError> {
+    Ok(postcard::from_bytes(&read_body(s).await?)?)
+}
+
+/// The next frame's body.
+async fn read_body(s: &mut TcpStream) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len).await?;
     let n = u32::from_be_bytes(len) as usize;
@@ -209,7 +282,7 @@ pub async fn read_frame<T: serde::de::DeserializeOwned>(
     }
     let mut body = vec![0u8; n];
     s.read_exact(&mut body).await?;
-    Ok(postcard::from_bytes(&body)?)
+    Ok(body)
 }
 
 // ---- the receiving side ------------------------------------------------------------------
@@ -260,8 +333,29 @@ pub async fn serve(
 /// Reads the hello on `s` and answers it: the member it names if it is one that may
 /// talk to this one.
 async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
-    let hello: Hello = read_frame(s).await?;
-    let refusal = if hello.ensemble != id.ensemble {
+    let body = read_body(s).await?;
+    let hello: Hello = match postcard::from_bytes(&body) {
+        Ok(h) => h,
+        Err(e) => {
+            let Ok(old) = postcard::from_bytes::<HelloV1>(&body) else {
+                return Err(e.into());
+            };
+            let why = format!(
+                "member {} speaks peer protocol 1 (an older zlock), this member {PROTOCOL}: \
+                 stop every member and start them all on one version",
+                old.from
+            );
+            let _ = write_frame(s, &Reply::Hello(Err(why.clone()))).await;
+            return Err(FrameError::Refused(why));
+        }
+    };
+    let refusal = if hello.protocol != PROTOCOL {
+        Some(format!(
+            "member {} speaks peer protocol {}, this member {PROTOCOL}: start them all on \
+             one version",
+            hello.from, hello.protocol
+        ))
+    } else if hello.ensemble != id.ensemble {
         Some(format!(
             "member of ensemble {:?}, this is {:?}",
             hello.ensemble, id.ensemble
@@ -333,6 +427,8 @@ async fn serve_requests(
     hooks: &Hooks,
     contact: &Contact,
 ) -> Result<(), FrameError> {
+    // The snapshot file being received on this connection, and its length so far.
+    let mut receiving: Option<(tokio::fs::File, u64)> = None;
     loop {
         let req: Request = read_frame(s).await?;
         let reply = match req {
@@ -344,7 +440,30 @@ async fn serve_requests(
                 contact.asked(r.vote.leader_id().term);
                 Reply::Vote(local.vote(&raft, r).await)
             }
-            Request::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
+            Request::SnapshotChunk { offset, data } => {
+                Reply::SnapshotChunk(local.receive(&mut receiving, offset, &data).await)
+            }
+            Request::SnapshotDone { vote, meta } => {
+                let r = match receiving.take() {
+                    None => Err("no snapshot file was sent on this connection".to_string()),
+                    Some((file, _)) => raft
+                        .install_full_snapshot(
+                            vote,
+                            Snapshot {
+                                meta,
+                                snapshot: file,
+                            },
+                        )
+                        .await
+                        .map_err(|e| e.to_string()),
+                };
+                Reply::Snapshot(r)
+            }
+            Request::TransferLeader(r) => Reply::TransferLeader(
+                raft.handle_transfer_leader(r)
+                    .await
+                    .map_err(|e: Fatal<Zraft>| e.to_string()),
+            ),
             Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
             Request::Touch(sessions) => {
                 (hooks.touch)(sessions);
@@ -369,20 +488,17 @@ pub async fn write_as_leader(
     me: u64,
     batch: Vec<Proposal>,
 ) -> Result<u64, ForwardError> {
-    let mut waits = Vec::with_capacity(batch.len());
-    for p in batch {
-        let rx = raft
-            .client_write_ff(p)
-            .await
-            .map_err(|e| ForwardError::Fatal(e.to_string()))?;
-        waits.push(rx);
-    }
+    use futures_util::StreamExt;
+    let n = batch.len();
+    let mut results = raft
+        .client_write_many(batch)
+        .await
+        .map_err(|e| ForwardError::Fatal(e.to_string()))?;
     let (mut last, mut refused, mut failed) = (0, 0, None);
-    let n = waits.len();
-    for rx in waits {
-        match rx.await {
+    while let Some(r) = results.next().await {
+        match r {
             Ok(Ok(resp)) => last = resp.log_id.index,
-            Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(_))) => refused += 1,
+            Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_))) => refused += 1,
             Ok(Err(e)) => failed = Some(e.to_string()),
             Err(e) => failed = Some(e.to_string()),
         }
@@ -400,9 +516,9 @@ pub async fn write_as_leader(
 /// This member's committed position once a quorum has confirmed that it still leads
 /// (and it has applied through it).
 pub async fn read_index(raft: &Raft) -> Result<u64, String> {
-    raft.ensure_linearizable()
+    raft.ensure_linearizable(openraft::ReadPolicy::ReadIndex)
         .await
-        .map(|l| l.map_or(0, |l| l.index))
+        .map(|l| l.log_id().index)
         .map_err(|e| e.to_string())
 }
 
@@ -456,6 +572,7 @@ impl Peer {
                 ensemble: self.id.ensemble.clone(),
                 from: self.id.me,
                 to: self.target,
+                protocol: PROTOCOL,
             },
         )
         .await?;
@@ -553,8 +670,6 @@ impl RaftNetworkFactory<Zraft> for Network {
     }
 }
 
-type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
-
 /// How openraft should take a failed call: `Unreachable` (the member is down: openraft
 /// backs off, 500 ms) when no connection could be opened or one broke, `Timeout`
 /// (retried at the next heartbeat) when a request sent on a working connection got no
@@ -564,11 +679,7 @@ type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftErro
 /// busy to answer within a heartbeat once (all members writing a snapshot at once, on a
 /// loaded machine) must not be left without appends for 500 ms, which outlasts the
 /// election timeout.
-fn rpc_err<E: std::error::Error>(
-    e: FrameError,
-    me: u64,
-    action: RPCTypes,
-) -> RPCError<u64, BasicNode, E> {
+fn rpc_err<E: std::error::Error>(e: FrameError, me: u64, action: RPCTypes) -> RPCError<Zraft, E> {
     match e {
         FrameError::Timeout { target, ttl } => RPCError::Timeout(Timeout {
             action,
@@ -588,17 +699,68 @@ fn timed_out(e: &FrameError) -> bool {
     matches!(e, FrameError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut)
 }
 
-impl RaftNetwork<Zraft> for Peer {
+impl Peer {
+    /// Sends a snapshot file in chunks, then asks the member to install it.
+    async fn send_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        ttl: Duration,
+    ) -> Result<SnapshotResponse<Zraft>, FrameError> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let Snapshot {
+            meta,
+            snapshot: mut file,
+        } = snapshot;
+        file.seek(std::io::SeekFrom::Start(0)).await?;
+        let mut offset = 0u64;
+        loop {
+            let mut data = Vec::with_capacity(SNAPSHOT_CHUNK);
+            (&mut file)
+                .take(SNAPSHOT_CHUNK as u64)
+                .read_to_end(&mut data)
+                .await?;
+            if data.is_empty() && offset > 0 {
+                break;
+            }
+            let n = data.len() as u64;
+            match self
+                .call(&Request::SnapshotChunk { offset, data }, ttl)
+                .await?
+            {
+                Reply::SnapshotChunk(Ok(())) => {}
+                Reply::SnapshotChunk(Err(e)) => return Err(FrameError::Refused(e)),
+                _ => return Err(FrameError::Unexpected),
+            }
+            offset += n;
+            if n < SNAPSHOT_CHUNK as u64 {
+                break;
+            }
+        }
+        match self
+            .call(&Request::SnapshotDone { vote, meta }, ttl)
+            .await?
+        {
+            Reply::Snapshot(Ok(r)) => Ok(r),
+            Reply::Snapshot(Err(e)) => Err(FrameError::Refused(e)),
+            _ => Err(FrameError::Unexpected),
+        }
+    }
+}
+
+impl RaftNetworkV2<Zraft> for Peer {
+    type SnapshotData = tokio::fs::File;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<Zraft>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
+    ) -> Result<AppendEntriesResponse<Zraft>, RPCError<Zraft>> {
         match self.call(&Request::Append(rpc), option.hard_ttl()).await {
             Ok(Reply::Append(Ok(r))) => Ok(r),
-            Ok(Reply::Append(Err(e))) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
-            }
+            Ok(Reply::Append(Err(e))) => Err(RPCError::Network(NetworkError::from_string(
+                format!("member {}: {e}", self.target),
+            ))),
             Ok(_) => Err(rpc_err(
                 FrameError::Unexpected,
                 self.id.me,
@@ -608,35 +770,70 @@ impl RaftNetwork<Zraft> for Peer {
         }
     }
 
-    async fn install_snapshot(
+    async fn vote(
         &mut self,
-        rpc: InstallSnapshotRequest<Zraft>,
+        rpc: VoteRequest<Zraft>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
-        match self.call(&Request::Snapshot(rpc), option.hard_ttl()).await {
-            Ok(Reply::Snapshot(Ok(r))) => Ok(r),
-            Ok(Reply::Snapshot(Err(e))) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
-            }
-            Ok(_) => Err(rpc_err(
-                FrameError::Unexpected,
-                self.id.me,
-                RPCTypes::InstallSnapshot,
-            )),
-            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::InstallSnapshot)),
+    ) -> Result<VoteResponse<Zraft>, RPCError<Zraft>> {
+        match self.call(&Request::Vote(rpc), option.hard_ttl()).await {
+            Ok(Reply::Vote(Ok(r))) => Ok(r),
+            Ok(Reply::Vote(Err(e))) => Err(RPCError::Network(NetworkError::from_string(format!(
+                "member {}: {e}",
+                self.target
+            )))),
+            Ok(_) => Err(rpc_err(FrameError::Unexpected, self.id.me, RPCTypes::Vote)),
+            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::Vote)),
         }
     }
 
-    async fn vote(
+    async fn full_snapshot(
         &mut self,
-        rpc: VoteRequest<u64>,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
-    ) -> Result<VoteResponse<u64>, RpcErr> {
-        match self.call(&Request::Vote(rpc), option.hard_ttl()).await {
-            Ok(Reply::Vote(Ok(r))) => Ok(r),
-            Ok(Reply::Vote(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
-            Ok(_) => Err(rpc_err(FrameError::Unexpected, self.id.me, RPCTypes::Vote)),
-            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::Vote)),
+    ) -> Result<SnapshotResponse<Zraft>, StreamingError<Zraft>> {
+        let ttl = option.hard_ttl();
+        let sent = tokio::select! {
+            r = self.send_snapshot(vote, snapshot, ttl) => r,
+            closed = cancel => {
+                // A chunk may have been cut off mid-exchange: start over next time.
+                self.conn = None;
+                return Err(StreamingError::Closed(closed));
+            }
+        };
+        sent.map_err(|e| {
+            match rpc_err::<openraft::errors::Infallible>(e, self.id.me, RPCTypes::InstallSnapshot)
+            {
+                RPCError::Timeout(t) => StreamingError::Timeout(t),
+                RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+                RPCError::Network(n) => StreamingError::Network(n),
+                RPCError::RemoteError(r) => {
+                    StreamingError::Network(NetworkError::from_string(r.to_string()))
+                }
+            }
+        })
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<Zraft>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<Zraft>, RPCError<Zraft>> {
+        match self
+            .call(&Request::TransferLeader(req), option.hard_ttl())
+            .await
+        {
+            Ok(Reply::TransferLeader(Ok(r))) => Ok(r),
+            Ok(Reply::TransferLeader(Err(e))) => Err(RPCError::Network(NetworkError::from_string(
+                format!("member {}: {e}", self.target),
+            ))),
+            Ok(_) => Err(rpc_err(
+                FrameError::Unexpected,
+                self.id.me,
+                RPCTypes::TransferLeader,
+            )),
+            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::TransferLeader)),
         }
     }
 }

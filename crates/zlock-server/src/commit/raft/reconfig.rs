@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -41,7 +41,8 @@ use zlock_proto::ErrorCode;
 
 use super::members::{self, node_text, Addrs, ConfigView};
 use super::peer::{Identity, Peer, Reply, Request};
-use super::types::{Membership, Raft};
+use super::types::WatchReceiver as _;
+use super::types::{Membership, Metrics, Raft, Zraft};
 use super::{known_leader, other_leader};
 use crate::config::{MemberSpec, MAX_MEMBER_ID};
 
@@ -196,16 +197,19 @@ pub struct Leader {
     patience: Duration,
 }
 
-fn raft_err(e: RaftError<u64, ClientWriteError<u64, BasicNode>>) -> ReconfigError {
+fn raft_err(e: RaftError<Zraft, ClientWriteError<Zraft>>) -> ReconfigError {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-            ReconfigError::NotLeader(f.leader_id.unwrap_or(0))
-        }
+        RaftError::APIError(
+            ClientWriteError::ForwardToLeader(f) | ClientWriteError::LogEntryDiscarded(f),
+        ) => ReconfigError::NotLeader(f.leader_id.unwrap_or(0)),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(
             ChangeMembershipError::InProgress(_),
         )) => ReconfigError::InProgress,
         RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
             ReconfigError::BadArguments(c.to_string())
+        }
+        RaftError::APIError(ClientWriteError::PreconditionFailed(p)) => {
+            ReconfigError::BadArguments(p.to_string())
         }
         RaftError::Fatal(f) => ReconfigError::NoQuorum(f.to_string()),
     }
@@ -226,7 +230,7 @@ impl Leader {
     /// configuration), `NotLeader` unless this member leads.
     fn current(&self) -> Result<ConfigView, ReconfigError> {
         let m = self.raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         if m.state != openraft::ServerState::Leader || m.current_leader != Some(self.me) {
             return Err(ReconfigError::NotLeader(self.me));
         }
@@ -365,17 +369,16 @@ impl Leader {
         joining: &BTreeSet<u64>,
     ) -> Result<(), ReconfigError> {
         let mut metrics = self.raft.metrics();
-        let target = metrics.borrow().last_log_index.unwrap_or(0);
+        let target = metrics.borrow_watched().last_log_index.unwrap_or(0);
         let need = voters.len() / 2 + 1;
-        let synced = |m: &openraft::RaftMetrics<u64, BasicNode>| -> BTreeSet<u64> {
+        let synced = |m: &Metrics| -> BTreeSet<u64> {
             voters
                 .iter()
                 .filter(|&&id| {
                     id == self.me
                         || m.replication.as_ref().is_some_and(|r| {
                             r.get(&id)
-                                .copied()
-                                .flatten()
+                                .and_then(|l| l.as_ref())
                                 .is_some_and(|l| l.index >= target)
                         })
                 })

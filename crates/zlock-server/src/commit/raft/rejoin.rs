@@ -112,7 +112,7 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
             && answers.len() + 1 >= quorum;
         if newcomer {
             return Some(Found::Join {
-                floor: highest.unwrap_or_default(),
+                floor: highest.unwrap_or(Vote::new(0, 0)),
                 target: None,
             });
         }
@@ -120,7 +120,7 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
             return None;
         }
         let target = answers.values().filter_map(|s| s.last_log_id).max();
-        let floor = highest.unwrap_or_default();
+        let floor = highest.unwrap_or(Vote::new(0, 0));
         return Some(Found::Join { floor, target });
     }
     if answers.len() + 1 < quorum {
@@ -309,18 +309,24 @@ pub async fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::CommittedLeaderId;
+    use crate::commit::raft::types::CommittedLeaderId;
 
     fn vote(term: u64, node: u64, committed: bool) -> Option<Vote> {
-        let mut v = Vote::new(term, node);
-        if committed {
-            v.commit();
-        }
-        Some(v)
+        Some(if committed {
+            Vote::new_committed(term, node)
+        } else {
+            Vote::new(term, node)
+        })
     }
 
     fn log(term: u64, node: u64, index: u64) -> Option<LogId> {
-        Some(LogId::new(CommittedLeaderId::new(term, node), index))
+        Some(LogId::new(
+            CommittedLeaderId {
+                term,
+                node_id: node,
+            },
+            index,
+        ))
     }
 
     fn answers(a: &[(u64, Standing)]) -> BTreeMap<u64, Standing> {

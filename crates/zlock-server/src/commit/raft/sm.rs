@@ -9,14 +9,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use futures_util::StreamExt;
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use zlock_core::LogIndex;
 
 use super::log::io_err;
-use super::types::{Entry, LogId, Membership, SnapshotMeta, StorageError, Zraft};
+use super::types::{LogId, Membership, Snapshot, SnapshotMeta, Zraft};
 use crate::commit::{Entry as CommitEntry, Snapshots};
 
 /// Snapshot files kept.
@@ -24,22 +25,20 @@ const KEEP: usize = 2;
 
 /// The host and the Raft facts of what it has applied, under one lock so a snapshot's
 /// image and its meta always agree.
-pub(crate) struct Hosted<H> {
-    pub host: H,
+pub(crate) struct Hosted {
+    pub host: Box<dyn Snapshots>,
     applied: Option<LogId>,
     membership: Membership,
 }
 
-pub struct StateMachine<H: Snapshots> {
-    inner: Arc<Mutex<Hosted<H>>>,
+pub struct StateMachine {
+    inner: Arc<Mutex<Hosted>>,
     dir: PathBuf,
     /// The last applied index, for proposers waiting to see their entries applied here.
     applied_tx: Arc<watch::Sender<u64>>,
     /// The membership of the last applied membership entry (or snapshot): the
     /// ensemble's committed configuration, which `/zookeeper/config` shows.
     membership_tx: Arc<watch::Sender<Membership>>,
-    /// Counts received snapshot files (their temp names).
-    receiving: u64,
     /// Snapshot after this many Txns (ZooKeeper's snapCount counts Txns, and a Raft
     /// entry holds a batch of them, so openraft's own count of entries is not used).
     snap_every: Option<u64>,
@@ -54,7 +53,7 @@ pub struct StateMachine<H: Snapshots> {
     snapshot_due: Arc<tokio::sync::Notify>,
 }
 
-fn lock<H>(m: &Mutex<Hosted<H>>) -> std::sync::MutexGuard<'_, Hosted<H>> {
+fn lock(m: &Mutex<Hosted>) -> std::sync::MutexGuard<'_, Hosted> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -72,10 +71,10 @@ fn split(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> {
     Ok((meta, &rest[n..]))
 }
 
-impl<H: Snapshots> StateMachine<H> {
+impl StateMachine {
     /// A state machine over `host`, restored from the newest snapshot in `dir` (if any),
     /// that tells `snapshot_due` once every `snap_every` Txns applied.
-    pub fn open(
+    pub fn open<H: Snapshots>(
         mut host: H,
         dir: PathBuf,
         snap_every: Option<u64>,
@@ -95,14 +94,13 @@ impl<H: Snapshots> StateMachine<H> {
         Ok((
             StateMachine {
                 inner: Arc::new(Mutex::new(Hosted {
-                    host,
+                    host: Box::new(host),
                     applied,
                     membership,
                 })),
                 dir,
                 applied_tx: Arc::new(tx),
                 membership_tx,
-                receiving: 0,
                 snap_every,
                 since_snapshot: 0,
                 snapshot_at: roll(snap_every),
@@ -113,7 +111,7 @@ impl<H: Snapshots> StateMachine<H> {
     }
 }
 
-impl<H: Snapshots> StateMachine<H> {
+impl StateMachine {
     /// The committed membership as this member applies it (see `membership_tx`).
     pub fn membership(&self) -> watch::Receiver<Membership> {
         self.membership_tx.subscribe()
@@ -131,32 +129,27 @@ fn roll(every: Option<u64>) -> u64 {
 }
 
 /// Builds a snapshot: the image is taken under the lock, encoded outside it.
-pub struct Builder<H: Snapshots> {
-    inner: Arc<Mutex<Hosted<H>>>,
+pub struct Builder {
+    inner: Arc<Mutex<Hosted>>,
     dir: PathBuf,
 }
 
-impl<H: Snapshots> RaftSnapshotBuilder<Zraft> for Builder<H> {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<Zraft>, StorageError> {
+impl RaftSnapshotBuilder<Zraft> for Builder {
+    type SnapshotData = tokio::fs::File;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, std::io::Error> {
         let (job, meta) = {
             let mut h = lock(&self.inner);
             let job = h.host.image();
-            let last = h.applied;
             let meta = SnapshotMeta {
-                last_log_id: last,
+                last_log_id: h.applied.clone(),
                 last_membership: h.membership.clone(),
-                snapshot_id: format!(
-                    "{}-{}",
-                    last.map_or(0, |l| l.leader_id.term),
-                    last.map_or(0, |l| l.index)
-                ),
             };
             (job, meta)
         };
-        let index = meta.last_log_id.map_or(0, |l| l.index);
+        let index = meta.last_log_id.as_ref().map_or(0, |l| l.index);
         let dir = self.dir.clone();
-        let m =
-            postcard::to_allocvec(&meta).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let m = postcard::to_allocvec(&meta).map_err(io_err)?;
         let path = tokio::task::spawn_blocking(move || {
             zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
                 w.write_all(&(m.len() as u32).to_le_bytes())?;
@@ -165,72 +158,42 @@ impl<H: Snapshots> RaftSnapshotBuilder<Zraft> for Builder<H> {
             })
         })
         .await
-        .map_err(|e| StorageIOError::write_snapshot(None, &e))?
-        .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        .map_err(io_err)?
+        .map_err(io_err)?;
         tracing::info!(index, path = %path.display(), "raft snapshot written");
-        let file = tokio::fs::File::open(&path)
-            .await
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let file = tokio::fs::File::open(&path).await?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(file),
+            snapshot: file,
         })
     }
 }
 
-impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
-    type SnapshotBuilder = Builder<H>;
+impl RaftStateMachine<Zraft> for StateMachine {
+    type SnapshotData = tokio::fs::File;
+    type SnapshotBuilder = Builder;
 
-    async fn applied_state(&mut self) -> Result<(Option<LogId>, Membership), StorageError> {
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, Membership), std::io::Error> {
         let h = lock(&self.inner);
-        Ok((h.applied, h.membership.clone()))
+        Ok((h.applied.clone(), h.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<()>, StorageError>
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), std::io::Error>
     where
-        I: IntoIterator<Item = Entry> + Send,
-        I::IntoIter: Send,
+        Strm: futures_util::Stream<Item = Result<EntryResponder<Zraft>, std::io::Error>>
+            + Unpin
+            + Send,
     {
-        let entries: Vec<Entry> = entries.into_iter().collect();
-        let n = entries.len();
-        let Some(last) = entries.last().map(|e| e.log_id) else {
-            return Ok(Vec::new());
-        };
-        let mut changed = None;
-        {
-            let mut guard = lock(&self.inner);
-            let h = &mut *guard;
-            for e in &entries {
-                match &e.payload {
-                    EntryPayload::Membership(m) => {
-                        h.membership = Membership::new(Some(e.log_id), m.clone());
-                        changed = Some(h.membership.clone());
-                    }
-                    EntryPayload::Normal(p) => self.since_snapshot += p.0.len() as u64,
-                    EntryPayload::Blank => {}
-                }
+        // What the stream has ready now, applied under one hold of the host's lock.
+        let mut ready = Vec::new();
+        while let Some(first) = entries.next().await {
+            ready.push(first?);
+            while let Some(Some(more)) = futures_util::FutureExt::now_or_never(entries.next()) {
+                ready.push(more?);
             }
-            // Index 0 is openraft's initial membership: nothing for the host.
-            let mut it = entries.iter().filter(|e| e.log_id.index > 0).map(|e| {
-                let entry = match &e.payload {
-                    EntryPayload::Normal(p) => CommitEntry::Txns(&p.0),
-                    _ => CommitEntry::Blank,
-                };
-                (LogIndex(e.log_id.index), entry)
-            });
-            h.host.apply(&mut it);
-            h.applied = Some(last);
+            self.apply_ready(&mut ready);
         }
-        if self.snap_every.is_some() && self.since_snapshot >= self.snapshot_at {
-            self.since_snapshot = 0;
-            self.snapshot_at = roll(self.snap_every);
-            self.snapshot_due.notify_one();
-        }
-        self.applied_tx.send_replace(last.index);
-        if let Some(m) = changed {
-            self.membership_tx.send_replace(m);
-        }
-        Ok(vec![(); n])
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
@@ -240,35 +203,13 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
-        self.receiving += 1;
-        let path = self.dir.join(format!("receiving.{}", self.receiving));
-        tokio::fs::create_dir_all(&self.dir)
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        let f = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        // Unlinked now: the open handle is all that is needed, and a crash leaves nothing.
-        let _ = tokio::fs::remove_file(&path).await;
-        Ok(Box::new(f))
-    }
-
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        mut snapshot: Box<tokio::fs::File>,
-    ) -> Result<(), StorageError> {
+        mut snapshot: tokio::fs::File,
+    ) -> Result<(), std::io::Error> {
         use tokio::io::{AsyncReadExt, AsyncSeekExt};
-        let sig = Some(meta.signature());
-        let err = |e: &dyn std::fmt::Display| -> StorageError {
-            StorageIOError::read_snapshot(sig.clone(), &io_err(e)).into()
-        };
+        let err = |e: &dyn std::fmt::Display| io_err(e);
         snapshot.flush().await.map_err(|e| err(&e))?;
         snapshot
             .seek(std::io::SeekFrom::Start(0))
@@ -281,7 +222,7 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(|e| err(&e))?;
         let (inner_meta, host_payload) = split(payload).map_err(|e| err(&e))?;
         if inner_meta.last_log_id != meta.last_log_id
-            || Some(index) != meta.last_log_id.map(|l| l.index)
+            || Some(index) != meta.last_log_id.as_ref().map(|l| l.index)
         {
             return Err(err(&"the received snapshot is not the one announced"));
         }
@@ -296,7 +237,7 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
             h.host
                 .install(LogIndex(index), host_payload)
                 .map_err(|e| err(&e))?;
-            h.applied = meta.last_log_id;
+            h.applied = meta.last_log_id.clone();
             h.membership = meta.last_membership.clone();
         }
         self.since_snapshot = 0;
@@ -307,24 +248,88 @@ impl<H: Snapshots> RaftStateMachine<Zraft> for StateMachine<H> {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<Zraft>>, StorageError> {
-        let list = zlock_store::snapshot::list(&self.dir)
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, std::io::Error> {
+        let list = zlock_store::snapshot::list(&self.dir).map_err(io_err)?;
         let Some((_, path)) = list.last() else {
             return Ok(None);
         };
-        let data = tokio::fs::read(path)
-            .await
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        let (_, payload) = zlock_store::snapshot::check_file(path, &data)
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        let (meta, _) = split(payload).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        let file = tokio::fs::File::open(path)
-            .await
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let data = tokio::fs::read(path).await?;
+        let (_, payload) = zlock_store::snapshot::check_file(path, &data).map_err(io_err)?;
+        let (meta, _) = split(payload)?;
+        let file = tokio::fs::File::open(path).await?;
         Ok(Some(Snapshot {
             meta,
-            snapshot: Box::new(file),
+            snapshot: file,
         }))
+    }
+}
+
+impl StateMachine {
+    /// Applies the entries in `ready` (emptied) to the host, in order, and answers
+    /// their responders once the host has them.
+    fn apply_ready(&mut self, ready: &mut Vec<EntryResponder<Zraft>>) {
+        let Some(last) = ready.last().map(|(e, _)| e.log_id.clone()) else {
+            return;
+        };
+        let mut changed = None;
+        {
+            let mut guard = lock(&self.inner);
+            let h = &mut *guard;
+            for (e, _) in ready.iter() {
+                match &e.payload {
+                    EntryPayload::Membership(m) => {
+                        h.membership = Membership::new(Some(e.log_id.clone()), m.clone());
+                        changed = Some(h.membership.clone());
+                    }
+                    EntryPayload::Normal(p) => self.since_snapshot += p.0.len() as u64,
+                    EntryPayload::Blank => {}
+                }
+            }
+            // Index 0 is openraft's initial membership: nothing for the host.
+            let mut it = ready
+                .iter()
+                .map(|(e, _)| e)
+                .filter(|e| e.log_id.index > 0)
+                .map(|e| {
+                    let entry = match &e.payload {
+                        EntryPayload::Normal(p) => CommitEntry::Txns(&p.0),
+                        _ => CommitEntry::Blank,
+                    };
+                    (LogIndex(e.log_id.index), entry)
+                });
+            h.host.apply(&mut it);
+            h.applied = Some(last.clone());
+        }
+        if self.snap_every.is_some() && self.since_snapshot >= self.snapshot_at {
+            self.since_snapshot = 0;
+            self.snapshot_at = roll(self.snap_every);
+            self.snapshot_due.notify_one();
+        }
+        self.applied_tx.send_replace(last.index);
+        if let Some(m) = changed {
+            self.membership_tx.send_replace(m);
+        }
+        for (_, responder) in ready.drain(..) {
+            if let Some(r) = responder {
+                r.send(());
+            }
+        }
+    }
+
+    /// A file to receive a snapshot from the leader into (see [`super::peer`]): open,
+    /// unlinked, in the snapshot directory.
+    pub async fn receiving_file(dir: &std::path::Path, n: u64) -> std::io::Result<tokio::fs::File> {
+        let path = dir.join(format!("receiving.{}", n));
+        tokio::fs::create_dir_all(&dir).await?;
+        let f = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .await?;
+        // Unlinked now: the open handle is all that is needed, and a crash leaves nothing.
+        let _ = tokio::fs::remove_file(&path).await;
+        Ok(f)
     }
 }

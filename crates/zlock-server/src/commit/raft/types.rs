@@ -4,22 +4,44 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use zlock_core::Txn;
 
 openraft::declare_raft_types!(
-    /// zlock's Raft: one proposed batch of Txns per log entry, members named by their `server.N` id, snapshots streamed from files.
+    /// zlock's Raft: one proposed batch of Txns per log entry, members named by their `server.N` id.
     pub Zraft:
         D = Proposal,
         R = (),
         NodeId = u64,
         Node = openraft::BasicNode,
-        SnapshotData = tokio::fs::File,
+        AsyncRuntime = super::runtime::ZRuntime,
 );
 
-pub type Raft = openraft::Raft<Zraft>;
-pub type LogId = openraft::LogId<u64>;
-pub type Entry = openraft::Entry<Zraft>;
-pub type Vote = openraft::Vote<u64>;
-pub type Membership = openraft::StoredMembership<u64, openraft::BasicNode>;
-pub type SnapshotMeta = openraft::SnapshotMeta<u64, openraft::BasicNode>;
-pub type StorageError = openraft::StorageError<u64>;
+pub type Raft = openraft::Raft<Zraft, super::sm::StateMachine>;
+pub type LogId = openraft::type_config::alias::LogIdOf<Zraft>;
+pub type Entry = openraft::type_config::alias::EntryOf<Zraft>;
+pub type Vote = openraft::type_config::alias::VoteOf<Zraft>;
+pub type Membership = openraft::type_config::alias::StoredMembershipOf<Zraft>;
+pub type SnapshotMeta = openraft::type_config::alias::SnapshotMetaOf<Zraft>;
+pub type Snapshot = openraft::type_config::alias::SnapshotOf<Zraft, tokio::fs::File>;
+pub type CommittedLeaderId = openraft::type_config::alias::CommittedLeaderIdOf<Zraft>;
+pub type Metrics = openraft::RaftMetrics<Zraft>;
+/// openraft's metrics channel (its runtime's watch, read through [`WatchReceiver`]).
+pub type MetricsRx = openraft::type_config::alias::WatchReceiverOf<Zraft, Metrics>;
+pub use openraft::async_runtime::watch::WatchReceiver;
+
+/// Waits until `f` holds of the metrics, as tokio's `watch::Receiver::wait_for`; the
+/// metrics it held of. Fails once openraft has stopped.
+pub async fn wait_for(
+    rx: &mut MetricsRx,
+    mut f: impl FnMut(&Metrics) -> bool,
+) -> Result<Metrics, openraft::async_runtime::watch::RecvError> {
+    loop {
+        {
+            let m = rx.borrow_and_update();
+            if f(&m) {
+                return Ok(m.clone());
+            }
+        }
+        rx.changed().await?;
+    }
+}
 
 /// A proposed batch of Txns: one Raft log entry, so one append and one fsync for the
 /// whole batch (openraft 0.9 writes each entry on its own and waits for its flush). On
@@ -107,6 +129,12 @@ impl Proposal {
             return Err(format!("{} bytes after a proposal's last Txn", rest.len()));
         }
         Ok(Proposal(txns))
+    }
+}
+
+impl std::fmt::Display for Proposal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "proposal of {} txns", self.0.len())
     }
 }
 
@@ -205,5 +233,130 @@ mod tests {
             vec![1, 1, 1, 1]
         );
         assert!(Proposal::split(Vec::new()).is_empty());
+    }
+
+    /// What a member running on openraft 0.9 wrote (log entries, the vote, the log's
+    /// purge point and snapshot metas, all postcard) reads the same on 0.10: a member
+    /// upgraded in place keeps its data.
+    mod written_by_openraft_09 {
+        use std::collections::{BTreeMap, BTreeSet};
+
+        use super::*;
+        use openraft::{BasicNode, EntryPayload};
+
+        openraft09::declare_raft_types!(
+            Old:
+                D = Proposal,
+                R = (),
+                NodeId = u64,
+                Node = openraft09::BasicNode,
+                SnapshotData = tokio::fs::File,
+        );
+
+        fn old_log_id(term: u64, node: u64, index: u64) -> openraft09::LogId<u64> {
+            openraft09::LogId::new(openraft09::CommittedLeaderId::new(term, node), index)
+        }
+
+        fn log_id(term: u64, node: u64, index: u64) -> LogId {
+            LogId::new(
+                CommittedLeaderId {
+                    term,
+                    node_id: node,
+                },
+                index,
+            )
+        }
+
+        fn reread<O: serde::Serialize, N: serde::de::DeserializeOwned>(old: &O) -> N {
+            let bytes = postcard::to_allocvec(old).unwrap();
+            postcard::from_bytes(&bytes).unwrap()
+        }
+
+        fn nodes() -> BTreeMap<u64, String> {
+            (1..=4)
+                .map(|i| {
+                    (
+                        i,
+                        format!("127.0.0.1:{}:{};participant", 2887 + i, 3887 + i),
+                    )
+                })
+                .collect()
+        }
+
+        #[test]
+        fn log_entries_read_the_same() {
+            let p = Proposal(vec![txn(7, 3), txn(8, 5)]);
+            let old = openraft09::Entry::<Old> {
+                log_id: old_log_id(3, 2, 41),
+                payload: openraft09::EntryPayload::Normal(p.clone()),
+            };
+            let new: Entry = reread(&old);
+            assert_eq!(new.log_id, log_id(3, 2, 41));
+            assert!(matches!(new.payload, EntryPayload::Normal(ref q) if *q == p));
+
+            let old = openraft09::Entry::<Old> {
+                log_id: old_log_id(4, 1, 42),
+                payload: openraft09::EntryPayload::Blank,
+            };
+            let new: Entry = reread(&old);
+            assert_eq!(new.log_id, log_id(4, 1, 42));
+            assert!(matches!(new.payload, EntryPayload::Blank));
+
+            // A joint membership with a learner: voters {1,2,3} then {2,3,4}, 4 a node.
+            let old_nodes: BTreeMap<u64, openraft09::BasicNode> = nodes()
+                .into_iter()
+                .map(|(i, a)| (i, openraft09::BasicNode::new(a)))
+                .collect();
+            let configs = vec![BTreeSet::from([1, 2, 3]), BTreeSet::from([2, 3, 4])];
+            let old = openraft09::Entry::<Old> {
+                log_id: old_log_id(4, 1, 43),
+                payload: openraft09::EntryPayload::Membership(openraft09::Membership::new(
+                    configs.clone(),
+                    old_nodes,
+                )),
+            };
+            let new: Entry = reread(&old);
+            let EntryPayload::Membership(m) = new.payload else {
+                panic!("not a membership: {:?}", new.payload)
+            };
+            assert_eq!(m.get_joint_config(), &configs);
+            let got: BTreeMap<u64, String> = m
+                .nodes()
+                .map(|(i, n): (&u64, &BasicNode)| (*i, n.addr.clone()))
+                .collect();
+            assert_eq!(got, nodes());
+        }
+
+        #[test]
+        fn votes_and_log_ids_read_the_same() {
+            let new: Vote = reread(&openraft09::Vote::<u64>::new_committed(9, 3));
+            assert_eq!(new, Vote::new_committed(9, 3));
+            let new: Vote = reread(&openraft09::Vote::<u64>::new(10, 2));
+            assert_eq!(new, Vote::new(10, 2));
+            let new: Option<LogId> = reread(&Some(old_log_id(9, 3, 1000)));
+            assert_eq!(new, Some(log_id(9, 3, 1000)));
+        }
+
+        #[test]
+        fn snapshot_metas_read_the_same() {
+            let old_nodes: BTreeMap<u64, openraft09::BasicNode> = nodes()
+                .into_iter()
+                .map(|(i, a)| (i, openraft09::BasicNode::new(a)))
+                .collect();
+            let old = openraft09::SnapshotMeta::<u64, openraft09::BasicNode> {
+                last_log_id: Some(old_log_id(5, 1, 300)),
+                last_membership: openraft09::StoredMembership::new(
+                    Some(old_log_id(2, 1, 7)),
+                    openraft09::Membership::new(vec![BTreeSet::from([1, 2, 3])], old_nodes),
+                ),
+                snapshot_id: "5-300".into(),
+            };
+            let new: SnapshotMeta = reread(&old);
+            assert_eq!(new.last_log_id, Some(log_id(5, 1, 300)));
+            assert_eq!(new.last_membership.log_id(), &Some(log_id(2, 1, 7)));
+            let voters: Vec<u64> = new.last_membership.membership().voter_ids().collect();
+            assert_eq!(voters, vec![1, 2, 3]);
+            assert_eq!(new.last_membership.membership().nodes().count(), 4);
+        }
     }
 }
