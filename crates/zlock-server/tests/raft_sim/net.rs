@@ -112,6 +112,7 @@ impl SimPeer {
         req: Req,
         summary: String,
         handle: F,
+        ttl: Duration,
     ) -> Result<Resp, RpcErr>
     where
         Req: Clone + Send + 'static,
@@ -161,8 +162,18 @@ impl SimPeer {
             Ok(Err(e)) => Err(RPCError::Network(NetworkError::from_string(format!(
                 "member {to}: {e}"
             )))),
-            // Lost: openraft's own timeout around this call ends the wait.
-            Err(_) => std::future::pending().await,
+            // Lost: no reply within the call's time, as the server's peer link answers
+            // (openraft 0.10 leaves the timeout of an append to the network; it still
+            // puts its own around votes and heartbeats).
+            Err(_) => {
+                tokio::time::sleep(ttl).await;
+                Err(RPCError::Timeout(openraft::errors::Timeout {
+                    action: openraft::network::RPCTypes::AppendEntries,
+                    id: from,
+                    target: to,
+                    timeout: ttl,
+                }))
+            }
         }
     }
 }
@@ -173,7 +184,7 @@ impl RaftNetworkV2<Zraft> for SimPeer {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<Zraft>,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<Zraft>, RpcErr> {
         let summary = format!(
             "append vote={} prev={:?} n={} commit={:?}",
@@ -209,6 +220,7 @@ impl RaftNetworkV2<Zraft> for SimPeer {
                     r
                 }
             },
+            option.hard_ttl(),
         )
         .await
     }
@@ -229,7 +241,7 @@ impl RaftNetworkV2<Zraft> for SimPeer {
     async fn vote(
         &mut self,
         rpc: VoteRequest<Zraft>,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> Result<VoteResponse<Zraft>, RpcErr> {
         let summary = format!(
             "vote {} last={:?}",
@@ -258,6 +270,7 @@ impl RaftNetworkV2<Zraft> for SimPeer {
                     r
                 }
             },
+            option.hard_ttl(),
         )
         .await
     }

@@ -183,18 +183,35 @@ impl Sim {
     async fn settle(&mut self) {
         let n = self.ids.len();
         for id in self.settling.clone() {
-            let answers: BTreeMap<u64, Standing> = {
+            // Who can be asked now: running members (their answer comes from their Raft
+            // core), blank ones (they answer blank).
+            let asked: Vec<(u64, Option<(Raft, Local)>)> = {
                 let w = lock(&self.world);
                 self.ids
                     .iter()
                     .filter(|&&o| o != id && !w.cut.contains(&(id, o)) && !w.cut.contains(&(o, id)))
                     .filter_map(|&o| match (w.rafts.get(&o), w.locals.get(&o)) {
-                        (Some(raft), Some(local)) => Some((o, local.standing(raft))),
-                        _ if self.settling.contains(&o) => Some((o, Standing::default())),
+                        (Some(raft), Some(local)) => Some((o, Some((raft.clone(), local.clone())))),
+                        _ if self.settling.contains(&o) => Some((o, None)),
                         _ => None,
                     })
                     .collect()
             };
+            let mut answers = BTreeMap::new();
+            for (o, running) in asked {
+                let answer = match running {
+                    None => Some(Standing::default()),
+                    Some((raft, local)) => {
+                        tokio::time::timeout(Duration::from_millis(50), local.standing(&raft))
+                            .await
+                            .ok()
+                            .flatten()
+                    }
+                };
+                if let Some(a) = answer {
+                    answers.insert(o, a);
+                }
+            }
             if let Some(found) = rejoin::decide(id, n, &answers) {
                 self.settling.remove(&id);
                 self.event(format!("member {id} settled: {found:?} from {answers:?}"));
@@ -418,6 +435,12 @@ impl Sim {
             if raft.metrics().borrow_watched().state == ServerState::Leader {
                 continue;
             }
+            // As the server: a member whose catch-up gate is closed does not campaign
+            // (`Local::may_campaign`; its openraft election timer is off meanwhile).
+            let local = lock(&self.world).locals.get(&id).cloned();
+            if local.is_some_and(|l| !l.may_campaign()) {
+                continue;
+            }
             let heard = lock(&self.world).heard.get(&id).copied().unwrap_or(0);
             let since = heard.max(self.elected_at.get(&id).copied().unwrap_or(0));
             let timeout = *self
@@ -453,7 +476,14 @@ impl Sim {
             }
         }
         if let Some(id) = self.amnesiac {
-            let caught_up = w.locals.get(&id).is_some_and(|l| l.gate.target().is_none());
+            // Its gate open and a log again (a member that rejoined a first start, before
+            // any leader, has no target but no membership either until a leader sends
+            // it: losing a second disk before then loses the ensemble's only copies of
+            // the initial membership, two disks at once in effect).
+            let caught_up = w
+                .locals
+                .get(&id)
+                .is_some_and(|l| l.gate.target().is_none() && l.view.last_log_id().is_some());
             if caught_up {
                 self.amnesiac = None;
                 w.event(format!("member {id} has caught up after losing its disk"));

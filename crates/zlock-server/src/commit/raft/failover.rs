@@ -126,6 +126,8 @@ pub struct Watcher {
     /// The heartbeat: the knock's patience, the margin after the lease, and the turn
     /// between two followers.
     pub heartbeat: Duration,
+    /// Whether this member may campaign ([`peer::Local::may_campaign`]).
+    pub local: peer::Local,
 }
 
 /// The leader this member follows, and in which term, if it is a follower.
@@ -176,7 +178,7 @@ impl Watcher {
         tokio::time::sleep_until(at).await;
         // An election (won or not) that moved this member's term, or a new leader: the
         // next in turn steps in only if nothing happened.
-        if following(&self.raft) != Some((leader, term)) {
+        if following(&self.raft) != Some((leader, term)) || !self.local.may_campaign() {
             return;
         }
         tracing::info!(

@@ -235,6 +235,16 @@ impl RaftCommit {
         .map_err(io)?;
         let membership = sm.membership();
         let network = peer::Network { id: id.clone() };
+        // A member whose catch-up gate is closed does not campaign until it opens
+        // (`rejoin::open_when_caught_up` turns openraft's election timer on then).
+        let config = if local.may_campaign() {
+            config
+        } else {
+            Arc::new(openraft::Config {
+                enable_elect: false,
+                ..(*config).clone()
+            })
+        };
         let raft = Raft::new(opts.me, config, network, log, sm)
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
@@ -264,8 +274,13 @@ impl RaftCommit {
         let silent = Duration::from_millis(opts.election_max_ms * 2);
         let (contact, broke) = failover::Contact::new(silent);
         if local.gate.target().is_some() {
-            tokio::spawn(rejoin::open_when_caught_up(local.clone(), stopped.clone()));
+            tokio::spawn(rejoin::open_when_caught_up(
+                local.clone(),
+                raft.clone(),
+                stopped.clone(),
+            ));
         }
+        let watcher_local = local.clone();
         let server = tokio::spawn(peer::serve(
             listener,
             raft.clone(),
@@ -283,6 +298,7 @@ impl RaftCommit {
             contact: contact.clone(),
             lease: Duration::from_millis(opts.election_max_ms),
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
+            local: watcher_local,
         };
         tokio::spawn(watcher.run(broke, stopped.clone()));
         if observer {

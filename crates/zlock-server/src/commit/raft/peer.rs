@@ -155,15 +155,26 @@ pub struct Local {
 }
 
 impl Local {
+    /// Whether this member may campaign: not while its catch-up gate is closed (its
+    /// vote for itself would be a vote for a log behind the target, which the gate
+    /// exists to refuse; the simulation found a rejoined member elected so, with a
+    /// member that was behind too, missing committed entries).
+    pub fn may_campaign(&self) -> bool {
+        !self.gate.refuses(self.view.last_log_id())
+    }
+
     /// Answers a vote request: refused without asking openraft while the catch-up gate
-    /// is closed.
+    /// is closed to this candidate ([`Gate::refuses_candidate`]).
     pub async fn vote(
         &self,
         raft: &Raft,
         req: VoteRequest<Zraft>,
     ) -> Result<VoteResponse<Zraft>, RaftError<Zraft>> {
         let last = self.view.last_log_id();
-        if self.gate.refuses(last.clone()) {
+        if self
+            .gate
+            .refuses_candidate(last.clone(), req.last_log_id.as_ref())
+        {
             let vote = raft.metrics().borrow_watched().vote.clone();
             return Ok(VoteResponse::new(vote, last, false));
         }
@@ -203,21 +214,41 @@ impl Local {
         Ok(())
     }
 
-    /// Where this member stands, for a member starting blank.
-    pub fn standing(&self, raft: &Raft) -> Standing {
-        let m = raft.metrics();
-        let m = m.borrow_watched();
+    /// Where this member stands, for a member starting blank; `None` once its Raft has
+    /// stopped (the asker then hears nothing, as from a member that is down). Asked of
+    /// openraft's core, which answers once it has loaded this member's vote and log
+    /// (its metrics may not show them yet just after a start: a member restarted a
+    /// moment before answered "never voted", and a blank member asking then started a
+    /// second history; the simulation caught it).
+    pub async fn standing(&self, raft: &Raft) -> Option<Standing> {
+        let (vote, voters, leads) = raft
+            .with_raft_state(|st| {
+                let voters: Vec<u64> = st
+                    .membership_state
+                    .effective()
+                    .membership()
+                    .voter_ids()
+                    .collect();
+                (
+                    st.vote_ref().clone(),
+                    voters,
+                    st.server_state == openraft::ServerState::Leader,
+                )
+            })
+            .await
+            .ok()?;
         let mut s = Standing {
-            // openraft's initial vote: none cast yet.
-            vote: (m.vote != Vote::new(0, 0)).then(|| m.vote.clone()),
+            // openraft's initial vote (term 0, uncommitted; 0.10 names the member
+            // itself in it): none cast yet. Every real vote is of term 1 or later.
+            vote: (vote.leader_id().term > 0 || vote.is_committed()).then_some(vote),
             last_log_id: self.view.last_log_id(),
-            leads: m.state == openraft::ServerState::Leader && m.current_leader == Some(m.id),
+            leads,
             voters: [0; 4],
         };
-        for id in m.membership_config.membership().voter_ids() {
+        for id in voters {
             s.add_voter(id);
         }
-        s
+        Some(s)
     }
 }
 
@@ -470,7 +501,10 @@ async fn serve_requests(
                 Reply::Touch
             }
             Request::ReadIndex => Reply::ReadIndex(read_index(&raft).await),
-            Request::Standing => Reply::Standing(local.standing(&raft)),
+            Request::Standing => match local.standing(&raft).await {
+                Some(s) => Reply::Standing(s),
+                None => return Ok(()),
+            },
             Request::LeaderInTouch => {
                 Reply::LeaderInTouch(super::leader_in_touch(&raft, contact.silent) == Some(true))
             }

@@ -10,20 +10,21 @@
 //! asks the others where they stand ([`Standing`]: their vote and last log id) and
 //! decides ([`decide`]):
 //!
-//! - **No member has had a leader** (every answer blank or still campaigning): the first
-//!   start. It goes on once a majority of the ensemble (itself included) has answered,
-//!   as a first start needs a quorum anyway, and proposes the initial membership (or,
-//!   if one of them is already campaigning, takes the highest vote among them and
-//!   waits for the leader's membership).
-//! - **Some member has had a leader**: it is rejoining. It waits for an answer from
+//! - **No member has voted yet** (every answer blank, or holding only the initial
+//!   membership): the first start. It goes on once a majority of the ensemble (itself
+//!   included) has answered, as a first start needs a quorum anyway, and proposes the
+//!   initial membership.
+//! - **Some member has voted** (had a leader, or campaigned: an election may have made
+//!   a leader this member served before it lost its disk): it is rejoining. It waits for an answer from
 //!   *every* other member (a vote it granted before it lost its disk is then at most the
 //!   highest vote among them: the candidate it voted for holds a vote at least as high),
 //!   then takes that highest vote as its own before it starts ([`Found::Join`]'s
 //!   `floor`), so openraft refuses any lower vote or any append from a lower leader, and
-//!   keeps a catch-up [`Gate`]: it grants no vote until its log is at least as far along
-//!   as the furthest log among the answers, so it can no longer help elect a member that
-//!   lacks an entry committed with its lost acknowledgements (Raft's election rule: a log
-//!   at least as up to date as every log of a majority holds every committed entry).
+//!   keeps a catch-up [`Gate`]: until its log is at least as far along as the furthest
+//!   log among the answers, it grants no vote to a candidate whose log is behind that
+//!   one too, so it can no longer help elect a member that lacks an entry committed with
+//!   its lost acknowledgements (Raft's election rule: a log at least as up to date as
+//!   every log of a majority holds every committed entry).
 //!
 //! What this does not cover: two members that lost their disks at the same time (the
 //! one or two survivors may not hold every committed entry; nothing can recover that),
@@ -106,7 +107,13 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
         .filter_map(|s| s.vote)
         .max_by_key(|v| v.leader_id)
         .map(|v| Vote::new(v.leader_id.term, v.leader_id.node_id));
-    if answers.values().any(Standing::led) {
+    // Any vote cast (a campaign: term 1 or later) may have elected a leader, which this
+    // member may have been or acknowledged before it lost its disk; a member that voted
+    // for that leader and then campaigned itself shows only its own, uncommitted, vote.
+    // So it counts as a rejoin, not as a first start (the simulation found a member that
+    // had led, wiped, take a campaigning member's answer for a first start, vote without
+    // a gate, and elect a member lacking what it had committed).
+    if answers.values().any(|s| s.led() || s.vote.is_some()) {
         let newcomer = answers.values().any(|s| s.leads)
             && answers.values().all(|s| !s.votes(me))
             && answers.len() + 1 >= quorum;
@@ -119,20 +126,20 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
         if answers.len() < others {
             return None;
         }
-        let target = answers.values().filter_map(|s| s.last_log_id).max();
+        // The initial membership entry (index 0) holds nothing a client wrote, and each
+        // member that proposed it wrote it under its own id: not a target.
+        let target = answers
+            .values()
+            .filter_map(|s| s.last_log_id)
+            .filter(|l| l.index > 0)
+            .max();
         let floor = highest.unwrap_or(Vote::new(0, 0));
         return Some(Found::Join { floor, target });
     }
     if answers.len() + 1 < quorum {
         return None;
     }
-    Some(match highest {
-        None => Found::Bootstrap,
-        Some(floor) => Found::Join {
-            floor,
-            target: None,
-        },
-    })
+    Some(Found::Bootstrap)
 }
 
 /// The catch-up gate of a rejoining member, kept in a file beside the vote so that it
@@ -189,6 +196,23 @@ impl Gate {
         true
     }
 
+    /// Whether the vote of a candidate whose log ends at `candidate` must be refused
+    /// while this member's log ends at `last`: only while the gate is closed and the
+    /// candidate's log is behind the target too. A candidate whose log is at least as
+    /// up to date as the target (the furthest log of every other member when this one
+    /// rejoined) holds every entry committed before, whatever this member acknowledged
+    /// and lost (Raft's election argument: a log at least as up to date as that of a
+    /// member holding a committed entry holds it). Without this, a member that lost its
+    /// disk could not help elect the one member that has the data while the others are
+    /// gated or blank too (the simulation found such an ensemble stuck for good).
+    pub fn refuses_candidate(&self, last: Option<LogId>, candidate: Option<&LogId>) -> bool {
+        if !self.refuses(last) {
+            return false;
+        }
+        let target = self.lock().target;
+        !(target.is_some() && candidate >= target.as_ref())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, GateFile> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -204,15 +228,22 @@ impl GateFile {
 }
 
 /// Opens `local`'s gate as soon as its log has caught up (looked at every 100 ms; a
-/// vote request also opens it), so that the member says so when it happens.
-pub async fn open_when_caught_up(local: Local, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// vote request also opens it), so that the member says so when it happens, and then
+/// lets openraft's election timer run (off while the gate is closed: a gated member
+/// does not campaign, see [`Local::may_campaign`]).
+pub async fn open_when_caught_up(
+    local: Local,
+    raft: super::types::Raft,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
-    while local.gate.refuses(local.view.last_log_id()) {
+    while !local.may_campaign() {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
     }
+    raft.runtime_config().elect(true);
 }
 
 /// How often a blank member asks the others, and how long it gives each answer.
@@ -348,14 +379,29 @@ mod tests {
             Some(Found::Bootstrap)
         );
         assert_eq!(decide(1, 5, &answers(&[(2, BLANK)])), None);
-        // A member already campaigning (its initial membership entry, no leader yet).
+        // Members that proposed the initial membership and have not campaigned yet.
+        let initialized = Standing {
+            last_log_id: log(0, 0, 0),
+            ..BLANK
+        };
+        assert_eq!(
+            decide(1, 3, &answers(&[(2, initialized)])),
+            Some(Found::Bootstrap)
+        );
+        // A member already campaigning: a leader may have been elected (this member
+        // among its voters), so it is a rejoin: every other member answers first, and
+        // the gate holds until the furthest log past the initial membership (none
+        // here).
         let campaigning = Standing {
             vote: vote(2, 3, false),
             last_log_id: log(0, 0, 0),
             ..BLANK
         };
+        let two = answers(&[(2, BLANK), (3, campaigning)]);
+        assert_eq!(decide(1, 5, &two), None);
+        let all = answers(&[(2, BLANK), (3, campaigning), (4, BLANK), (5, BLANK)]);
         assert_eq!(
-            decide(1, 5, &answers(&[(2, BLANK), (3, campaigning)])),
+            decide(1, 5, &all),
             Some(Found::Join {
                 floor: Vote::new(2, 3),
                 target: None
@@ -442,6 +488,13 @@ mod tests {
         g.close_until(log(4, 2, 17)).unwrap();
         assert!(g.refuses(log(4, 2, 16)));
         assert!(g.refuses(log(3, 1, 40)));
+        // A candidate as far along as the target is not refused (the gate stays
+        // closed to the others); one behind it is.
+        assert!(!g.refuses_candidate(None, log(4, 2, 17).as_ref()));
+        assert!(!g.refuses_candidate(None, log(5, 3, 2).as_ref()));
+        assert!(g.refuses_candidate(None, log(4, 2, 16).as_ref()));
+        assert!(g.refuses_candidate(log(4, 2, 3), None));
+        assert!(g.refuses(None), "a candidate's vote does not open the gate");
         drop(g);
         let g = Gate::open(dir.path()).unwrap();
         assert!(g.refuses(None), "the gate was kept across a restart");
