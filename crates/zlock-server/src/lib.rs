@@ -215,6 +215,7 @@ pub async fn serve(
     let mut reconfig = None;
     let mut quorum = None;
     let mut raft_handle = None;
+    let mut handover = None;
     let commit_thread = match recovered {
         Some((wal, last)) => match &timings {
             None => spawn_sequencer(
@@ -244,6 +245,7 @@ pub async fn serve(
             barrier = Some(Arc::new(raft.barrier()));
             reconfig = Some(raft.reconfigurer());
             raft_handle = Some(raft.raft().clone());
+            handover = Some(raft.hand_over_handle());
             spawn_sequencer(raft, commit_rx, core.clone(), spin, fatal_tx)?
         }
     };
@@ -296,6 +298,11 @@ pub async fn serve(
         _ = fatal_rx.changed() => fatal_rx.borrow().clone(),
     };
     tracing::info!("shutting down");
+    if let (Some(h), None) = (&handover, &fatal) {
+        // A leader hands over first, while its clients are still connected: they
+        // find the new leader as soon as they move.
+        h.run().await;
+    }
     let _ = stop_tx.send(true);
     let _ = accept.await;
     if let Some(t) = metrics_task {

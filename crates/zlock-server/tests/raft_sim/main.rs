@@ -51,6 +51,10 @@
 //!   (first ready branch in order); the simulation's own code has no `select!`. (The
 //!   zlock code it runs has a `select!` only in the peer server, which is not
 //!   simulated, and in the snapshot sender, which is never called.)
+//! - **Watch channels wake in order.** tokio's watch spreads its waiters over eight
+//!   queues chosen by tokio's unseeded RNG; openraft's watches (metrics, heartbeat and
+//!   replication events) are zlock's runtime's instead, which wakes waiters in the
+//!   order they began to wait.
 //! - **Ordered maps only** (BTreeMap), and one RNG per component, each seeded from the
 //!   run's seed, drawn in the fixed order tasks run in.
 //! - The vote and purge point are zlock's `MetaFile`s in a temporary directory (real,

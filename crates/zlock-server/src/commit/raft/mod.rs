@@ -428,63 +428,18 @@ impl RaftCommit {
         }
     }
 
-    /// If this member leads, hands leadership to the voter whose log is furthest
-    /// along (openraft's leadership transfer: the leader stops taking proposals and
-    /// tells the voters; that voter campaigns at once and the others vote without
-    /// waiting for their lease of this leader to run out), and waits until another
-    /// member leads, within the longest election timeout. Clients see a new leader
-    /// within a round trip or two rather than after a lease and an election timeout.
-    /// Nothing is lost if it does not happen in time: the member stops anyway, and the
-    /// others elect a leader as they would after a crash.
+    /// What hands leadership over when this member stops ([`HandOver::run`]); the
+    /// server runs it first thing when it stops.
+    pub fn hand_over_handle(&self) -> HandOver {
+        HandOver {
+            raft: self.raft.clone(),
+            me: self.id.me,
+            within: self.silent,
+        }
+    }
+
     async fn hand_over(&self) {
-        let me = self.id.me;
-        let to = {
-            let m = self.raft.metrics();
-            let m = m.borrow_watched();
-            if m.state != openraft::ServerState::Leader || m.current_leader != Some(me) {
-                return;
-            }
-            let matched = |id: &u64| {
-                m.replication
-                    .as_ref()
-                    .and_then(|r| r.get(id).cloned().flatten())
-            };
-            m.membership_config
-                .membership()
-                .voter_ids()
-                .filter(|&v| v != me)
-                .max_by_key(|v| matched(v))
-        };
-        let Some(to) = to else { return };
-        tracing::info!(member = me, to, "stopping: handing leadership over");
-        if self.raft.trigger().transfer_leader(to).await.is_err() {
-            return;
-        }
-        let mut m = self.raft.metrics();
-        let moved = tokio::time::timeout(
-            self.silent,
-            types::wait_for(&mut m, |x| {
-                x.current_leader.is_some_and(|l| l != me)
-                    || x.state != openraft::ServerState::Leader
-            }),
-        )
-        .await;
-        match moved {
-            Ok(Ok(x)) => match x.current_leader {
-                Some(leader) => tracing::info!(
-                    member = me,
-                    leader,
-                    term = x.current_term,
-                    "leadership handed over"
-                ),
-                None => tracing::info!(member = me, "stepped down; no new leader known yet"),
-            },
-            _ => tracing::warn!(
-                member = me,
-                to,
-                "leadership not handed over in time; stopping anyway"
-            ),
-        }
+        self.hand_over_handle().run().await;
     }
 
     async fn leader(&self) -> Result<u64, CommitError> {
@@ -640,6 +595,70 @@ impl RaftCommit {
             Err(_) => Err(CommitError::Unavailable(format!(
                 "entry {last} committed but not applied here in time"
             ))),
+        }
+    }
+}
+
+/// Hands leadership over before a member stops (see [`HandOver::run`]).
+pub struct HandOver {
+    raft: Raft,
+    me: u64,
+    within: Duration,
+}
+
+impl HandOver {
+    /// If this member leads, hands leadership to the voter whose log is furthest
+    /// along (openraft's leadership transfer: the leader stops taking proposals and
+    /// tells the voters; that voter campaigns at once and the others vote without
+    /// waiting for their lease of this leader to run out), and waits until another
+    /// member leads, within twice the longest election timeout. Clients see a new leader
+    /// within a round trip or two rather than after a lease and an election timeout.
+    /// Nothing is lost if it does not happen in time: the member stops anyway, and the
+    /// others elect a leader as they would after a crash.
+    pub async fn run(&self) {
+        let me = self.me;
+        let to = {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            if m.state != openraft::ServerState::Leader || m.current_leader != Some(me) {
+                return;
+            }
+            let matched = |id: &u64| {
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(id).cloned().flatten())
+            };
+            m.membership_config
+                .membership()
+                .voter_ids()
+                .filter(|&v| v != me)
+                .max_by_key(|v| matched(v))
+        };
+        let Some(to) = to else { return };
+        tracing::info!(member = me, to, "stopping: handing leadership over");
+        if self.raft.trigger().transfer_leader(to).await.is_err() {
+            return;
+        }
+        let mut m = self.raft.metrics();
+        let moved = tokio::time::timeout(
+            self.within,
+            // Until the new leader is known here (its first append comes within a round
+            // trip of its election).
+            types::wait_for(&mut m, |x| x.current_leader.is_some_and(|l| l != me)),
+        )
+        .await;
+        match moved {
+            Ok(Ok(x)) => tracing::info!(
+                member = me,
+                leader = x.current_leader.unwrap_or(0),
+                term = x.current_term,
+                "leadership handed over"
+            ),
+            _ => tracing::warn!(
+                member = me,
+                to,
+                "no new leader known in time; stopping anyway"
+            ),
         }
     }
 }
