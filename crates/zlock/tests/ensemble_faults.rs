@@ -17,6 +17,7 @@
 //!    watches and locks, and never counts in a quorum (`observers.rs`).
 //! 10. `reconfig`: grow 3 -> 5 and shrink 5 -> 3 under traffic, a member replaced by an
 //!     empty one, bad requests and their codes (`reconfig.rs`).
+//! 11. The leader of five members stopped with SIGTERM: it hands leadership over first.
 //!
 //! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and

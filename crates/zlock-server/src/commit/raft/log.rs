@@ -52,8 +52,8 @@ impl Tail {
     }
 
     fn last_log_id(&self) -> Option<LogId> {
-        let last = self.entries.values().next_back().map(|e| e.log_id.clone());
-        last.or_else(|| self.last_purged.clone())
+        let last = self.entries.values().next_back().map(|e| e.log_id);
+        last.or(self.last_purged)
     }
 }
 
@@ -257,7 +257,7 @@ impl RaftLog {
     pub fn set_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
         let bytes = postcard::to_allocvec(vote).map_err(io_err)?;
         self.vote.store(&bytes).map_err(io_err)?;
-        lock(&self.tail).vote = Some(vote.clone());
+        lock(&self.tail).vote = Some(*vote);
         Ok(())
     }
 
@@ -398,7 +398,7 @@ impl RaftLogReader<Zraft> for TailReader {
     }
 
     async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
-        Ok(lock(&self.tail).vote.clone())
+        Ok(lock(&self.tail).vote)
     }
 }
 
@@ -411,7 +411,7 @@ impl RaftLogReader<Zraft> for RaftLog {
     }
 
     async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
-        Ok(lock(&self.tail).vote.clone())
+        Ok(lock(&self.tail).vote)
     }
 }
 
@@ -421,7 +421,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
     async fn get_log_state(&mut self) -> std::io::Result<LogState<Zraft>> {
         let t = lock(&self.tail);
         Ok(LogState {
-            last_purged_log_id: t.last_purged.clone(),
+            last_purged_log_id: t.last_purged,
             last_log_id: t.last_log_id(),
         })
     }

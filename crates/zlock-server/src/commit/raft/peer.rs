@@ -171,11 +171,8 @@ impl Local {
         req: VoteRequest<Zraft>,
     ) -> Result<VoteResponse<Zraft>, RaftError<Zraft>> {
         let last = self.view.last_log_id();
-        if self
-            .gate
-            .refuses_candidate(last.clone(), req.last_log_id.as_ref())
-        {
-            let vote = raft.metrics().borrow_watched().vote.clone();
+        if self.gate.refuses_candidate(last, req.last_log_id.as_ref()) {
+            let vote = raft.metrics().borrow_watched().vote;
             return Ok(VoteResponse::new(vote, last, false));
         }
         raft.vote(req).await
@@ -230,7 +227,7 @@ impl Local {
                     .voter_ids()
                     .collect();
                 (
-                    st.vote_ref().clone(),
+                    *st.vote_ref(),
                     voters,
                     st.server_state == openraft::ServerState::Leader,
                 )

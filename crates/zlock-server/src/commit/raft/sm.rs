@@ -142,7 +142,7 @@ impl RaftSnapshotBuilder<Zraft> for Builder {
             let mut h = lock(&self.inner);
             let job = h.host.image();
             let meta = SnapshotMeta {
-                last_log_id: h.applied.clone(),
+                last_log_id: h.applied,
                 last_membership: h.membership.clone(),
             };
             (job, meta)
@@ -175,7 +175,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, Membership), std::io::Error> {
         let h = lock(&self.inner);
-        Ok((h.applied.clone(), h.membership.clone()))
+        Ok((h.applied, h.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), std::io::Error>
@@ -237,7 +237,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
             h.host
                 .install(LogIndex(index), host_payload)
                 .map_err(|e| err(&e))?;
-            h.applied = meta.last_log_id.clone();
+            h.applied = meta.last_log_id;
             h.membership = meta.last_membership.clone();
         }
         self.since_snapshot = 0;
@@ -268,7 +268,7 @@ impl StateMachine {
     /// Applies the entries in `ready` (emptied) to the host, in order, and answers
     /// their responders once the host has them.
     fn apply_ready(&mut self, ready: &mut Vec<EntryResponder<Zraft>>) {
-        let Some(last) = ready.last().map(|(e, _)| e.log_id.clone()) else {
+        let Some(last) = ready.last().map(|(e, _)| e.log_id) else {
             return;
         };
         let mut changed = None;
@@ -278,7 +278,7 @@ impl StateMachine {
             for (e, _) in ready.iter() {
                 match &e.payload {
                     EntryPayload::Membership(m) => {
-                        h.membership = Membership::new(Some(e.log_id.clone()), m.clone());
+                        h.membership = Membership::new(Some(e.log_id), m.clone());
                         changed = Some(h.membership.clone());
                     }
                     EntryPayload::Normal(p) => self.since_snapshot += p.0.len() as u64,
@@ -298,7 +298,7 @@ impl StateMachine {
                     (LogIndex(e.log_id.index), entry)
                 });
             h.host.apply(&mut it);
-            h.applied = Some(last.clone());
+            h.applied = Some(last);
         }
         if self.snap_every.is_some() && self.since_snapshot >= self.snapshot_at {
             self.since_snapshot = 0;
