@@ -337,7 +337,11 @@ impl Sim {
         ));
         self.crashes += 1;
         let wipe = self.rng.gen_range(0..100) < self.wipe_odds;
-        if wipe && self.amnesiac.is_none() {
+        // One member without its data at a time: none wiped and not caught up yet, and
+        // none still blank from the start (a member that never started holds nothing
+        // either: it and a wiped member would be a majority of blanks, two disks lost
+        // in effect, which no rule can tell from a first start).
+        if wipe && self.amnesiac.is_none() && self.settling.is_empty() {
             self.boxes.insert(id, Durable::blank());
             self.amnesiac = Some(id);
             self.wipes += 1;
