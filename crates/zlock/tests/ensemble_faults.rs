@@ -162,6 +162,18 @@ async fn converged(ens: &ChildEnsemble) {
     );
 }
 
+/// No traffic session expired (a worker's own failure would have panicked already);
+/// then the traffic stops and every member up has every acknowledged write, one
+/// history.
+async fn no_session_lost_then_verify(ens: &ChildEnsemble, t: Traffic) {
+    for c in t.lock_clients.iter().chain(&t.writer_clients) {
+        assert_ne!(c.state(), ConnectionState::Lost, "a session expired");
+    }
+    let rec = t.stop().await;
+    verify(ens, &rec).await;
+    converged(ens).await;
+}
+
 async fn start() -> (ChildEnsemble, usize) {
     let ens = ChildEnsemble::start().await.unwrap();
     let l = ens.leader().await.unwrap();
@@ -236,15 +248,7 @@ async fn leader_sigterm_hands_leadership_over() {
             "handed over to another member than the one that leads ({named}): {handed}"
         );
         ens.start_again(l).await.unwrap();
-        for c in t.lock_clients.iter().chain(&t.writer_clients) {
-            assert!(
-                !matches!(c.state(), ConnectionState::Lost),
-                "a session expired"
-            );
-        }
-        let rec = t.stop().await;
-        verify(&ens, &rec).await;
-        converged(&ens).await;
+        no_session_lost_then_verify(&ens, t).await;
     })
     .await;
 }

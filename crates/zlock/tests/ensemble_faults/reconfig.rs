@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use zlock::{Client, Error, ErrorCode, LockPath};
 use zlock_testkit::{ChildEnsemble, EnsembleOptions, TestServer};
 
-use super::traffic::{verify, Traffic};
-use super::{bounded, connect, converged, within, T};
+use super::traffic::Traffic;
+use super::{bounded, connect, no_session_lost_then_verify, within, T};
 
 /// `super:test`, as kazoo's test harness sets it up.
 const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
@@ -110,21 +110,6 @@ async fn mode_is(ens: &ChildEnsemble, i: usize, modes: &[&str]) {
         ok.is_ok(),
         "member {i}: mode {last:?}, not one of {modes:?}"
     );
-}
-
-/// No traffic session expired (a worker's own failure would have panicked already);
-/// then the traffic stops and every member up has every acknowledged write, one
-/// history.
-async fn no_session_lost_then_verify(ens: &ChildEnsemble, t: Traffic) {
-    for c in t.lock_clients.iter().chain(&t.writer_clients) {
-        assert!(
-            !matches!(c.state(), zlock::ConnectionState::Lost),
-            "a session expired"
-        );
-    }
-    let rec = t.stop().await;
-    verify(ens, &rec).await;
-    converged(ens).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -183,7 +183,7 @@ impl RaftCommit {
         listener: TcpListener,
         hooks: peer::Hooks,
     ) -> Result<RaftCommit, CommitError> {
-        let config = Arc::new(opts.config()?);
+        let mut config = opts.config()?;
         let io = |e: std::io::Error| CommitError::Raft(e.to_string());
         let mut log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
         let log_closer = log.closer();
@@ -237,15 +237,8 @@ impl RaftCommit {
         let network = peer::Network { id: id.clone() };
         // A member whose catch-up gate is closed does not campaign until it opens
         // (`rejoin::open_when_caught_up` turns openraft's election timer on then).
-        let config = if local.may_campaign() {
-            config
-        } else {
-            Arc::new(openraft::Config {
-                enable_elect: false,
-                ..(*config).clone()
-            })
-        };
-        let raft = Raft::new(opts.me, config, network, log, sm)
+        config.enable_elect = local.may_campaign();
+        let raft = Raft::new(opts.me, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| CommitError::Raft(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
@@ -412,9 +405,9 @@ impl RaftCommit {
     }
 
     /// Stops openraft and the peer server; once it returns the quorum port is closed.
-    /// A leader first hands leadership over ([`RaftCommit::hand_over`]).
+    /// A leader first hands leadership over ([`HandOver::run`]).
     pub async fn shutdown(&self) {
-        self.hand_over().await;
+        self.hand_over_handle().run().await;
         self.stop.send_replace(true);
         let _ = self.raft.shutdown().await;
         self.log_closer.close().await;
@@ -436,10 +429,6 @@ impl RaftCommit {
             me: self.id.me,
             within: self.silent,
         }
-    }
-
-    async fn hand_over(&self) {
-        self.hand_over_handle().run().await;
     }
 
     async fn leader(&self) -> Result<u64, CommitError> {
@@ -620,7 +609,7 @@ impl HandOver {
         let to = {
             let m = self.raft.metrics();
             let m = m.borrow_watched();
-            if m.state != openraft::ServerState::Leader || m.current_leader != Some(me) {
+            if !types::leads(&m, me) {
                 return;
             }
             let matched = |id: &u64| {
@@ -972,9 +961,7 @@ impl Reporter {
 
     /// Whether this member leads now.
     pub fn leads(&self) -> bool {
-        let m = self.raft.metrics();
-        let m = m.borrow_watched();
-        m.current_leader == Some(self.id.me) && m.state == openraft::ServerState::Leader
+        types::leads(&self.raft.metrics().borrow_watched(), self.id.me)
     }
 
     /// Reports `sessions` to the current leader; `false` if there is none or it could

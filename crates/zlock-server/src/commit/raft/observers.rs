@@ -62,7 +62,7 @@ pub(super) async fn add_when_leading(
             if m.running_state.is_err() {
                 return;
             }
-            let leads = m.state == openraft::ServerState::Leader && m.current_leader == Some(me);
+            let leads = super::types::leads(&m, me);
             let membership = m.membership_config.membership();
             let missing: Vec<(u64, BasicNode)> = observers
                 .iter()

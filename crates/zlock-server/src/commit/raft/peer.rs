@@ -77,7 +77,7 @@ pub enum Request {
         vote: Vote,
         meta: SnapshotMeta,
     },
-    /// The leader hands leadership to the named member (see [`super::handover`]).
+    /// The leader hands leadership to the named member (see [`super::HandOver`]).
     TransferLeader(TransferLeaderRequest<Zraft>),
     /// Proposals from a member that is not the leader, in order.
     Forward(Vec<Proposal>),
@@ -186,29 +186,26 @@ impl Local {
         offset: u64,
         data: &[u8],
     ) -> Result<(), String> {
-        use std::sync::atomic::{AtomicU64, Ordering};
         use tokio::io::AsyncWriteExt;
-        static FILES: AtomicU64 = AtomicU64::new(0);
         if offset == 0 {
-            let n = FILES.fetch_add(1, Ordering::Relaxed);
-            let f = super::sm::StateMachine::receiving_file(&self.snapshot_dir, n)
+            let f = super::sm::receiving_file(&self.snapshot_dir)
                 .await
                 .map_err(|e| e.to_string())?;
             *receiving = Some((f, 0));
         }
-        let have = receiving.as_ref().map(|(_, len)| *len);
-        if have != Some(offset) {
-            *receiving = None;
-            return Err(format!(
-                "snapshot chunk at {offset}, {have:?} bytes received"
-            ));
+        match receiving {
+            Some((file, len)) if *len == offset => {
+                file.write_all(data).await.map_err(|e| e.to_string())?;
+                *len += data.len() as u64;
+                Ok(())
+            }
+            _ => {
+                let have = receiving.take().map(|(_, len)| len);
+                Err(format!(
+                    "snapshot chunk at {offset}, {have:?} bytes received"
+                ))
+            }
         }
-        let Some((file, len)) = receiving.as_mut() else {
-            return Err("no snapshot file".into());
-        };
-        file.write_all(data).await.map_err(|e| e.to_string())?;
-        *len += data.len() as u64;
-        Ok(())
     }
 
     /// Where this member stands, for a member starting blank; `None` once its Raft has
@@ -710,7 +707,7 @@ impl RaftNetworkFactory<Zraft> for Network {
 /// busy to answer within a heartbeat once (all members writing a snapshot at once, on a
 /// loaded machine) must not be left without appends for 500 ms, which outlasts the
 /// election timeout.
-fn rpc_err<E: std::error::Error>(e: FrameError, me: u64, action: RPCTypes) -> RPCError<Zraft, E> {
+fn rpc_err(e: FrameError, me: u64, action: RPCTypes) -> RPCError<Zraft> {
     match e {
         FrameError::Timeout { target, ttl } => RPCError::Timeout(Timeout {
             action,
@@ -731,6 +728,28 @@ fn timed_out(e: &FrameError) -> bool {
 }
 
 impl Peer {
+    /// One of openraft's calls: `req` within `option`'s time, its reply picked out by
+    /// `pick` (`None`: another kind of reply), the member's refusal or any failure as
+    /// openraft takes them ([`rpc_err`]).
+    async fn rpc<T>(
+        &mut self,
+        req: &Request,
+        option: RPCOption,
+        action: RPCTypes,
+        pick: impl FnOnce(Reply) -> Option<Result<T, String>>,
+    ) -> Result<T, RPCError<Zraft>> {
+        let me = self.id.me;
+        match self.call(req, option.hard_ttl()).await.map(pick) {
+            Ok(Some(Ok(r))) => Ok(r),
+            Ok(Some(Err(e))) => Err(RPCError::Network(NetworkError::from_string(format!(
+                "member {}: {e}",
+                self.target
+            )))),
+            Ok(None) => Err(rpc_err(FrameError::Unexpected, me, action)),
+            Err(e) => Err(rpc_err(e, me, action)),
+        }
+    }
+
     /// Sends a snapshot file in chunks, then asks the member to install it.
     async fn send_snapshot(
         &mut self,
@@ -787,18 +806,12 @@ impl RaftNetworkV2<Zraft> for Peer {
         rpc: AppendEntriesRequest<Zraft>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<Zraft>, RPCError<Zraft>> {
-        match self.call(&Request::Append(rpc), option.hard_ttl()).await {
-            Ok(Reply::Append(Ok(r))) => Ok(r),
-            Ok(Reply::Append(Err(e))) => Err(RPCError::Network(NetworkError::from_string(
-                format!("member {}: {e}", self.target),
-            ))),
-            Ok(_) => Err(rpc_err(
-                FrameError::Unexpected,
-                self.id.me,
-                RPCTypes::AppendEntries,
-            )),
-            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::AppendEntries)),
-        }
+        let req = Request::Append(rpc);
+        self.rpc(&req, option, RPCTypes::AppendEntries, |r| match r {
+            Reply::Append(r) => Some(r.map_err(|e| e.to_string())),
+            _ => None,
+        })
+        .await
     }
 
     async fn vote(
@@ -806,15 +819,12 @@ impl RaftNetworkV2<Zraft> for Peer {
         rpc: VoteRequest<Zraft>,
         option: RPCOption,
     ) -> Result<VoteResponse<Zraft>, RPCError<Zraft>> {
-        match self.call(&Request::Vote(rpc), option.hard_ttl()).await {
-            Ok(Reply::Vote(Ok(r))) => Ok(r),
-            Ok(Reply::Vote(Err(e))) => Err(RPCError::Network(NetworkError::from_string(format!(
-                "member {}: {e}",
-                self.target
-            )))),
-            Ok(_) => Err(rpc_err(FrameError::Unexpected, self.id.me, RPCTypes::Vote)),
-            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::Vote)),
-        }
+        let req = Request::Vote(rpc);
+        self.rpc(&req, option, RPCTypes::Vote, |r| match r {
+            Reply::Vote(r) => Some(r.map_err(|e| e.to_string())),
+            _ => None,
+        })
+        .await
     }
 
     async fn full_snapshot(
@@ -833,17 +843,7 @@ impl RaftNetworkV2<Zraft> for Peer {
                 return Err(StreamingError::Closed(closed));
             }
         };
-        sent.map_err(|e| {
-            match rpc_err::<openraft::errors::Infallible>(e, self.id.me, RPCTypes::InstallSnapshot)
-            {
-                RPCError::Timeout(t) => StreamingError::Timeout(t),
-                RPCError::Unreachable(u) => StreamingError::Unreachable(u),
-                RPCError::Network(n) => StreamingError::Network(n),
-                RPCError::RemoteError(r) => {
-                    StreamingError::Network(NetworkError::from_string(r.to_string()))
-                }
-            }
-        })
+        sent.map_err(|e| rpc_err(e, self.id.me, RPCTypes::InstallSnapshot).into())
     }
 
     async fn transfer_leader(
@@ -851,20 +851,11 @@ impl RaftNetworkV2<Zraft> for Peer {
         req: TransferLeaderRequest<Zraft>,
         option: RPCOption,
     ) -> Result<TransferLeaderResponse<Zraft>, RPCError<Zraft>> {
-        match self
-            .call(&Request::TransferLeader(req), option.hard_ttl())
-            .await
-        {
-            Ok(Reply::TransferLeader(Ok(r))) => Ok(r),
-            Ok(Reply::TransferLeader(Err(e))) => Err(RPCError::Network(NetworkError::from_string(
-                format!("member {}: {e}", self.target),
-            ))),
-            Ok(_) => Err(rpc_err(
-                FrameError::Unexpected,
-                self.id.me,
-                RPCTypes::TransferLeader,
-            )),
-            Err(e) => Err(rpc_err(e, self.id.me, RPCTypes::TransferLeader)),
-        }
+        let req = Request::TransferLeader(req);
+        self.rpc(&req, option, RPCTypes::TransferLeader, |r| match r {
+            Reply::TransferLeader(r) => Some(r),
+            _ => None,
+        })
+        .await
     }
 }

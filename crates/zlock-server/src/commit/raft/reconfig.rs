@@ -231,7 +231,7 @@ impl Leader {
     fn current(&self) -> Result<ConfigView, ReconfigError> {
         let m = self.raft.metrics();
         let m = m.borrow_watched();
-        if m.state != openraft::ServerState::Leader || m.current_leader != Some(self.me) {
+        if !super::types::leads(&m, self.me) {
             return Err(ReconfigError::NotLeader(self.me));
         }
         members::view(&m.membership_config, &self.fixed).ok_or(ReconfigError::InProgress)

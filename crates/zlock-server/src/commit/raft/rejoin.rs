@@ -68,10 +68,12 @@ impl Standing {
         }
     }
 
-    /// Whether the member has known a leader: a committed vote, or a log past the
-    /// initial membership entry (a leader's first entry).
-    pub fn led(&self) -> bool {
-        self.vote.is_some_and(|v| v.is_committed()) || self.last_log_id.is_some_and(|l| l.index > 0)
+    /// Whether the ensemble may have had a leader, as far as this answer shows: a vote
+    /// cast (a campaign, of term 1 or later: it may have elected a leader, and a member
+    /// that voted for one and then campaigned itself shows only its own, uncommitted,
+    /// vote), or a log past the initial membership entry (a leader's first entry).
+    pub fn may_have_had_a_leader(&self) -> bool {
+        self.vote.is_some() || self.last_log_id.is_some_and(|l| l.index > 0)
     }
 }
 
@@ -102,24 +104,26 @@ pub enum Found {
 pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
     let others = members.saturating_sub(1);
     let quorum = members / 2 + 1;
-    let highest = answers
+    // The highest vote among the answers, not committed (openraft's initial vote if
+    // there is none).
+    let floor = answers
         .values()
         .filter_map(|s| s.vote)
         .max_by_key(|v| v.leader_id)
-        .map(|v| Vote::new(v.leader_id.term, v.leader_id.node_id));
-    // Any vote cast (a campaign: term 1 or later) may have elected a leader, which this
-    // member may have been or acknowledged before it lost its disk; a member that voted
-    // for that leader and then campaigned itself shows only its own, uncommitted, vote.
-    // So it counts as a rejoin, not as a first start (the simulation found a member that
-    // had led, wiped, take a campaigning member's answer for a first start, vote without
-    // a gate, and elect a member lacking what it had committed).
-    if answers.values().any(|s| s.led() || s.vote.is_some()) {
+        .map_or(Vote::new(0, 0), |v| {
+            Vote::new(v.leader_id.term, v.leader_id.node_id)
+        });
+    // A leader this member may have been or acknowledged before it lost its disk makes
+    // it a rejoin, not a first start (the simulation found a member that had led,
+    // wiped, take a campaigning member's answer for a first start, vote without a gate,
+    // and elect a member lacking what it had committed).
+    if answers.values().any(Standing::may_have_had_a_leader) {
         let newcomer = answers.values().any(|s| s.leads)
             && answers.values().all(|s| !s.votes(me))
             && answers.len() + 1 >= quorum;
         if newcomer {
             return Some(Found::Join {
-                floor: highest.unwrap_or(Vote::new(0, 0)),
+                floor,
                 target: None,
             });
         }
@@ -133,7 +137,6 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
             .filter_map(|s| s.last_log_id)
             .filter(|l| l.index > 0)
             .max();
-        let floor = highest.unwrap_or(Vote::new(0, 0));
         return Some(Found::Join { floor, target });
     }
     if answers.len() + 1 < quorum {

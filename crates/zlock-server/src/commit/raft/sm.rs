@@ -209,34 +209,33 @@ impl RaftStateMachine<Zraft> for StateMachine {
         mut snapshot: tokio::fs::File,
     ) -> Result<(), std::io::Error> {
         use tokio::io::{AsyncReadExt, AsyncSeekExt};
-        let err = |e: &dyn std::fmt::Display| io_err(e);
-        snapshot.flush().await.map_err(|e| err(&e))?;
+        snapshot.flush().await.map_err(io_err)?;
         snapshot
             .seek(std::io::SeekFrom::Start(0))
             .await
-            .map_err(|e| err(&e))?;
+            .map_err(io_err)?;
         let mut data = Vec::new();
-        snapshot.read_to_end(&mut data).await.map_err(|e| err(&e))?;
+        snapshot.read_to_end(&mut data).await.map_err(io_err)?;
         let dir = self.dir.clone();
         let (index, payload) =
-            zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(|e| err(&e))?;
-        let (inner_meta, host_payload) = split(payload).map_err(|e| err(&e))?;
+            zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(io_err)?;
+        let (inner_meta, host_payload) = split(payload).map_err(io_err)?;
         if inner_meta.last_log_id != meta.last_log_id
             || Some(index) != meta.last_log_id.as_ref().map(|l| l.index)
         {
-            return Err(err(&"the received snapshot is not the one announced"));
+            return Err(io_err("the received snapshot is not the one announced"));
         }
         // Durable first: once the state is replaced, a restart must find this snapshot.
         let keep = payload.to_vec();
         tokio::task::spawn_blocking(move || zlock_store::snapshot::write(&dir, index, &keep, KEEP))
             .await
-            .map_err(|e| err(&e))?
-            .map_err(|e| err(&e))?;
+            .map_err(io_err)?
+            .map_err(io_err)?;
         {
             let mut h = lock(&self.inner);
             h.host
                 .install(LogIndex(index), host_payload)
-                .map_err(|e| err(&e))?;
+                .map_err(io_err)?;
             h.applied = meta.last_log_id;
             h.membership = meta.last_membership.clone();
         }
@@ -315,21 +314,24 @@ impl StateMachine {
             }
         }
     }
+}
 
-    /// A file to receive a snapshot from the leader into (see [`super::peer`]): open,
-    /// unlinked, in the snapshot directory.
-    pub async fn receiving_file(dir: &std::path::Path, n: u64) -> std::io::Result<tokio::fs::File> {
-        let path = dir.join(format!("receiving.{}", n));
-        tokio::fs::create_dir_all(&dir).await?;
-        let f = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .await?;
-        // Unlinked now: the open handle is all that is needed, and a crash leaves nothing.
-        let _ = tokio::fs::remove_file(&path).await;
-        Ok(f)
-    }
+/// A file to receive a snapshot from the leader into (see [`super::peer`]): open,
+/// unlinked, in the snapshot directory `dir`.
+pub async fn receiving_file(dir: &std::path::Path) -> std::io::Result<tokio::fs::File> {
+    // Names only have to differ while files are being created.
+    static FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("receiving.{n}"));
+    tokio::fs::create_dir_all(&dir).await?;
+    let f = tokio::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .await?;
+    // Unlinked now: the open handle is all that is needed, and a crash leaves nothing.
+    let _ = tokio::fs::remove_file(&path).await;
+    Ok(f)
 }

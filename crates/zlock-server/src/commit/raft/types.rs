@@ -26,6 +26,11 @@ pub type Metrics = openraft::RaftMetrics<Zraft>;
 pub type MetricsRx = openraft::type_config::alias::WatchReceiverOf<Zraft, Metrics>;
 pub use openraft::async_runtime::watch::WatchReceiver;
 
+/// Whether the member whose metrics these are, `me`, leads now.
+pub fn leads(m: &Metrics, me: u64) -> bool {
+    m.state == openraft::ServerState::Leader && m.current_leader == Some(me)
+}
+
 /// Waits until `f` holds of the metrics, as tokio's `watch::Receiver::wait_for`; the
 /// metrics it held of. Fails once openraft has stopped.
 pub async fn wait_for(
