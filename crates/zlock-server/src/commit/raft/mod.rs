@@ -521,7 +521,8 @@ impl RaftCommit {
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
-                peer::write_as_leader(&self.raft, self.me, batch.clone()).await
+                let now = crate::clock::now_ms();
+                peer::write_as_leader(&self.raft, self.me, batch.clone(), now).await
             } else {
                 // Expiries are the leader's decisions, from its own view of the sessions;
                 // this member, no longer leading (or refused as leader), does not hand

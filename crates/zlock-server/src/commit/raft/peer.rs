@@ -42,9 +42,11 @@ pub const MAX_FRAME: usize = 64 << 20;
 const SNAPSHOT_CHUNK: usize = 4 << 20;
 
 /// The peer protocol's version, in every [`Hello`]. 2: openraft 0.10's messages
-/// (leadership transfer, snapshots sent as a file in chunks). Members of different
-/// versions do not talk: the newer one refuses the older one's hello, naming both.
-pub const PROTOCOL: u32 = 2;
+/// (leadership transfer, snapshots sent as a file in chunks). 3: the leader stamps the
+/// time of every Txn it takes (Txn encoding 3, which a member of version 2 cannot read,
+/// and whose time it would not apply the same way). Members of different versions do
+/// not talk: the newer one refuses the older one's hello, naming both.
+pub const PROTOCOL: u32 = 3;
 
 /// The first frame on a connection.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -489,7 +491,10 @@ async fn serve_requests(
                     .await
                     .map_err(|e: Fatal<Zraft>| e.to_string()),
             ),
-            Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
+            Request::Forward(batch) => {
+                let now = crate::clock::now_ms();
+                Reply::Forward(write_as_leader(&raft, id.me, batch, now).await)
+            }
             Request::Touch(sessions) => {
                 (hooks.touch)(sessions);
                 Reply::Touch
@@ -508,15 +513,28 @@ async fn serve_requests(
     }
 }
 
-/// Writes `batch` through this member's Raft, which must be the leader; returns the last
-/// entry's index once all are committed and applied here. [`ForwardError::NotLeader`]
-/// only when no entry of the batch was taken (so it is safe to send it elsewhere).
+/// Writes `batch` through this member's Raft, which must be the leader, at time
+/// `now_ms` (this member's wall clock); returns the last entry's index once all are
+/// committed and applied here. [`ForwardError::NotLeader`] only when no entry of the
+/// batch was taken (so it is safe to send it elsewhere).
+///
+/// Every Txn is stamped with `now_ms` here, whichever member sequenced it: the time in
+/// the log is the leader's clock alone, as on ZooKeeper, so that a follower whose clock
+/// is off can neither end a lock-delay early (by forwarding a write stamped in its
+/// future) nor stretch one (by stamping a holder's close in its past); and apply never
+/// lets time go back (`zlock_core::State::time_ms`) when leadership moves to a member
+/// whose clock is behind.
 pub async fn write_as_leader(
     raft: &Raft,
     me: u64,
-    batch: Vec<Proposal>,
+    mut batch: Vec<Proposal>,
+    now_ms: i64,
 ) -> Result<u64, ForwardError> {
     use futures_util::StreamExt;
+    for txn in batch.iter_mut().flat_map(|p| p.0.iter_mut()) {
+        txn.time_ms = now_ms;
+        txn.clock = zlock_core::TxnClock::Leader;
+    }
     let n = batch.len();
     let mut results = raft
         .client_write_many(batch)
