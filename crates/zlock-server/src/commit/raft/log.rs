@@ -449,6 +449,19 @@ impl RaftLogStorage<Zraft> for RaftLog {
         let mut records = Vec::new();
         {
             let mut t = lock(&self.tail);
+            // openraft's contract: no hole. The WAL's records are consecutive too, and
+            // would refuse a hole on the writer thread; refused here, the tail never
+            // holds (and replication never reads) an entry the disk will not take.
+            let entries: Vec<Entry> = entries.into_iter().collect();
+            let next = t.last_log_id().map_or(0, |l| l.index + 1);
+            for (e, want) in entries.iter().zip(next..) {
+                if e.log_id.index != want {
+                    return Err(io_err(format!(
+                        "raft log entry {} appended where {want} comes next",
+                        e.log_id.index
+                    )));
+                }
+            }
             for e in entries {
                 let bytes = postcard::to_allocvec(&e).map_err(io_err)?;
                 records.push((disk_index(e.log_id.index), bytes));

@@ -30,6 +30,8 @@ pub mod reconfig;
 pub mod rejoin;
 pub mod runtime;
 pub mod sm;
+#[cfg(test)]
+mod storage_suite_tests;
 pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
