@@ -19,7 +19,10 @@
 // openraft's error types are large by design (its examples allow the same).
 #![allow(clippy::result_large_err)]
 
+mod codec;
 mod failover;
+#[cfg(test)]
+mod golden_tests;
 pub mod log;
 pub mod members;
 mod observers;

@@ -2,7 +2,7 @@
 //! (the server's core, or the conformance suite's recorder) in order; snapshots are the
 //! host's snapshot, in zlock's checked snapshot files.
 //!
-//! A snapshot file's payload is `u32 meta length | meta (postcard) | host payload`: the
+//! A snapshot file's payload is `u32 meta length | meta | host payload` (`codec.rs`): the
 //! Raft facts of the snapshot (last log id, membership) travel with the state, so a
 //! file received from the leader is complete, and its checksums cover both.
 
@@ -16,6 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use zlock_core::LogIndex;
 
+use super::codec::{encode_snapshot_head, split_snapshot as split};
 use super::log::io_err;
 use super::types::{LogId, Membership, Snapshot, SnapshotMeta, Zraft};
 use crate::commit::{Entry as CommitEntry, Snapshots};
@@ -55,20 +56,6 @@ pub struct StateMachine {
 
 fn lock(m: &Mutex<Hosted>) -> std::sync::MutexGuard<'_, Hosted> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Splits a snapshot payload into its Raft meta and the host's payload.
-fn split(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> {
-    if payload.len() < 4 {
-        return Err(io_err("snapshot payload cut short"));
-    }
-    let n = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]) as usize;
-    let rest = &payload[4..];
-    if rest.len() < n {
-        return Err(io_err("snapshot meta cut short"));
-    }
-    let meta = postcard::from_bytes(&rest[..n]).map_err(io_err)?;
-    Ok((meta, &rest[n..]))
 }
 
 impl StateMachine {
@@ -149,11 +136,10 @@ impl RaftSnapshotBuilder<Zraft> for Builder {
         };
         let index = meta.last_log_id.as_ref().map_or(0, |l| l.index);
         let dir = self.dir.clone();
-        let m = postcard::to_allocvec(&meta).map_err(io_err)?;
+        let head = encode_snapshot_head(&meta)?;
         let path = tokio::task::spawn_blocking(move || {
             zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
-                w.write_all(&(m.len() as u32).to_le_bytes())?;
-                w.write_all(&m)?;
+                w.write_all(&head)?;
                 job(w)
             })
         })
