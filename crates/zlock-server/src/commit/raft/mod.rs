@@ -20,6 +20,8 @@
 #![allow(clippy::result_large_err)]
 
 mod codec;
+#[cfg(test)]
+mod data_dir_tests;
 mod failover;
 #[cfg(test)]
 mod golden_tests;
