@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use zlock_core::LogIndex;
 
-use super::codec::{encode_snapshot_head, split_snapshot as split};
+use super::codec::{encode_snapshot_head, split_snapshot};
 use super::log::io_err;
 use super::types::{LogId, Membership, Snapshot, SnapshotMeta, Zraft};
 use crate::commit::{Entry as CommitEntry, Snapshots};
@@ -70,7 +70,7 @@ impl StateMachine {
         let mut applied = None;
         let mut membership = Membership::default();
         if let Some((index, bytes)) = zlock_store::snapshot::load_latest(&dir).map_err(io_err)? {
-            let (meta, payload) = split(&bytes)?;
+            let (meta, payload) = split_snapshot(&bytes)?;
             host.install(LogIndex(index), payload).map_err(io_err)?;
             applied = meta.last_log_id;
             membership = meta.last_membership;
@@ -205,7 +205,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
         let dir = self.dir.clone();
         let (index, payload) =
             zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(io_err)?;
-        let (inner_meta, host_payload) = split(payload).map_err(io_err)?;
+        let (inner_meta, host_payload) = split_snapshot(payload).map_err(io_err)?;
         if inner_meta.last_log_id != meta.last_log_id
             || Some(index) != meta.last_log_id.as_ref().map(|l| l.index)
         {
@@ -240,7 +240,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
         };
         let data = tokio::fs::read(path).await?;
         let (_, payload) = zlock_store::snapshot::check_file(path, &data).map_err(io_err)?;
-        let (meta, _) = split(payload)?;
+        let (meta, _) = split_snapshot(payload)?;
         let file = tokio::fs::File::open(path).await?;
         Ok(Some(Snapshot {
             meta,
