@@ -19,7 +19,12 @@
 // openraft's error types are large by design (its examples allow the same).
 #![allow(clippy::result_large_err)]
 
+mod codec;
+#[cfg(test)]
+mod data_dir_tests;
 mod failover;
+#[cfg(test)]
+mod golden_tests;
 pub mod log;
 pub mod members;
 mod observers;
@@ -30,6 +35,8 @@ pub mod reconfig;
 pub mod rejoin;
 pub mod runtime;
 pub mod sm;
+#[cfg(test)]
+mod storage_suite_tests;
 pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

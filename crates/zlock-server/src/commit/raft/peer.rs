@@ -281,7 +281,9 @@ pub enum FrameError {
     NotSent(Box<FrameError>),
 }
 
-pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
+/// `msg` as one frame: its encoding's length (u32, big-endian), then its postcard
+/// encoding. The golden files (`golden_tests.rs`) pin these bytes for every message.
+pub fn encode_frame<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
     let body = postcard::to_allocvec(msg)?;
     if body.len() > MAX_FRAME {
         return Err(FrameError::TooLarge(body.len()));
@@ -289,14 +291,23 @@ pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(),
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
     buf.extend_from_slice(&body);
-    s.write_all(&buf).await?;
+    Ok(buf)
+}
+
+/// A frame's body (what follows its length) decoded.
+pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
+    Ok(postcard::from_bytes(body)?)
+}
+
+pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
+    s.write_all(&encode_frame(msg)?).await?;
     Ok(())
 }
 
 pub async fn read_frame<T: serde::de::DeserializeOwned>(
     s: &mut TcpStream,
 ) -> Result<T, FrameError> {
-    Ok(postcard::from_bytes(&read_body(s).await?)?)
+    decode_body(&read_body(s).await?)
 }
 
 /// The next frame's body.
@@ -361,11 +372,11 @@ pub async fn serve(
 /// talk to this one.
 async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
     let body = read_body(s).await?;
-    let hello: Hello = match postcard::from_bytes(&body) {
+    let hello: Hello = match decode_body(&body) {
         Ok(h) => h,
         Err(e) => {
-            let Ok(old) = postcard::from_bytes::<HelloV1>(&body) else {
-                return Err(e.into());
+            let Ok(old) = decode_body::<HelloV1>(&body) else {
+                return Err(e);
             };
             let why = format!(
                 "member {} speaks peer protocol 1 (an older zlock), this member {PROTOCOL}: \
