@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use openraft::storage::{IOFlushed, RaftLogReader, RaftLogStorage, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{EntryPayload, Membership as Config, RaftSnapshotBuilder};
-use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody};
+use zlock_core::{LogIndex, MemberId, Origin, SessionId, State, Txn, TxnBody, TxnClock};
 use zlock_proto::records::{Acl, CreateRequest, Id, LockRequest, SetDataRequest};
 use zlock_proto::{OpCode, Request as ZkRequest};
 
@@ -63,10 +63,35 @@ fn voters(ids: &[u64]) -> Config<u64, openraft::BasicNode> {
     Config::new(vec![ids.iter().copied().collect()], nodes).unwrap()
 }
 
+/// The directories written before leaders stamped Txn time (Txn encoding 2): their
+/// Txns read as [`TxnClock::Proposer`]. Every later one holds [`TxnClock::Leader`] Txns.
+const PROPOSER_TIME_DIRS: &[&str] = &["zlock-0.1.0-openraft-0.10.0-alpha.37"];
+
+fn clock_of(dir_name: &str) -> TxnClock {
+    if PROPOSER_TIME_DIRS.contains(&dir_name) {
+        TxnClock::Proposer
+    } else {
+        TxnClock::Leader
+    }
+}
+
 /// The history the directories hold: the initial membership, a leader's blank entry,
 /// sessions created, nodes and native locks (one held, one waiting), a new leader, a
-/// membership change, writes, and the holder's session expired (the waiter granted).
-fn history() -> Vec<Entry> {
+/// membership change, writes, and the holder's session expired (the waiter granted);
+/// its Txns of `clock`, as the build that wrote a directory logged them.
+fn history(clock: TxnClock) -> Vec<Entry> {
+    let mut entries = history_txns();
+    for e in &mut entries {
+        if let EntryPayload::Normal(Proposal(txns)) = &mut e.payload {
+            for t in txns {
+                t.clock = clock;
+            }
+        }
+    }
+    entries
+}
+
+fn history_txns() -> Vec<Entry> {
     let t0 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
     let auth = Arc::new(vec![Id::new("ip", "127.0.0.1")]);
     // Sessions take their ids from the member and the zxid that created them.
@@ -91,13 +116,12 @@ fn history() -> Vec<Entry> {
             ZkRequest::Lock(LockRequest::exclusive("/app/lock", "_c_0f1e-lock-")),
         )
     };
-    let session = |m: u64, dt: i64| Txn {
-        origin: at(m, SessionId::NONE, 1),
-        time_ms: t0 + dt,
-        body: TxnBody::CreateSession {
+    let session = |m: u64, dt: i64| {
+        let body = TxnBody::CreateSession {
             passwd: vec![m as u8; 16],
             timeout_ms: 10_000,
-        },
+        };
+        Txn::new(at(m, SessionId::NONE, 1), t0 + dt, body)
     };
     let normal = |term, node, index, txns| Entry {
         log_id: log_id(term, node, index),
@@ -163,11 +187,11 @@ fn history() -> Vec<Entry> {
             2,
             2,
             7,
-            vec![Txn {
-                origin: at(2, SessionId::NONE, 0),
-                time_ms: t0 + 20_000,
-                body: TxnBody::CloseSession { session_id: s1 },
-            }],
+            vec![Txn::new(
+                at(2, SessionId::NONE, 0),
+                t0 + 20_000,
+                TxnBody::CloseSession { session_id: s1 },
+            )],
         ),
     ]
 }
@@ -215,7 +239,10 @@ impl Snapshots for Host {
 
 /// What a state holds, to compare two: its positions, sessions and every node.
 fn facts(s: &State) -> Vec<String> {
-    let mut f = vec![format!("zxid {:?}, applied {:?}", s.zxid, s.applied)];
+    let mut f = vec![format!(
+        "zxid {:?}, applied {:?}, time {}",
+        s.zxid, s.applied, s.time_ms
+    )];
     f.extend(
         s.sessions
             .iter()
@@ -250,7 +277,7 @@ async fn write(dir: &Path) {
     let mut log = RaftLog::open(wal, records, dir).unwrap();
     let closer = log.closer();
     log.save_vote(&vote()).await.unwrap();
-    let entries = history();
+    let entries = history(TxnClock::Leader);
     for e in &entries {
         let (tx, rx) = Zraft::oneshot();
         log.append([e.clone()], IOFlushed::signal(tx))
@@ -282,12 +309,13 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Opens a copy of `dir` with today's code and checks what it finds; the problems.
-async fn check(dir: &Path) -> Vec<String> {
+/// Opens a copy of `dir` (whose Txns are of `clock`) with today's code and checks what
+/// it finds; the problems.
+async fn check(dir: &Path, clock: TxnClock) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(dir, tmp.path());
     let dir = tmp.path();
-    let entries = history();
+    let entries = history(clock);
     let mut bad = Vec::new();
     let mut expect = |what: &str, got: String, want: String| {
         if got != want {
@@ -365,7 +393,7 @@ async fn data_written_by_earlier_builds_still_reads() {
         let d = d.unwrap();
         let name = d.file_name().to_string_lossy().into_owned();
         bad.extend(
-            check(&d.path())
+            check(&d.path(), clock_of(&name))
                 .await
                 .into_iter()
                 .map(|b| format!("{name}: {b}")),
@@ -392,10 +420,10 @@ async fn the_check_finds_a_damaged_directory() {
     let tmp = tempfile::tempdir().unwrap();
     write(tmp.path()).await;
     assert!(
-        check(tmp.path()).await.is_empty(),
+        check(tmp.path(), TxnClock::Leader).await.is_empty(),
         "a fresh directory reads"
     );
     std::fs::remove_file(tmp.path().join("vote")).unwrap();
-    let bad = check(tmp.path()).await;
+    let bad = check(tmp.path(), TxnClock::Leader).await;
     assert!(bad.iter().any(|b| b.starts_with("vote")), "{bad:?}");
 }

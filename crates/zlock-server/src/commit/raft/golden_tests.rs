@@ -73,6 +73,7 @@ fn proposal() -> Proposal {
         Txn {
             origin: origin(1, 0, 0),
             time_ms: t,
+            clock: zlock_core::TxnClock::Leader,
             body: TxnBody::CreateSession {
                 passwd: (0..16).collect(),
                 timeout_ms: 30_000,
@@ -121,6 +122,7 @@ fn proposal() -> Proposal {
         Txn {
             origin: origin(1, 0, 0),
             time_ms: t + 4,
+            clock: zlock_core::TxnClock::Leader,
             body: TxnBody::DeleteExpired {
                 paths: vec!["/ttl/a".into(), "/containers/b".into()],
             },
@@ -128,6 +130,7 @@ fn proposal() -> Proposal {
         Txn {
             origin: origin(3, session, 3),
             time_ms: t + 5,
+            clock: zlock_core::TxnClock::Leader,
             body: TxnBody::MoveSession {
                 session_id: SessionId(session),
                 passwd: (16..32).collect(),
@@ -136,6 +139,7 @@ fn proposal() -> Proposal {
         Txn {
             origin: origin(1, 0, 0),
             time_ms: t + 6,
+            clock: zlock_core::TxnClock::Leader,
             body: TxnBody::CloseSession {
                 session_id: SessionId(session + 1),
             },
