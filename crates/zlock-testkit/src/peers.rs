@@ -192,6 +192,7 @@ pub fn find(peer: Peer) -> Result<PathBuf, Missing> {
 ///
 /// # Panics
 /// If the peer is missing and missing peers are not allowed.
+#[track_caller]
 pub fn require(peer: Peer) -> Option<PathBuf> {
     match find(peer) {
         Ok(p) => Some(p),

@@ -2,8 +2,8 @@
 //! 9: a follower cut off the same way.
 //!
 //! Each member runs in a network namespace of its own ([`EnsembleOptions::netns`]; the
-//! test needs root: `zlock_testkit::require(Peer::Root)`); the clients, in the test process, reach every member over a
-//! bridge. [`ChildEnsemble::cut`] drops the packets between the leader and the others,
+//! test needs root: `zlock_testkit::require(Peer::Root)`); the clients, in the test
+//! process, reach every member over a bridge. [`ChildEnsemble::cut`] drops the packets between the leader and the others,
 //! both ways, silently; the leader's link to its clients stays up. Under the load of
 //! `traffic.rs` (lock workers and writers on the leader and on a follower), and with
 //! clients that know only the leader (so whatever they get comes from it):
