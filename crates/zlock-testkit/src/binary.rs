@@ -60,8 +60,8 @@ struct Layout {
     out_dir: PathBuf,
 }
 
-fn layout() -> anyhow::Result<Layout> {
-    let exe = std::env::current_exe().context("the test executable's path")?;
+/// The layout of the test executable `exe`.
+fn layout(exe: &Path) -> anyhow::Result<Layout> {
     let not_cargo = || {
         anyhow!(
             "{} is not in a cargo target directory (<target>/<profile>/deps/): set ZLOCK_BIN",
@@ -107,7 +107,8 @@ fn layout() -> anyhow::Result<Layout> {
 }
 
 fn build() -> anyhow::Result<PathBuf> {
-    let layout = layout()?;
+    let exe = std::env::current_exe().context("the test executable's path")?;
+    let layout = layout(&exe)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = crate::peers::repo_root().join("Cargo.toml");
     let started = Instant::now();
@@ -140,4 +141,56 @@ fn build() -> anyhow::Result<PathBuf> {
         bin.display()
     );
     Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `<root>/<dirs>/deps/t-0123`, with cargo's CACHEDIR.TAG at `<root>`.
+    fn exe_in(root: &Path, dirs: &str) -> PathBuf {
+        std::fs::write(
+            root.join("CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55",
+        )
+        .unwrap();
+        let deps = root.join(dirs).join("deps");
+        std::fs::create_dir_all(&deps).unwrap();
+        deps.join("t-0123")
+    }
+
+    #[test]
+    fn builds_in_the_tests_own_profile_and_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().display().to_string();
+        let cases: [(&str, &[&str]); 4] = [
+            ("debug", &[]),
+            ("release", &["--release"]),
+            ("ci-fast", &["--profile", "ci-fast"]),
+            (
+                "x86_64-unknown-linux-gnu/debug",
+                &["--target", "x86_64-unknown-linux-gnu"],
+            ),
+        ];
+        for (dirs, extra) in cases {
+            let l = layout(&exe_in(dir.path(), dirs)).unwrap();
+            let mut want = vec!["--target-dir".to_owned(), t.clone()];
+            want.extend(extra.iter().map(|s| s.to_string()));
+            assert_eq!(l.args, want, "{dirs}");
+            assert_eq!(l.out_dir, dir.path().join(dirs), "{dirs}");
+        }
+    }
+
+    #[test]
+    fn outside_a_target_directory_it_says_to_set_zlock_bin() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("debug/deps/t-0123");
+        let e = layout(&exe).err().unwrap().to_string();
+        assert!(e.contains("set ZLOCK_BIN"), "{e}");
+        let e = layout(&dir.path().join("debug/t-0123")).err().unwrap();
+        assert!(
+            e.to_string().contains("not in a cargo target directory"),
+            "{e}"
+        );
+    }
 }
