@@ -15,8 +15,20 @@
 # 3. compat/run_all.sh zlock  (zkCli session + kazoo's own test suite)
 #
 # Env:
-#   ZLOCK_SKIP_COMPAT=1   skip setup and compat (quick local run: only the cargo steps)
+#   ZLOCK_SKIP_COMPAT=1   skip setup and compat (quick local run: only the cargo steps;
+#                         the Rust tests still need the peers set up in step 1)
 #   ZLOCK_VENV            venv location (default: .venv)
+#   ZLOCK_TEST_ALLOW_MISSING=1
+#                         never set here, and never in CI: a test whose peer (Apache
+#                         ZooKeeper, Curator, the JDK, kazoo's venv, chromium/node, root)
+#                         is missing fails; with this set by the caller (a quick local run
+#                         on a machine without them), it passes without that part, and
+#                         the summary lists every such part as NOT RUN
+# Set here:
+#   ZLOCK_BIN             the release zlock built in step 2, for every test that starts
+#                         a zlock process (zlock_testkit::zlock_bin would otherwise build
+#                         a debug one) and for compat
+#   ZLOCK_TEST_MISSING_LOG  a temporary file where tests list what they did not run
 # Exits non-zero on the first failing step.
 set -euo pipefail
 
@@ -26,6 +38,11 @@ cd "$ROOT"
 APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless iproute2 chromium nodejs)
 export ZLOCK_VENV="${ZLOCK_VENV:-$ROOT/.venv}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+# Where the tests note what they did not run for want of a peer (only with
+# ZLOCK_TEST_ALLOW_MISSING=1); printed in the summary.
+ZLOCK_TEST_MISSING_LOG="$(mktemp)"
+export ZLOCK_TEST_MISSING_LOG
 
 T_START=$SECONDS
 TIMINGS=()
@@ -51,6 +68,15 @@ on_exit() {
     printf '\n==================== summary ====================\n'
     local t
     for t in "${TIMINGS[@]}"; do printf '  %s\n' "$t"; done
+    if [[ -s "$ZLOCK_TEST_MISSING_LOG" ]]; then
+        printf '\n!!!! NOT RUN: %s test parts whose peer is missing (ZLOCK_TEST_ALLOW_MISSING=1):\n' \
+            "$(wc -l <"$ZLOCK_TEST_MISSING_LOG")"
+        sed 's/^/  /' "$ZLOCK_TEST_MISSING_LOG"
+    fi
+    rm -f "$ZLOCK_TEST_MISSING_LOG"
+    if [[ -n "${ZLOCK_TEST_ALLOW_MISSING:-}" && "${ZLOCK_TEST_ALLOW_MISSING}" != 0 ]]; then
+        printf '!!!! ZLOCK_TEST_ALLOW_MISSING is set: a pass here is not a CI result\n'
+    fi
     if [[ $rc -eq 0 ]]; then
         printf 'scripts/test.sh: ALL PASSED in %ss\n' "$((SECONDS - T_START))"
     else
@@ -115,6 +141,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 section "cargo build --release -p zlock-cli"
 cargo build --release -p zlock-cli
+# The binary just built, for the tests and compat: current, and not built again.
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+[[ "$TARGET_DIR" == /* ]] || TARGET_DIR="$ROOT/$TARGET_DIR"
+export ZLOCK_BIN="$TARGET_DIR/release/zlock"
 
 section "cargo test"
 cargo test --workspace

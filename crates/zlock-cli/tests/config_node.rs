@@ -59,9 +59,13 @@ mod common;
 use std::time::Duration;
 
 use common::{run, zlock_cmd, Out, RUN_BOUND};
-use zlock_testkit::{ChildEnsemble, EnsembleOptions, TestServer, ZooKeeper};
+use zlock_testkit::{require, ChildEnsemble, EnsembleOptions, Peer, TestServer, ZooKeeper};
 
-const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
+/// Apache ZooKeeper's zkCli (`None`: ZooKeeper is missing and missing peers are allowed;
+/// missing otherwise, the test fails: [`require`]).
+fn zkcli() -> Option<std::path::PathBuf> {
+    require(Peer::ZooKeeper).map(|home| home.join("bin/zkCli.sh"))
+}
 
 async fn zl(server: &str, args: &[&str]) -> Out {
     let mut cmd = zlock_cmd(args);
@@ -200,10 +204,10 @@ async fn ensemble_members_show_the_ensemble() {
     let _ = c.close().await;
 
     // Apache ZooKeeper's zkCli against a zlock member prints the same text.
-    if std::path::Path::new(ZKCLI).exists() {
+    if let Some(cli) = zkcli() {
         let o = tokio::time::timeout(
             Duration::from_secs(60),
-            tokio::process::Command::new(ZKCLI)
+            tokio::process::Command::new(cli)
                 .args(["-server", s, "config", "-s"])
                 .kill_on_drop(true)
                 .output(),
@@ -218,13 +222,11 @@ async fn ensemble_members_show_the_ensemble() {
             "zkCli config -s: {out}"
         );
         assert!(got.contains("dataVersion = -1"), "{out}");
-    } else {
-        println!("zkCli skipped: {ZKCLI} missing (apt-get install zookeeper)");
     }
 }
 
 /// Standalone: an empty node with dataVersion 0, as a standalone Apache ZooKeeper 3.8
-/// shows it (compared live when it is installed).
+/// shows it (compared live).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standalone_shows_an_empty_config() {
     let server = TestServer::start().await.expect("server");
@@ -237,10 +239,9 @@ async fn standalone_shows_an_empty_config() {
     assert_eq!(stat_field(stat, "aclVersion"), "-1");
     assert_eq!(stat_field(stat, "dataLength"), "0");
     assert_eq!(ok(s, &["config", "-c"]).await, " \n");
-    if !ZooKeeper::available() {
-        println!("skipped: Apache ZooKeeper is not installed (apt-get install zookeeper)");
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = tokio::task::spawn_blocking(ZooKeeper::start)
         .await
         .expect("join")
@@ -263,11 +264,8 @@ async fn standalone_shows_an_empty_config() {
 /// stderr (where it prints a command's error).
 async fn zkcli_script(server: &str, script: &str) -> String {
     use tokio::io::AsyncWriteExt;
-    assert!(
-        std::path::Path::new(ZKCLI).exists(),
-        "{ZKCLI} missing (apt-get install zookeeper): scripts/test.sh installs it"
-    );
-    let mut child = tokio::process::Command::new(ZKCLI)
+    let cli = zkcli().expect("the test checked for ZooKeeper first");
+    let mut child = tokio::process::Command::new(cli)
         .args(["-server", server])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -295,6 +293,9 @@ async fn zkcli_script(server: &str, script: &str) -> String {
 /// it, zkCli's messages and single-dash flags, a stale `-v`, and no permission.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconfig_through_zlock_and_zkcli() {
+    let Some(_) = zkcli() else {
+        return;
+    };
     let d = run(
         zlock_cmd(&["digest", "super:test"]),
         "zlock digest",

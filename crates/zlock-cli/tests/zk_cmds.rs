@@ -7,7 +7,7 @@
 mod common;
 
 use common::{run, zlock_cmd, Out, RUN_BOUND};
-use zlock_testkit::{TestServer, ZooKeeper};
+use zlock_testkit::{require, Peer, TestServer, ZooKeeper};
 
 async fn zl_env(server: &str, args: &[&str], env: Option<&str>) -> Out {
     let mut cmd = zlock_cmd(args);
@@ -408,10 +408,9 @@ async fn transcript(s: &str) -> Vec<(String, i32, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_output_shape_as_apache_zookeeper() {
-    if !ZooKeeper::available() {
-        println!("skipped: Apache ZooKeeper is not installed (apt-get install zookeeper)");
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let server = TestServer::start().await.expect("server");
     let ours = transcript(&server.connect_string()).await;
     let zk = tokio::task::spawn_blocking(ZooKeeper::start)

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zlock::{Client, CreateMode, LockRequest, NativeLock};
-use zlock_testkit::{with_admin, TestServer, ZooKeeper};
+use zlock_testkit::{require, with_admin, Peer, TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -571,26 +571,11 @@ fn listed(table: &[(&str, &[&str], &str)], cmd: &str, field: &str) -> bool {
     })
 }
 
-fn zookeeper_required() -> bool {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "0");
-    set("CI") || set("ZLOCK_DIFF_REQUIRE_ZK")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn field_names_and_types_match_zookeeper() {
-    if !ZooKeeper::available() {
-        let banner = "!".repeat(78);
-        eprintln!(
-            "\n{banner}\n!! admin server comparison SKIPPED: Apache ZooKeeper is not installed\n\
-             !! (/usr/share/java/zookeeper.jar missing; apt-get install zookeeper).\n\
-             !! zlock's AdminServer JSON was NOT compared with ZooKeeper's.\n{banner}\n"
-        );
-        assert!(
-            !zookeeper_required(),
-            "Apache ZooKeeper is required here (CI or ZLOCK_DIFF_REQUIRE_ZK set) but is not installed"
-        );
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = tokio::task::spawn_blocking(ZooKeeper::start_with_admin)
         .await
         .unwrap()

@@ -16,8 +16,8 @@
 //! - [`snapshot_then_log_recovery_after_kill9`]: `snapCount=50` from a config file, 500+
 //!   nodes, SIGKILL, restart: all there, and a snapshot file exists.
 //!
-//! These tests need the `zlock` binary: `cargo build -p zlock-cli` (or `--release`), or
-//! `ZLOCK_BIN=/path/to/zlock`. Without it they fail saying so.
+//! These tests run the `zlock` binary: `zlock_testkit::zlock_bin` builds it for this
+//! test process (or takes `ZLOCK_BIN=/path/to/zlock`); a failed build fails them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -43,20 +43,9 @@ use zlock_testkit::ChildServer;
 // ---------------------------------------------------------------------------------------
 // Binary and process helpers
 
-/// The zlock binary, or a failure that says how to build it.
+/// The zlock binary, or a failure that says why there is none.
 fn zlock_binary() -> PathBuf {
-    match zlock_testkit::zlock_bin() {
-        Ok(p) if p.is_file() => p,
-        Ok(p) => panic!(
-            "the zlock binary {} does not exist (ZLOCK_BIN?); build it with \
-             `cargo build -p zlock-cli` or `cargo build --release -p zlock-cli`",
-            p.display()
-        ),
-        Err(e) => panic!(
-            "crash tests run the real zlock binary and none was found ({e:#}); build it \
-             first with `cargo build -p zlock-cli` (or --release), or set ZLOCK_BIN"
-        ),
-    }
+    zlock_testkit::zlock_bin().unwrap_or_else(|e| panic!("the zlock binary: {e:#}"))
 }
 
 fn start_child(dir: &Path, extra: &[&str]) -> ChildServer {

@@ -53,8 +53,7 @@
 //! - `ZLOCK_DIFF_TRACE=1`: print every operation with ZooKeeper's answer and events.
 //!
 //! Apache ZooKeeper comes from Debian's `zookeeper` package. When it is missing the test
-//! says so loudly and passes, except under CI (`CI` set) or with `ZLOCK_DIFF_REQUIRE_ZK=1`,
-//! where it fails.
+//! fails (`zlock_testkit::require`; `ZLOCK_TEST_ALLOW_MISSING=1` lets it pass, saying so).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -73,7 +72,7 @@ use zlock_proto::records::{
     PathWatchRequest, SetDataRequest, Stat, StatResponse, WatcherEvent,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
-use zlock_testkit::{TestServer, ZooKeeper};
+use zlock_testkit::{require, Peer, TestServer, ZooKeeper};
 
 /// Sessions per server in each case.
 const SLOTS: usize = 3;
@@ -104,26 +103,11 @@ fn env_u64(name: &str) -> Option<u64> {
     Some(parsed.unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
 }
 
-fn zookeeper_required() -> bool {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "0");
-    set("CI") || set("ZLOCK_DIFF_REQUIRE_ZK")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn differential_against_zookeeper() {
-    if !ZooKeeper::available() {
-        let banner = "!".repeat(78);
-        eprintln!(
-            "\n{banner}\n!! differential test SKIPPED: Apache ZooKeeper is not installed\n\
-             !! (/usr/share/java/zookeeper.jar missing; apt-get install zookeeper).\n\
-             !! zlock was NOT compared against ZooKeeper.\n{banner}\n"
-        );
-        assert!(
-            !zookeeper_required(),
-            "Apache ZooKeeper is required here (CI or ZLOCK_DIFF_REQUIRE_ZK set) but is not installed"
-        );
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let seed = env_u64("ZLOCK_DIFF_SEED").unwrap_or_else(rand::random);
     let cases = env_u64("ZLOCK_DIFF_CASES").unwrap_or(30) as usize;
     let ops = env_u64("ZLOCK_DIFF_OPS").unwrap_or(150) as usize;

@@ -26,7 +26,7 @@ use zlock_proto::frame::DEFAULT_MAX_PACKET;
 use zlock_proto::jute::Writer;
 use zlock_proto::records::{PathWatchRequest, Stat, XID_SET_WATCHES};
 use zlock_proto::{OpCode, Request};
-use zlock_testkit::TestServer;
+use zlock_testkit::{require, Peer, TestServer};
 
 type Tree = BTreeMap<String, (Vec<u8>, Stat)>;
 
@@ -372,15 +372,11 @@ async fn bad_path_codes(c: &RawClient) -> Vec<(&'static str, &'static str, i32)>
     out
 }
 
-fn skip_zookeeper() -> bool {
-    std::env::var("ZLOCK_TEST_SKIP_ZK").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 /// Malformed paths are refused and change nothing. ZooKeeper 3.8 does not answer
 /// BadArguments everywhere: reads do not validate (a malformed path is just not found;
 /// exists refuses only NUL), create and delete check only for a '/' and NUL before
 /// looking the parent up. So the codes here are checked against what must hold in any
-/// case, and, when Apache ZooKeeper is installed, compared one by one with its answers.
+/// case, and compared one by one with Apache ZooKeeper's answers.
 #[tokio::test]
 async fn invalid_paths_are_refused() {
     let (server, tree) = start().await;
@@ -416,10 +412,9 @@ async fn invalid_paths_are_refused() {
     healthy(&server, &tree, "invalid paths").await;
     server.stop().await.unwrap();
 
-    if skip_zookeeper() || !zlock_testkit::ZooKeeper::available() {
-        println!("Apache ZooKeeper not installed (or ZLOCK_TEST_SKIP_ZK): no comparison");
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = tokio::task::spawn_blocking(zlock_testkit::ZooKeeper::start)
         .await
         .unwrap()

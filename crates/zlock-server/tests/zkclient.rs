@@ -1,6 +1,6 @@
 //! zlock driven by an independent client, the `zookeeper-client` crate (0.11), and the
-//! same test bodies run against Apache ZooKeeper 3.8 (when the Debian package is
-//! installed) so that every expectation here is ZooKeeper's, not zlock's idea of it.
+//! same test bodies run against Apache ZooKeeper 3.8 (Debian's package) so that every
+//! expectation here is ZooKeeper's, not zlock's idea of it.
 //!
 //! Each test calls [`on_both`] with its body. The body gets an [`Env`] whose connect
 //! string is chrooted to a fresh node named after the test, so bodies use short absolute
@@ -9,7 +9,8 @@
 //!
 //! `on_both` runs the body against zlock, then against ZooKeeper, and fails naming each
 //! server the body failed on: "fails on zlock, passes on ZooKeeper" is a zlock bug.
-//! Set `ZLOCK_TEST_SKIP_ZK=1` to run only against zlock.
+//! ZooKeeper missing, the tests fail (`zlock_testkit::require`);
+//! `ZLOCK_TEST_ALLOW_MISSING=1` runs them against zlock only, saying so.
 //!
 //! No assertion depends on timing: everything that happens "later" (TTL and container
 //! removal, session expiry, lock hand-over, watch events) is awaited with a generous
@@ -24,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use zlock_testkit::{TestServer, ZooKeeper};
+use zlock_testkit::{require, Peer, TestServer, ZooKeeper};
 use zookeeper_client as zk;
 
 #[path = "zkclient/lifecycle.rs"]
@@ -86,17 +87,12 @@ impl Env {
     }
 }
 
-fn skip_zookeeper() -> bool {
-    std::env::var("ZLOCK_TEST_SKIP_ZK").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 static SHARED_ZK: Mutex<Weak<ZooKeeper>> = Mutex::new(Weak::new());
 
-/// The shared Apache ZooKeeper, started if no running test holds it.
+/// The shared Apache ZooKeeper, started if no running test holds it (`None`: it is
+/// missing and missing peers are allowed).
 fn shared_zookeeper() -> Option<Arc<ZooKeeper>> {
-    if skip_zookeeper() || !ZooKeeper::available() {
-        return None;
-    }
+    require(Peer::ZooKeeper)?;
     let mut slot = SHARED_ZK.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(zk) = slot.upgrade() {
         return Some(zk);
@@ -148,8 +144,8 @@ where
     }
 }
 
-/// Runs the same test body against zlock and against Apache ZooKeeper (if installed),
-/// and fails with what went wrong on each.
+/// Runs the same test body against zlock and against Apache ZooKeeper, and fails with
+/// what went wrong on each.
 pub async fn on_both<F, Fut>(test: &str, body: F)
 where
     F: Fn(Env) -> Fut,

@@ -148,6 +148,8 @@ impl ChildEnsemble {
     /// this one) and a member exits at start, the whole ensemble is started again on
     /// other ports, up to three times. (Not in namespaces: there no port is shared.)
     pub async fn start_with(opts: EnsembleOptions) -> anyhow::Result<ChildEnsemble> {
+        // Built (or found) first: a failed build is not a port taken, to try again.
+        zlock_bin()?;
         let mut attempt = 1;
         loop {
             match Self::try_start(&opts).await {

@@ -6,7 +6,11 @@
 //!   tests (`kill -9`, `SIGSTOP`, restart, a wiped member; in network namespaces
 //!   ([`Netns`]), a member cut off from the others).
 //! - [`ZooKeeper`]: Apache ZooKeeper 3.8 from Debian's `zookeeper` package, for
-//!   differential tests; [`ZooKeeper::available`] says whether it is installed.
+//!   differential tests.
+//! - [`require`]`(`[`Peer`]`)`: the one rule for what a test needs besides zlock
+//!   (ZooKeeper, Curator, a JDK, kazoo, a browser, root): there, or the test fails,
+//!   unless `ZLOCK_TEST_ALLOW_MISSING=1` (module `peers`).
+//! - [`zlock_bin`]: the `zlock` binary, built for the test process (module `binary`).
 //!
 //! Every process started here is stopped by its pid when its handle drops.
 
@@ -20,10 +24,15 @@ use tempfile::TempDir;
 use tokio::sync::oneshot;
 use zlock_server::ServerConfig;
 
+mod binary;
 mod ensemble;
 mod netns;
+mod peers;
+pub use binary::zlock_bin;
 pub use ensemble::{ChildEnsemble, EnsembleOptions};
 pub use netns::Netns;
+use peers::ZK_JAR;
+pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR};
 
 /// A free loopback port (bound then released), for a server that a test may kill and
 /// start again on the same port.
@@ -206,29 +215,6 @@ pub fn test_config(dir: &Path) -> ServerConfig {
     }
 }
 
-/// The zlock binary: `$ZLOCK_BIN`, else `target/{release,debug}/zlock` of this workspace
-/// (whichever is newer).
-pub fn zlock_bin() -> anyhow::Result<PathBuf> {
-    if let Ok(p) = std::env::var("ZLOCK_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root.join("target"));
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for profile in ["release", "debug"] {
-        let p = target.join(profile).join("zlock");
-        if let Ok(m) = p.metadata().and_then(|m| m.modified()) {
-            if best.as_ref().is_none_or(|(t, _)| m > *t) {
-                best = Some((m, p));
-            }
-        }
-    }
-    best.map(|(_, p)| p)
-        .context("no zlock binary: run `cargo build -p zlock-cli` or set ZLOCK_BIN")
-}
-
 /// zlock as a child process on a fixed data directory, so it can be killed with
 /// SIGKILL and restarted on the same data.
 pub struct ChildServer {
@@ -316,8 +302,6 @@ pub struct ZooKeeper {
     _dir: TempDir,
 }
 
-const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
-
 /// What Jetty's AdminServer needs besides ZooKeeper's jar (Debian's `zookeeper` package
 /// depends on these, but its own start script leaves them off the class path).
 const ADMIN_JARS: [&str; 11] = [
@@ -335,11 +319,6 @@ const ADMIN_JARS: [&str; 11] = [
 ];
 
 impl ZooKeeper {
-    /// Is the Debian `zookeeper` package installed?
-    pub fn available() -> bool {
-        Path::new(ZK_JAR).exists()
-    }
-
     pub fn start() -> anyhow::Result<ZooKeeper> {
         Self::start_opts(false)
     }
@@ -351,9 +330,7 @@ impl ZooKeeper {
     }
 
     fn start_opts(admin: bool) -> anyhow::Result<ZooKeeper> {
-        if !Self::available() {
-            bail!("Apache ZooKeeper is not installed (apt-get install zookeeper)");
-        }
+        find(Peer::ZooKeeper)?;
         let dir = tempfile::tempdir()?;
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");

@@ -195,7 +195,7 @@ impl Drop for Netns {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // The effective uid is the `Uid:` line's second field.
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -1,7 +1,7 @@
 //! The client against a live server: chroot, reconnect resuming the same session, watches
 //! surviving a reconnect, expiry reported as such, auth re-sent, the state stream.
 //! Each scenario runs against an in-process zlock server; the main ones also against
-//! Apache ZooKeeper when the Debian package is installed.
+//! Apache ZooKeeper (Debian's package; missing, the test fails: `zlock_testkit::require`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use zlock::{
     perms, Acl, Client, ConnectionState, CreateMode, Error, ErrorCode, EventType, Id, WatchedEvent,
 };
-use zlock_testkit::{ChildServer, TestServer, ZooKeeper};
+use zlock_testkit::{require, ChildServer, Peer, TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -339,10 +339,9 @@ async fn zlock_auth_survives_reconnect() {
 /// The same scenarios against Apache ZooKeeper (one JVM for all of them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_scenarios() {
-    if !ZooKeeper::available() {
-        eprintln!("skipped: Apache ZooKeeper is not installed");
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = ZooKeeper::start().unwrap();
     let addr = zk.addr;
     drop(connect(&addr.to_string(), 6_000).await);
@@ -357,10 +356,6 @@ async fn zookeeper_scenarios() {
 /// resumes its session, its ephemeral survives and its watch fires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zlock_process_restart_same_port() {
-    if zlock_testkit::zlock_bin().is_err() {
-        eprintln!("skipped: no zlock binary (cargo build -p zlock-cli)");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
     let mut server = tokio::task::spawn_blocking(move || ChildServer::start(&path, &[]))
@@ -470,10 +465,9 @@ async fn zlock_dropped_watchers_are_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_dropped_watchers_are_removed() {
-    if !ZooKeeper::available() {
-        eprintln!("skipped: Apache ZooKeeper is not installed");
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = ZooKeeper::start().unwrap();
     // ZooKeeper's `wchc` lists data watches only (DataTree.dumpWatches dumps its data
     // watch manager; a persistent watch is in both): its child watches are checked by

@@ -23,8 +23,9 @@
 //!   log their node's sequence number while holding. No increment may be lost, and the
 //!   logged sequence numbers must rise (grants in queue order: FIFO across kinds).
 //!
-//! Skips loudly when `javac` or the Curator jar is missing. Java processes are
-//! SIGKILLed by pid when their handle drops, so a failing test leaves none behind.
+//! Curator, the JDK and kazoo's venv are peers (`zlock_testkit::require`): missing, the
+//! test fails. Java processes are SIGKILLed by pid when their handle drops, so a failing
+//! test leaves none behind.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -44,22 +45,15 @@ use target::Target;
 use tokio::sync::mpsc;
 use zlock::recipes::Mutex;
 use zlock::{Client, CreateMode, Error, ErrorCode};
-use zlock_testkit::{ChildEnsemble, TestServer, ZooKeeper};
+use zlock_testkit::{require, ChildEnsemble, TestServer, ZooKeeper, CURATOR_JAR};
 
-const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
 const SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
 
-/// `CuratorLockCheck` compiled into a temporary directory, or why it cannot be.
-fn compile() -> Result<tempfile::TempDir, String> {
-    if !Path::new(CURATOR_JAR).exists() {
-        return Err(format!(
-            "{CURATOR_JAR} is missing (apt-get install libcurator-recipes-java)"
-        ));
-    }
-    match Command::new("javac").arg("-version").output() {
-        Ok(o) if o.status.success() => {}
-        _ => return Err("no javac (apt-get install default-jdk-headless)".into()),
-    }
+/// `CuratorLockCheck` compiled into a temporary directory (`None`: Curator or the JDK
+/// is missing and missing peers are allowed).
+fn compile() -> Option<tempfile::TempDir> {
+    require(zlock_testkit::Peer::Curator)?;
+    require(zlock_testkit::Peer::Jdk)?;
     let src =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat/curator/CuratorLockCheck.java");
     let dir = tempfile::tempdir().unwrap();
@@ -75,7 +69,7 @@ fn compile() -> Result<tempfile::TempDir, String> {
         src.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok(dir)
+    Some(dir)
 }
 
 /// A running peer program (`CuratorLockCheck`, or the kazoo contender); SIGKILLed (by
@@ -321,19 +315,6 @@ async fn zlock_holds(t: &Target, classes: &Path) {
     zk.close().await.unwrap();
 }
 
-/// The venv's python with kazoo (`ZLOCK_VENV`, else `<repo>/.venv`), if there is one.
-fn kazoo_python() -> Option<std::path::PathBuf> {
-    let venv = std::env::var_os("ZLOCK_VENV")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv"));
-    let py = venv.join("bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import kazoo"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 async fn reset(zk: &Client, path: &str, data: &[u8]) {
     match zk.create(path, data, CreateMode::Persistent).await {
         Ok(_) => {}
@@ -360,9 +341,9 @@ async fn mixed(t: &Target, classes: &Path, native: bool) {
         classes,
         &[&hosts, "increment", LOCK, COUNTER, &n],
     )];
-    match kazoo_python() {
-        Some(py) => peers.push(Peer::kazoo(&py, &[&hosts, LOCK, COUNTER, LOG, &n])),
-        None => eprintln!("\n*** SKIPPED the kazoo contender: no venv with kazoo ***\n"),
+    // The venv's python with kazoo (`ZLOCK_VENV`, else `<repo>/.venv`).
+    if let Some(py) = require(zlock_testkit::Peer::Kazoo) {
+        peers.push(Peer::kazoo(&py, &[&hosts, LOCK, COUNTER, LOG, &n]));
     }
     let kinds = [
         (zlock::LockPath::Auto, "native"),
@@ -455,12 +436,8 @@ async fn mixed(t: &Target, classes: &Path, native: bool) {
 }
 
 async fn all(t: &Target, server: &str) {
-    let classes = match compile() {
-        Ok(d) => d,
-        Err(why) => {
-            eprintln!("\n*** SKIPPED: Curator interop against {server}: {why} ***\n");
-            return;
-        }
+    let Some(classes) = compile() else {
+        return;
     };
     // A persistent parent, so that no lock path's parent container is reaped midway.
     let admin = connect(&t.hosts(0)).await;
@@ -488,23 +465,15 @@ async fn zlock_curator_interop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensemble_curator_interop() {
-    if let Err(e) = zlock_testkit::zlock_bin() {
-        eprintln!("\n*** SKIPPED: Curator interop against an ensemble: {e} ***\n");
-        return;
-    }
     let e = ChildEnsemble::start().await.unwrap();
     all(&Target::parse(&e.connect_string()), "zlock ensemble").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_curator_interop() {
-    if !ZooKeeper::available() {
-        eprintln!(
-            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
-             Curator interop ran against zlock only ***\n"
-        );
+    let Some(_) = require(zlock_testkit::Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = ZooKeeper::start().unwrap();
     all(&Target::parse(&zk.connect_string()), "ZooKeeper 3.8").await;
 }

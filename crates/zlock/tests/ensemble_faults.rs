@@ -28,7 +28,7 @@
 //! asserted: run with `--nocapture` to see them (`FAILOVER` lines).
 //!
 //! Deadlines only bound a broken run; nothing asserts on timing. The servers run from
-//! the built binary (`cargo build --release -p zlock-cli`, or `ZLOCK_BIN`); their logs
+//! `zlock_testkit::zlock_bin` (built for this test process, or `ZLOCK_BIN`); their logs
 //! are printed when a test fails, and kept with `ZLOCK_TEST_KEEP=1`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -63,6 +63,8 @@ const T: Duration = Duration::from_secs(30);
 
 /// Bounds a whole test (its ensemble is stopped when the future is dropped).
 async fn bounded<F: Future<Output = ()>>(test: F) {
+    // Built before the clock starts: a first build may take longer than a test.
+    zlock_testkit::zlock_bin().unwrap_or_else(|e| panic!("{e:#}"));
     if tokio::time::timeout(Duration::from_secs(120), test)
         .await
         .is_err()

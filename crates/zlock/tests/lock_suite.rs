@@ -1,7 +1,7 @@
 //! The lock recipes under load and failure. Every scenario runs against an in-process
 //! zlock server, against a three-member zlock ensemble (`zlock server` child processes;
 //! contenders spread over the members, see `target/mod.rs`) and against Apache
-//! ZooKeeper 3.8 (when the Debian package is installed; a loud SKIPPED otherwise), one
+//! ZooKeeper 3.8 (Debian's package; missing, the test fails: `zlock_testkit::require`), one
 //! after the other on one server (ensemble):
 //!
 //! 1. `stress`: 20 sessions x 50 acquisitions, overlap detector, lost-update counter,
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 use zlock::recipes::Mutex;
 use zlock::{Client, ConnectionState, Error, ErrorCode, WatcherEvent};
-use zlock_testkit::{ChildEnsemble, TestServer, ZooKeeper};
+use zlock_testkit::{require, ChildEnsemble, Peer, TestServer, ZooKeeper};
 
 use target::Target;
 
@@ -399,19 +399,14 @@ async fn zlock_lock_suite_standard_path() {
         .await;
 }
 
-/// A three-member ensemble of `zlock server` processes (the built binary), or a loud
-/// SKIPPED when there is none.
-async fn ensemble() -> Option<ChildEnsemble> {
-    if let Err(e) = zlock_testkit::zlock_bin() {
-        eprintln!("\n*** SKIPPED: the lock suite against an ensemble: {e} ***\n");
-        return None;
-    }
-    Some(ChildEnsemble::start().await.unwrap())
+/// A three-member ensemble of `zlock server` processes (`zlock_testkit::zlock_bin`).
+async fn ensemble() -> ChildEnsemble {
+    ChildEnsemble::start().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensemble_lock_suite() {
-    let Some(e) = ensemble().await else { return };
+    let e = ensemble().await;
     let t = Target::parse(&e.connect_string());
     for i in 0..e.len() {
         assert!(connect(&t.hosts(i), 10_000).await.uses_native_locks());
@@ -421,7 +416,7 @@ async fn ensemble_lock_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensemble_lock_suite_standard_path() {
-    let Some(e) = ensemble().await else { return };
+    let e = ensemble().await;
     let t = Target::parse(&e.connect_string());
     LOCK_PATH
         .scope(zlock::LockPath::Recipe, all(&t, "zlock ensemble, recipe"))
@@ -436,13 +431,9 @@ async fn ensemble_lock_suite_standard_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_lock_suite() {
-    if !ZooKeeper::available() {
-        eprintln!(
-            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
-             the lock suite ran against zlock only ***\n"
-        );
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = ZooKeeper::start().unwrap();
     all(&Target::parse(&zk.connect_string()), "ZooKeeper 3.8").await;
 }
@@ -466,10 +457,9 @@ async fn recipe_bug_zlock_connection_loss_during_recheck() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recipe_bug_zookeeper_connection_loss_during_recheck() {
-    if !ZooKeeper::available() {
-        eprintln!("\n*** SKIPPED: Apache ZooKeeper is not installed ***\n");
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = ZooKeeper::start().unwrap();
     failures::recipe_bug_connection_loss_during_recheck(&Target::parse(&zk.connect_string())).await;
 }

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use proxy::Proxy;
 use target::Target;
 use zlock::{lock_flags, Client, ConnectionState, Error, LockRequest, NativeLock};
-use zlock_testkit::{ChildEnsemble, TestServer, ZooKeeper};
+use zlock_testkit::{require, ChildEnsemble, Peer, TestServer, ZooKeeper};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -63,7 +63,7 @@ async fn offered_by_zlock_not_by_zookeeper() {
         .clone()
         .with_lock_path(zlock::LockPath::Recipe)
         .uses_native_locks());
-    if ZooKeeper::available() {
+    if require(Peer::ZooKeeper).is_some() {
         let zk = ZooKeeper::start().unwrap();
         let z = loop {
             match Client::connect(&zk.connect_string(), 10_000).await {
@@ -83,8 +83,6 @@ async fn offered_by_zlock_not_by_zookeeper() {
         z.create("/still-works", b"", zlock::CreateMode::Persistent)
             .await
             .unwrap();
-    } else {
-        eprintln!("\n*** SKIPPED the ZooKeeper half: zookeeper is not installed ***\n");
     }
 }
 
@@ -441,10 +439,6 @@ async fn chroot_native_lock_and_reacquire(t: &Target) {
 /// other tests kill single members.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_survives_server_restart() {
-    if zlock_testkit::zlock_bin().is_err() {
-        eprintln!("\n*** SKIPPED: no zlock binary (cargo build -p zlock-cli) ***\n");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
     let server = tokio::task::spawn_blocking(move || zlock_testkit::ChildServer::start(&path, &[]))
@@ -499,14 +493,10 @@ macro_rules! scenarios {
             )+
         }
 
-        /// Every scenario in turn against one three-member ensemble (the built `zlock`
-        /// binary), or a loud SKIPPED when there is none.
+        /// Every scenario in turn against one three-member ensemble (`zlock server`
+        /// processes, `zlock_testkit::zlock_bin`).
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn ensemble() {
-            if let Err(e) = zlock_testkit::zlock_bin() {
-                eprintln!("\n*** SKIPPED: the native lock tests against an ensemble: {e} ***\n");
-                return;
-            }
             let e = ChildEnsemble::start().await.unwrap();
             let t = Target::parse(&e.connect_string());
             for i in 0..e.len() {

@@ -1,5 +1,5 @@
 //! The lock recipes against a live server: each scenario runs against an in-process
-//! zlock server and against Apache ZooKeeper 3.8 when the Debian package is installed.
+//! zlock server and against Apache ZooKeeper 3.8 (Debian's package; missing, it fails).
 //! No timing thresholds: deadlines only keep a broken run from hanging.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,6 @@
 //! The read-write lock, the semaphore, the leader latch and the lock metrics against a
 //! live server: each scenario runs against an in-process zlock server and against
-//! Apache ZooKeeper 3.8 when the Debian package is installed. No timing thresholds:
+//! Apache ZooKeeper 3.8 (Debian's package; missing, the test fails). No timing thresholds:
 //! deadlines only keep a broken run from hanging.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

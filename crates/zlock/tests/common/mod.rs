@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use zlock::{Client, Error, ErrorCode, LockPath};
-use zlock_testkit::{TestServer, ZooKeeper};
+use zlock_testkit::{require, Peer, TestServer, ZooKeeper};
 
 /// Deadline for one step; only there so that a hang fails with a name.
 pub const T: Duration = Duration::from_secs(60);
@@ -89,15 +89,11 @@ pub async fn on_zlock_recipe<F: Future<Output = ()>>(all: impl FnOnce(String) ->
         .await;
 }
 
-/// Runs `all` against Apache ZooKeeper 3.8, or says loudly that it is not installed.
+/// Runs `all` against Apache ZooKeeper 3.8 (missing, it fails: [`require`]).
 pub async fn on_zookeeper<F: Future<Output = ()>>(all: impl FnOnce(String) -> F) {
-    if !ZooKeeper::available() {
-        eprintln!(
-            "\n*** SKIPPED: Apache ZooKeeper is not installed (apt-get install zookeeper); \
-             the recipes ran against zlock only ***\n"
-        );
+    let Some(_) = require(Peer::ZooKeeper) else {
         return;
-    }
+    };
     let zk = ZooKeeper::start().unwrap();
     all(zk.connect_string()).await;
 }

@@ -34,14 +34,8 @@ struct LockProcess {
 }
 
 impl LockProcess {
-    fn start(hosts: &str, path: &str, session_ms: u64) -> Option<LockProcess> {
-        let bin = match zlock_testkit::zlock_bin() {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("\n*** SKIPPED holder_killed: {e} ***\n");
-                return None;
-            }
-        };
+    fn start(hosts: &str, path: &str, session_ms: u64) -> LockProcess {
+        let bin = zlock_testkit::zlock_bin().unwrap_or_else(|e| panic!("{e:#}"));
         let dir = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("command.pid");
         let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
@@ -54,11 +48,11 @@ impl LockProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("starting zlock lock");
-        Some(LockProcess {
+        LockProcess {
             child: Some(child),
             pid_file,
             _dir: dir,
-        })
+        }
     }
 
     /// The pid of the command, once `zlock lock` holds the lock and has started it.
@@ -96,9 +90,7 @@ impl Drop for LockProcess {
 /// member 0.
 pub async fn holder_killed(t: &Target) {
     const PATH: &str = "/suite/killed";
-    let Some(mut holder) = LockProcess::start(&t.hosts(1), PATH, KILLED_SESSION_MS) else {
-        return;
-    };
+    let mut holder = LockProcess::start(&t.hosts(1), PATH, KILLED_SESSION_MS);
     let zk = connect(&t.hosts(0), 10_000).await;
     within("zlock lock to hold the lock", async {
         while holder.command_pid().is_none() {
