@@ -100,9 +100,10 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> Result<TcpListener, ServerError> 
 /// a member of a replicated ensemble (see [`commit::raft`]).
 pub async fn serve(
     config: ServerConfig,
-    listener: TcpListener,
+    mut listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
+    tokio::pin!(shutdown);
     config.validate()?;
     config.check_standalone()?;
     let config = Arc::new(config);
@@ -238,8 +239,29 @@ pub async fn serve(
             )?,
         },
         None => {
-            let ensemble::Member { raft, tasks, touch } =
-                ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings).await?;
+            // Until the member runs (a blank one waits for its peers), the client port
+            // answers four-letter words as a member that serves nobody.
+            let (started, starting) = tokio::sync::oneshot::channel();
+            let waiting = tokio::spawn(net::listener::while_starting(
+                listener,
+                config.clone(),
+                starting,
+            ));
+            // Stopped meanwhile (a blank member may wait for its peers for as long as
+            // they are down): nothing has been served, nothing is lost.
+            let member = tokio::select! {
+                m = ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings) => Some(m),
+                () = &mut shutdown => None,
+            };
+            let _ = started.send(());
+            listener = waiting
+                .await
+                .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))?;
+            let Some(member) = member else {
+                tracing::info!("stopped before the member started");
+                return Ok(());
+            };
+            let ensemble::Member { raft, tasks, touch } = member?;
             member_tasks = tasks;
             quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));
@@ -294,7 +316,7 @@ pub async fn serve(
     let accept = tokio::spawn(net::listener::accept_loop(listener, shared, stop_rx));
 
     let fatal = tokio::select! {
-        _ = shutdown => None,
+        _ = &mut shutdown => None,
         _ = fatal_rx.changed() => fatal_rx.borrow().clone(),
     };
     tracing::info!("shutting down");
