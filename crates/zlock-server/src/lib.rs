@@ -297,6 +297,7 @@ pub async fn serve(
         let ctx = admin::http::Context {
             config: config.clone(),
             commit: commit_tx.clone(),
+            quorum: quorum.clone(),
         };
         tokio::spawn(admin::http::serve(listener, ctx, stop_rx.clone()))
     });

@@ -26,6 +26,8 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 struct Member {
     client: SocketAddr,
+    /// The AdminServer's address.
+    admin: SocketAddr,
     quorum: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     done: Option<tokio::task::JoinHandle<Result<(), zlock_server::ServerError>>>,
@@ -72,7 +74,7 @@ async fn start_first(n: u64, started: u64) -> Vec<Member> {
     let mut out = Vec::new();
     for id in 1..=started {
         let dir = tempfile::tempdir().unwrap();
-        let config = ServerConfig {
+        let mut config = ServerConfig {
             data_dir: dir.path().to_path_buf(),
             four_letter_words: vec!["*".into()],
             ensemble: Some(EnsembleConfig {
@@ -84,6 +86,10 @@ async fn start_first(n: u64, started: u64) -> Vec<Member> {
             }),
             ..ServerConfig::default()
         };
+        config.admin.enabled = true;
+        config.admin.server_address = std::net::IpAddr::from([127, 0, 0, 1]);
+        config.admin.server_port = free_port();
+        let admin = SocketAddr::new(config.admin.server_address, config.admin.server_port);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
@@ -92,6 +98,7 @@ async fn start_first(n: u64, started: u64) -> Vec<Member> {
         }));
         out.push(Member {
             client,
+            admin,
             quorum: format!("127.0.0.1:{}", members[&id].quorum_port)
                 .parse()
                 .unwrap(),
@@ -404,6 +411,16 @@ async fn a_member_without_its_quorum_serves_no_client() {
     // it is not serving, and claims to be neither leader nor follower.
     assert_eq!(four(ms[l].client, "ruok").await, "imok");
     answers_not_serving(ms[l].client).await;
+    // The AdminServer likewise: `ruok` answers, the commands that read the server's
+    // state give ZooKeeper's error.
+    assert_eq!(admin_error(ms[l].admin, "ruok").await, "null");
+    for command in ["monitor", "server_stats", "stat_reset"] {
+        assert_eq!(
+            admin_error(ms[l].admin, command).await,
+            "\"This ZooKeeper instance is not currently serving requests\"",
+            "{command}"
+        );
+    }
     ms[l].stop.take().unwrap().send(()).unwrap();
     let d = tokio::time::timeout(DEADLINE, ms[l].done.take().unwrap()).await;
     assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
@@ -447,6 +464,26 @@ async fn a_request_from_the_member_a_session_left_is_refused() {
         let d = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
         assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
     }
+}
+
+/// The `error` field (as JSON) of AdminServer command `command`'s answer.
+async fn admin_error(addr: SocketAddr, command: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET /commands/{command} HTTP/1.0\r\nHost: zlock\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    let out = tokio::time::timeout(DEADLINE, ask)
+        .await
+        .unwrap_or_else(|_| panic!("{addr} did not answer {command} in {DEADLINE:?}"));
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let json: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{command}: {e}: {out}"));
+    json["error"].to_string()
 }
 
 /// ZooKeeper's answer to `srvr`, `stat`, `mntr` and `conf` on a server that is not
