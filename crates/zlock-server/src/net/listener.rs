@@ -19,9 +19,9 @@ use crate::config::ServerConfig;
 /// back for [`accept_loop`]. Four-letter words are answered as by a member that serves
 /// nobody ([`fourlw::not_serving`]), as a ZooKeeper server answers them while it looks
 /// for a leader, so an operator can tell a member that waits from one that hangs; any
-/// other connection is closed at once, so that its client tries another member rather
-/// than wait in the accept queue. A connection still being answered when `started`
-/// comes finishes on its own.
+/// other connection is closed as soon as its first four bytes show it is not a word,
+/// so that its client tries another member rather than wait in the accept queue. A
+/// connection still being answered when `started` comes finishes on its own.
 pub(crate) async fn while_starting(
     listener: TcpListener,
     config: Arc<ServerConfig>,

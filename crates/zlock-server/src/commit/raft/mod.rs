@@ -972,10 +972,10 @@ impl Reporter {
     /// (the lease plus the longest election timeout), so an election after a leader
     /// failed does not take a member out of touch unless it fails too. A member that
     /// its membership leaves out (removed by `reconfig`, or not added yet) is out of
-    /// touch whatever it hears, the leader that commits its own removal included. A member out of
-    /// touch closes its clients' connections and serves no new ones, as a ZooKeeper
-    /// server that lost its quorum does, so that they move to a member that can.
-    /// Looked at every heartbeat; the receiver is told each change.
+    /// touch whatever it hears, the leader that commits its own removal included. A
+    /// member out of touch closes its clients' connections and serves no new ones, as a
+    /// ZooKeeper server that lost its quorum does, so that they move to a member that
+    /// can. Looked at every heartbeat; the receiver is told each change.
     pub fn touch(&self) -> watch::Receiver<bool> {
         self.touch.clone()
     }
