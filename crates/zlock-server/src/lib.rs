@@ -217,6 +217,7 @@ pub async fn serve(
     let mut quorum = None;
     let mut raft_handle = None;
     let mut handover = None;
+    let mut held = Vec::new();
     let commit_thread = match recovered {
         Some((wal, last)) => match &timings {
             None => spawn_sequencer(
@@ -240,7 +241,8 @@ pub async fn serve(
         },
         None => {
             // Until the member runs (a blank one waits for its peers), the client port
-            // answers four-letter words as a member that serves nobody.
+            // answers four-letter words as a member that serves nobody, and holds the
+            // clients' connections for the accept loop.
             let (started, starting) = tokio::sync::oneshot::channel();
             let waiting = tokio::spawn(net::listener::while_starting(
                 listener,
@@ -254,7 +256,7 @@ pub async fn serve(
                 () = &mut shutdown => None,
             };
             let _ = started.send(());
-            listener = waiting
+            (listener, held) = waiting
                 .await
                 .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))?;
             let Some(member) = member else {
@@ -314,7 +316,7 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "zlock serving");
     }
-    let accept = tokio::spawn(net::listener::accept_loop(listener, shared, stop_rx));
+    let accept = tokio::spawn(net::listener::accept_loop(listener, held, shared, stop_rx));
 
     let fatal = tokio::select! {
         _ = &mut shutdown => None,

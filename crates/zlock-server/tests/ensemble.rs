@@ -499,7 +499,8 @@ async fn answers_not_serving(addr: SocketAddr) {
 /// Member 1 of three, started alone: its peers never start, so it waits for them (a
 /// blank member asks them where they stand before it takes part). Meanwhile its client
 /// port answers four-letter words as a ZooKeeper server that looks for a leader does,
-/// and no client can use it: a session is refused, the connection closed.
+/// and no client can use it: a session does not start (its connection waits until the
+/// member runs, as in the accept queue).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_waiting_for_its_peers_answers_four_letter_words() {
     let _serial = SERIAL.lock().await;
