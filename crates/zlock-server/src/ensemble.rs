@@ -271,7 +271,8 @@ pub(crate) async fn start(
     })
 }
 
-/// Follows whether a quorum answers this member ([`Reporter::touch`]). On losing touch the
+/// Follows whether a quorum answers this member ([`Reporter::touch`]; a member that a
+/// `reconfig` removed never is in touch). On losing touch the
 /// member stops expiring sessions (if it leads) and closes every client connection
 /// ([`Item::OutOfTouch`], in order with its proposals) so they move to a member that
 /// can serve them, as from a ZooKeeper server that lost its quorum; new sessions wait
@@ -301,6 +302,11 @@ async fn watch_quorum(
         }
         if now {
             tracing::info!("in touch with a quorum");
+        } else if r.removed() {
+            tracing::warn!(
+                "removed from the ensemble's configuration: serving nobody, closing client \
+                 connections (stop this member, or add it again with reconfig)"
+            );
         } else {
             tracing::warn!(
                 silent = ?r.silent(),

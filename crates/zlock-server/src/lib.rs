@@ -100,9 +100,10 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> Result<TcpListener, ServerError> 
 /// a member of a replicated ensemble (see [`commit::raft`]).
 pub async fn serve(
     config: ServerConfig,
-    listener: TcpListener,
+    mut listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
+    tokio::pin!(shutdown);
     config.validate()?;
     config.check_standalone()?;
     let config = Arc::new(config);
@@ -216,6 +217,7 @@ pub async fn serve(
     let mut quorum = None;
     let mut raft_handle = None;
     let mut handover = None;
+    let mut held = Vec::new();
     let commit_thread = match recovered {
         Some((wal, last)) => match &timings {
             None => spawn_sequencer(
@@ -238,8 +240,30 @@ pub async fn serve(
             )?,
         },
         None => {
-            let ensemble::Member { raft, tasks, touch } =
-                ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings).await?;
+            // Until the member runs (a blank one waits for its peers), the client port
+            // answers four-letter words as a member that serves nobody, and holds the
+            // clients' connections for the accept loop.
+            let (started, starting) = tokio::sync::oneshot::channel();
+            let waiting = tokio::spawn(net::listener::while_starting(
+                listener,
+                config.clone(),
+                starting,
+            ));
+            // Stopped meanwhile (a blank member may wait for its peers for as long as
+            // they are down): nothing has been served, nothing is lost.
+            let member = tokio::select! {
+                m = ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings) => Some(m),
+                () = &mut shutdown => None,
+            };
+            let _ = started.send(());
+            (listener, held) = waiting
+                .await
+                .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))?;
+            let Some(member) = member else {
+                tracing::info!("stopped before the member started");
+                return Ok(());
+            };
+            let ensemble::Member { raft, tasks, touch } = member?;
             member_tasks = tasks;
             quorum = Some(touch);
             barrier = Some(Arc::new(raft.barrier()));
@@ -275,6 +299,7 @@ pub async fn serve(
         let ctx = admin::http::Context {
             config: config.clone(),
             commit: commit_tx.clone(),
+            quorum: quorum.clone(),
         };
         tokio::spawn(admin::http::serve(listener, ctx, stop_rx.clone()))
     });
@@ -291,10 +316,10 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "zlock serving");
     }
-    let accept = tokio::spawn(net::listener::accept_loop(listener, shared, stop_rx));
+    let accept = tokio::spawn(net::listener::accept_loop(listener, held, shared, stop_rx));
 
     let fatal = tokio::select! {
-        _ = shutdown => None,
+        _ = &mut shutdown => None,
         _ = fatal_rx.changed() => fatal_rx.borrow().clone(),
     };
     tracing::info!("shutting down");

@@ -26,6 +26,8 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 struct Member {
     client: SocketAddr,
+    /// The AdminServer's address.
+    admin: SocketAddr,
     quorum: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     done: Option<tokio::task::JoinHandle<Result<(), zlock_server::ServerError>>>,
@@ -45,6 +47,11 @@ fn free_port() -> u16 {
 }
 
 async fn start_ensemble(n: u64) -> Vec<Member> {
+    start_first(n, n).await
+}
+
+/// Members 1 to `started` of an ensemble of `n`; the others never start.
+async fn start_first(n: u64, started: u64) -> Vec<Member> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -65,9 +72,9 @@ async fn start_ensemble(n: u64) -> Vec<Member> {
         })
         .collect();
     let mut out = Vec::new();
-    for id in 1..=n {
+    for id in 1..=started {
         let dir = tempfile::tempdir().unwrap();
-        let config = ServerConfig {
+        let mut config = ServerConfig {
             data_dir: dir.path().to_path_buf(),
             four_letter_words: vec!["*".into()],
             ensemble: Some(EnsembleConfig {
@@ -79,6 +86,10 @@ async fn start_ensemble(n: u64) -> Vec<Member> {
             }),
             ..ServerConfig::default()
         };
+        config.admin.enabled = true;
+        config.admin.server_address = std::net::IpAddr::from([127, 0, 0, 1]);
+        config.admin.server_port = free_port();
+        let admin = SocketAddr::new(config.admin.server_address, config.admin.server_port);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
@@ -87,6 +98,7 @@ async fn start_ensemble(n: u64) -> Vec<Member> {
         }));
         out.push(Member {
             client,
+            admin,
             quorum: format!("127.0.0.1:{}", members[&id].quorum_port)
                 .parse()
                 .unwrap(),
@@ -136,13 +148,19 @@ async fn eventually_data(c: &zk::Client, path: &str, want: &[u8]) {
     }
 }
 
+/// A four-letter word's answer; it must come within the deadline.
 async fn four(addr: SocketAddr, word: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(word.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(word.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    tokio::time::timeout(DEADLINE, ask)
+        .await
+        .unwrap_or_else(|_| panic!("{addr} did not answer {word} in {DEADLINE:?}"))
 }
 
 /// `key\tvalue` of `mntr`.
@@ -158,17 +176,33 @@ async fn mode(addr: SocketAddr) -> String {
         .unwrap_or_default()
 }
 
-/// The member index that reports `Mode: leader` (bounded wait).
+/// The member index that reports `Mode: leader`, once every other running member
+/// reports `Mode: follower` (bounded wait): until a member has started and heard from
+/// the leader it serves nobody (its `srvr` says so), and a client's connection to it
+/// is closed.
 async fn leader(ms: &[Member]) -> usize {
     let until = Instant::now() + DEADLINE;
     loop {
+        let mut modes = Vec::new();
         for (i, m) in ms.iter().enumerate() {
-            if m.stop.is_some() && mode(m.client).await == "leader" {
-                return i;
+            if m.stop.is_some() {
+                modes.push((i, mode(m.client).await));
             }
         }
-        assert!(Instant::now() < until, "no member became the leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let leaders: Vec<usize> = modes
+            .iter()
+            .filter(|(_, m)| m == "leader")
+            .map(|(i, _)| *i)
+            .collect();
+        let followers = modes.iter().filter(|(_, m)| m == "follower").count();
+        if leaders.len() == 1 && followers + 1 == modes.len() {
+            return leaders[0];
+        }
+        assert!(
+            Instant::now() < until,
+            "not one leader and the others following: {modes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -373,7 +407,20 @@ async fn a_member_without_its_quorum_serves_no_client() {
         !matches!(fresh, Ok(Ok(_))),
         "a session was started without a quorum"
     );
-    assert!(four(ms[l].client, "ruok").await.contains("imok"));
+    // Four-letter words still answer, as on a ZooKeeper server that lost its quorum:
+    // it is not serving, and claims to be neither leader nor follower.
+    assert_eq!(four(ms[l].client, "ruok").await, "imok");
+    answers_not_serving(ms[l].client).await;
+    // The AdminServer likewise: `ruok` answers, the commands that read the server's
+    // state give ZooKeeper's error.
+    assert_eq!(admin_error(ms[l].admin, "ruok").await, "null");
+    for command in ["monitor", "server_stats", "stat_reset"] {
+        assert_eq!(
+            admin_error(ms[l].admin, command).await,
+            "\"This ZooKeeper instance is not currently serving requests\"",
+            "{command}"
+        );
+    }
     ms[l].stop.take().unwrap().send(()).unwrap();
     let d = tokio::time::timeout(DEADLINE, ms[l].done.take().unwrap()).await;
     assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
@@ -417,6 +464,67 @@ async fn a_request_from_the_member_a_session_left_is_refused() {
         let d = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
         assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
     }
+}
+
+/// The `error` field (as JSON) of AdminServer command `command`'s answer.
+async fn admin_error(addr: SocketAddr, command: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET /commands/{command} HTTP/1.0\r\nHost: zlock\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    let out = tokio::time::timeout(DEADLINE, ask)
+        .await
+        .unwrap_or_else(|_| panic!("{addr} did not answer {command} in {DEADLINE:?}"));
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let json: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{command}: {e}: {out}"));
+    json["error"].to_string()
+}
+
+/// ZooKeeper's answer to `srvr`, `stat`, `mntr` and `conf` on a server that is not
+/// serving (no `Mode:` line, no `zk_server_state`), and `isro`'s.
+async fn answers_not_serving(addr: SocketAddr) {
+    const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
+    for word in ["srvr", "stat", "mntr", "conf"] {
+        assert_eq!(four(addr, word).await, NOT_SERVING, "{word}");
+    }
+    assert_eq!(four(addr, "isro").await, "null");
+}
+
+/// Member 1 of three, started alone: its peers never start, so it waits for them (a
+/// blank member asks them where they stand before it takes part). Meanwhile its client
+/// port answers four-letter words as a ZooKeeper server that looks for a leader does,
+/// and no client can use it: a session does not start (its connection waits until the
+/// member runs, as in the accept queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_waiting_for_its_peers_answers_four_letter_words() {
+    let _serial = SERIAL.lock().await;
+    let mut ms = start_first(3, 1).await;
+    let addr = ms[0].client;
+    assert_eq!(four(addr, "ruok").await, "imok");
+    answers_not_serving(addr).await;
+    assert!(four(addr, "envi").await.starts_with("Environment:\n"));
+    let fresh = tokio::time::timeout(
+        Duration::from_secs(3),
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .connect(&addr.to_string()),
+    )
+    .await;
+    assert!(
+        !matches!(fresh, Ok(Ok(_))),
+        "a session was started on a member waiting for its peers"
+    );
+    // Still waiting, still answering.
+    answers_not_serving(addr).await;
+    ms[0].stop.take().unwrap().send(()).unwrap();
+    let d = tokio::time::timeout(DEADLINE, ms[0].done.take().unwrap()).await;
+    assert!(d.is_ok(), "stopped while waiting for its peers: {d:?}");
 }
 
 async fn futures_modes(ms: &[Member]) -> Vec<String> {

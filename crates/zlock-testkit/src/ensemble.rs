@@ -530,7 +530,9 @@ impl ChildEnsemble {
     }
 
     /// What member `i`'s `srvr` says after `Mode:` (`leader`, `follower`, `observer`), if it
-    /// answers within 500 ms.
+    /// answers within 500 ms. `None` too while it serves nobody (it waits for its peers,
+    /// has no quorum, or was removed): `srvr` then answers ZooKeeper's "not currently
+    /// serving requests", with no mode.
     pub async fn mode(&self, i: usize) -> Option<String> {
         let out = self
             .four_letters(i, "srvr", Duration::from_millis(500))
@@ -547,12 +549,20 @@ impl ChildEnsemble {
     /// before it wins); waits at most `within`. A cut-off member is not asked: it may
     /// still believe it leads.
     pub async fn leader_within(&self, within: Duration) -> anyhow::Result<usize> {
+        let all: Vec<usize> = (0..self.members.len()).collect();
+        self.leader_among(&all, within).await
+    }
+
+    /// As [`ChildEnsemble::leader_within`], asking only `members` (those of them up and
+    /// not cut off): for instance the members a `reconfig` kept, while those it removed
+    /// still run (they serve nobody, and say so: neither leader nor follower).
+    pub async fn leader_among(&self, members: &[usize], within: Duration) -> anyhow::Result<usize> {
         let deadline = Instant::now() + within;
         let mut last = Vec::new();
         let mut seen = None;
         loop {
             last.clear();
-            for i in 0..self.members.len() {
+            for &i in members {
                 if self.is_up(i) && !self.is_cut(i) {
                     last.push((i, self.mode(i).await));
                 }

@@ -100,6 +100,10 @@ pub(crate) struct Context {
     pub config: Arc<ServerConfig>,
     /// The sequencer's queue, for the core's facts.
     pub commit: mpsc::Sender<Item>,
+    /// In an ensemble: whether this member is in touch with a quorum. One that is not
+    /// (or that a `reconfig` removed) serves nobody, and the commands that read the core
+    /// answer ZooKeeper's "not currently serving" error, as the four-letter words do.
+    pub quorum: Option<watch::Receiver<crate::ensemble::Touch>>,
 }
 
 /// Serves `listener` until `shutdown` turns true.
@@ -215,7 +219,9 @@ async fn run(name: &str, ctx: &Context) -> Fields {
     let primary = command.names[0];
     out.insert("command".into(), primary.into());
     let cfg = &ctx.config;
+    let serving = ctx.quorum.as_ref().is_none_or(|q| q.borrow().in_touch);
     let fields = match command.run {
+        Run::Reset(_) | Run::Core(_) if !serving => None,
         Run::Ruok => Some(Fields::new()),
         Run::Configuration => Some(configuration(cfg)),
         Run::Environment => Some(environment()),

@@ -1,6 +1,14 @@
 //! Four-letter words: a new connection whose first four bytes spell a known word gets a
 //! plain-text answer and is closed. Words outside `4lw.commands.whitelist` are refused
 //! with ZooKeeper's message.
+//!
+//! A member that serves no client (it waits for its peers at start, it is out of touch
+//! with its quorum, or a `reconfig` removed it) answers as a ZooKeeper server whose
+//! `ZooKeeperServer` is not running (a LOOKING one): `ruok` and `envi` as usual (they
+//! are about the process), `isro` with `null`, every other word with [`NOT_SERVING`],
+//! so that `srvr`, `stat` and `mntr` never show it as a leader or a follower then. They
+//! are answered here, never queued behind the commit stage, which may be waiting for a
+//! quorum.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -9,6 +17,7 @@ use tokio::sync::oneshot;
 
 use super::Shared;
 use crate::admin::VERSION;
+use crate::config::ServerConfig;
 use crate::pipeline::{AdminQuery, Item};
 
 /// Every word this server knows.
@@ -17,19 +26,74 @@ pub const WORDS: [&str; 15] = [
     "crst", "srst", "dirs",
 ];
 
+/// ZooKeeper's answer (`AbstractFourLetterCommand.ZK_NOT_SERVING`, with its newline)
+/// of a server that serves no client now.
+pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
+
 /// The word spelled by the first four bytes of a connection, if any.
 pub fn detect(first: &[u8]) -> Option<&'static str> {
     WORDS.iter().copied().find(|w| w.as_bytes() == first)
 }
 
+/// `word`'s answer on a member that serves no client now (see the module doc).
+pub(crate) fn not_serving(word: &str, cfg: &ServerConfig) -> String {
+    if !cfg.four_letter_allowed(word) {
+        return refused(word);
+    }
+    match word {
+        "ruok" | "envi" => local(word, cfg).unwrap_or_default(),
+        "isro" => "null".into(),
+        _ => NOT_SERVING.into(),
+    }
+}
+
+fn refused(word: &str) -> String {
+    format!("{word} is not executed because it is not in the whitelist.\n")
+}
+
 pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
     let cfg = &shared.config;
     if !cfg.four_letter_allowed(word) {
-        return format!("{word} is not executed because it is not in the whitelist.\n");
+        return refused(word);
+    }
+    // An ensemble member serves clients only while in touch with its quorum.
+    if shared.quorum.as_ref().is_some_and(|q| !q.borrow().in_touch) {
+        return not_serving(word, cfg);
+    }
+    if let Some(text) = local(word, cfg) {
+        return text;
     }
     let query = match word {
-        "ruok" => return "imok".into(),
-        "isro" => return "rw".into(),
+        "srvr" => AdminQuery::Srvr,
+        "stat" => AdminQuery::Stat,
+        "mntr" => AdminQuery::Mntr,
+        "cons" => AdminQuery::Cons,
+        "wchs" => AdminQuery::Wchs,
+        "wchc" => AdminQuery::Wchc,
+        "wchp" => AdminQuery::Wchp,
+        "dump" => AdminQuery::Dump,
+        "crst" => AdminQuery::Crst,
+        "srst" => AdminQuery::Srst,
+        _ => return String::new(),
+    };
+    let (tx, rx) = oneshot::channel();
+    if shared
+        .commit
+        .send(Item::Admin { query, done: tx })
+        .await
+        .is_err()
+    {
+        return String::new();
+    }
+    rx.await.unwrap_or_default()
+}
+
+/// The answer of a word that needs only the configuration and the process, if `word`
+/// is one.
+fn local(word: &str, cfg: &ServerConfig) -> Option<String> {
+    let text = match word {
+        "ruok" => "imok".into(),
+        "isro" => "rw".into(),
         "conf" => {
             let mut s = String::new();
             let _ = writeln!(s, "clientPort={}", cfg.client_port);
@@ -76,7 +140,7 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
                     }
                 }
             }
-            return s;
+            s
         }
         "envi" => {
             let mut s = String::from("Environment:\n");
@@ -93,37 +157,16 @@ pub(crate) async fn answer(word: &str, shared: &Arc<Shared>) -> String {
                     .unwrap_or_default()
             );
             let _ = writeln!(s, "zlock.version={}", env!("CARGO_PKG_VERSION"));
-            return s;
+            s
         }
-        "dirs" => {
-            return format!(
-                "datadir_size: {}\nlogdir_size: {}\n",
-                dir_size(&cfg.snapshot_dir()),
-                dir_size(&cfg.wal_dir())
-            );
-        }
-        "srvr" => AdminQuery::Srvr,
-        "stat" => AdminQuery::Stat,
-        "mntr" => AdminQuery::Mntr,
-        "cons" => AdminQuery::Cons,
-        "wchs" => AdminQuery::Wchs,
-        "wchc" => AdminQuery::Wchc,
-        "wchp" => AdminQuery::Wchp,
-        "dump" => AdminQuery::Dump,
-        "crst" => AdminQuery::Crst,
-        "srst" => AdminQuery::Srst,
-        _ => return String::new(),
+        "dirs" => format!(
+            "datadir_size: {}\nlogdir_size: {}\n",
+            dir_size(&cfg.snapshot_dir()),
+            dir_size(&cfg.wal_dir())
+        ),
+        _ => return None,
     };
-    let (tx, rx) = oneshot::channel();
-    if shared
-        .commit
-        .send(Item::Admin { query, done: tx })
-        .await
-        .is_err()
-    {
-        return String::new();
-    }
-    rx.await.unwrap_or_default()
+    Some(text)
 }
 
 /// Bytes in the files directly in `p` (`dirs`, as the four-letter word and the

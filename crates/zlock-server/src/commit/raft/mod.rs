@@ -744,12 +744,36 @@ async fn watch_touch(
 /// elected another leader on the far side of a partition, where ZooKeeper's observer
 /// would have lost its leader with the leader's quorum. A follower needs no such
 /// answer in a three-voter ensemble (a leader that reaches it has its quorum).
+///
+/// A member that its membership does not hold (a `reconfig` removed it, or it has not
+/// been added yet) is in touch with nobody, whatever it hears: it serves no client and
+/// claims no role, not even while it is still the leader that commits the change that
+/// removed it (openraft keeps such a leader a moment before it hands over, see
+/// [`removed`]).
 fn in_touch(raft: &Raft, contact: &failover::Contact, silent: Duration, observer: bool) -> bool {
+    if !is_member(&raft.metrics().borrow_watched()) {
+        return false;
+    }
     if let Some(leader_in_touch) = leader_in_touch(raft, silent) {
         return leader_in_touch;
     }
     let recent = |t: Option<tokio::time::Instant>| t.is_some_and(|t| t.elapsed() <= silent);
     recent(contact.last_heard_any()) && (!observer || recent(contact.last_confirmed()))
+}
+
+/// Whether this member's membership (the effective one, committed or not: a member
+/// that has seen the entry that leaves it out no longer votes) holds it, as a voter or a
+/// learner (an observer, or a member being added).
+fn is_member(m: &types::Metrics) -> bool {
+    m.membership_config.membership().get_node(&m.id).is_some()
+}
+
+/// Whether a `reconfig` removed this member: it has a membership, one that leaves it
+/// out. After the change that removes it commits, openraft's leader goes on leading for
+/// a moment (`removed_leader_step_down`, 150 ms, so that the followers hear of the
+/// commit), then hands leadership to the most up-to-date voter and becomes a learner.
+fn removed(m: &types::Metrics) -> bool {
+    m.membership_config.log_id().is_some() && !is_member(m)
 }
 
 /// `None` if this member does not lead; else whether a quorum of voters answered it
@@ -954,12 +978,19 @@ impl Reporter {
     /// it within the silent time; otherwise, a leader sent to it within that time. The
     /// silent time is what a follower waits for a silent leader before it campaigns
     /// (the lease plus the longest election timeout), so an election after a leader
-    /// failed does not take a member out of touch unless it fails too. A member out of
-    /// touch closes its clients' connections and serves no new ones, as a ZooKeeper
-    /// server that lost its quorum does, so that they move to a member that can.
-    /// Looked at every heartbeat; the receiver is told each change.
+    /// failed does not take a member out of touch unless it fails too. A member that
+    /// its membership leaves out (removed by `reconfig`, or not added yet) is out of
+    /// touch whatever it hears, the leader that commits its own removal included. A
+    /// member out of touch closes its clients' connections and serves no new ones, as a
+    /// ZooKeeper server that lost its quorum does, so that they move to a member that
+    /// can. Looked at every heartbeat; the receiver is told each change.
     pub fn touch(&self) -> watch::Receiver<bool> {
         self.touch.clone()
+    }
+
+    /// Whether a `reconfig` removed this member (see [`removed`]).
+    pub fn removed(&self) -> bool {
+        removed(&self.raft.metrics().borrow_watched())
     }
 
     /// How long a member may go without its quorum before it is out of touch.
