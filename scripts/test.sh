@@ -7,7 +7,8 @@
 #    default-jdk-headless for javac: crates/zlock/tests/curator_interop.rs compiles
 #    compat/curator/CuratorLockCheck.java; iproute2 for the network namespaces of the
 #    partition test, which also needs root; chromium and nodejs (>= 20) for the lock
-#    dashboard's browser test, crates/zlock-server/tests/dashboard_browser.rs) if
+#    dashboard's browser test, crates/zlock-server/tests/dashboard_browser.rs;
+#    libfaketime to skew a member's clock, crates/zlock/tests/ensemble_faults/clock.rs) if
 #    missing, a Python venv at .venv/ with kazoo[test]==2.11.0 + pytest-timeout, and
 #    compat/dashboard's npm packages (playwright-core, `npm ci` from the npm registry;
 #    no browser is downloaded: the test drives Debian's chromium)
@@ -35,7 +36,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless iproute2 chromium nodejs)
+APT_PACKAGES=(zookeeper netcat-openbsd libcurator-recipes-java default-jdk-headless iproute2 chromium nodejs libfaketime)
 export ZLOCK_VENV="${ZLOCK_VENV:-$ROOT/.venv}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 

@@ -53,6 +53,9 @@ pub struct EnsembleOptions {
     /// Each member in a network namespace of its own, on its own address (client port
     /// 2181, quorum port 2888): needed by [`ChildEnsemble::cut`]; needs root.
     pub netns: bool,
+    /// Extra environment for one member's process, by member index (at every start):
+    /// say, libfaketime preloaded to skew its wall clock.
+    pub member_env: Vec<(usize, Vec<(String, String)>)>,
 }
 
 impl Default for EnsembleOptions {
@@ -71,6 +74,7 @@ impl Default for EnsembleOptions {
             spares: 0,
             extra: Vec::new(),
             netns: false,
+            member_env: Vec::new(),
         }
     }
 }
@@ -90,6 +94,8 @@ struct Member {
     line: String,
     /// A spare: its own `--server` list (the others' and its own), once started.
     servers: Option<Vec<String>>,
+    /// Extra environment for its process ([`EnsembleOptions::member_env`]).
+    env: Vec<(String, String)>,
 }
 
 /// Where one member listens: clients on `client`, peers on its host's `quorum_port`.
@@ -208,6 +214,12 @@ impl ChildEnsemble {
                 observer,
                 line,
                 servers: None,
+                env: opts
+                    .member_env
+                    .iter()
+                    .filter(|(i, _)| *i == members.len())
+                    .flat_map(|(_, env)| env.iter().cloned())
+                    .collect(),
             });
         }
         let config = root.path().join("zoo.cfg");
@@ -479,6 +491,7 @@ impl ChildEnsemble {
                 "ZLOCK_LOG",
                 std::env::var("ZLOCK_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
             )
+            .envs(m.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

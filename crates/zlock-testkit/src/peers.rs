@@ -31,6 +31,8 @@
 //! - The browser: chromium at `$CHROMIUM` (default `/usr/bin/chromium`), `node` on
 //!   `PATH`, and `compat/dashboard/node_modules/playwright-core` (`npm ci` there).
 //! - Root: the effective uid 0 and iproute2's `ip` on `PATH`.
+//! - libfaketime: `/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1` (Debian's
+//!   `libfaketime`), or `$ZLOCK_FAKETIME_LIB`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -59,6 +61,9 @@ pub enum Peer {
     Browser,
     /// Root and iproute2: network namespaces, to cut a member off. [`find`] gives `ip`.
     Root,
+    /// libfaketime, preloaded into a member to skew its wall clock. [`find`] gives the
+    /// library.
+    Faketime,
 }
 
 impl Peer {
@@ -70,6 +75,7 @@ impl Peer {
             Peer::Kazoo => "kazoo (a Python venv)",
             Peer::Browser => "headless chromium with node's playwright-core",
             Peer::Root => "root (for network namespaces)",
+            Peer::Faketime => "libfaketime (to skew a member's wall clock)",
         }
     }
 
@@ -87,6 +93,7 @@ impl Peer {
                 "apt-get install chromium nodejs npm, then `npm ci` in compat/dashboard"
             }
             Peer::Root => "run the test as root, with iproute2 installed",
+            Peer::Faketime => "apt-get install libfaketime",
         }
     }
 }
@@ -180,6 +187,15 @@ pub fn find(peer: Peer) -> Result<PathBuf, Missing> {
                 return Err(missing("not running as root (effective uid 0)".into()));
             }
             on_path("ip").ok_or_else(|| missing("no `ip` (iproute2) on PATH".into()))
+        }
+        Peer::Faketime => {
+            let lib = std::env::var_os("ZLOCK_FAKETIME_LIB")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into());
+            match lib.is_file() {
+                true => Ok(lib),
+                false => Err(missing(format!("no {}", lib.display()))),
+            }
         }
     }
 }

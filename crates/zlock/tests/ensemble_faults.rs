@@ -18,6 +18,9 @@
 //! 10. `reconfig`: grow 3 -> 5 and shrink 5 -> 3 under traffic, a member replaced by an
 //!     empty one, bad requests and their codes (`reconfig.rs`).
 //! 11. The leader of five members stopped with SIGTERM: it hands leadership over first.
+//! 13. A follower's wall clock 120 s ahead or behind (libfaketime): a lock-delay is
+//!     neither shortened nor stretched, whether that member holds the waiter, forwards
+//!     writes during the delay or sequences the holder's close (`clock.rs`).
 //!
 //! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and
@@ -33,6 +36,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "ensemble_faults/clock.rs"]
+mod clock;
 #[path = "ensemble_faults/observers.rs"]
 mod observers;
 #[path = "ensemble_faults/partition.rs"]
@@ -587,4 +592,17 @@ async fn a_restarted_member_gives_new_clients_new_sessions() {
         }
     })
     .await;
+}
+
+/// 13. A follower's wall clock 120 s ahead: no lock-delay shortened or stretched
+/// (`clock.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_with_a_follower_clock_120s_ahead() {
+    clock::lock_delay_with_a_skewed_follower("+120s").await;
+}
+
+/// 13. The same with the follower's clock 120 s behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_with_a_follower_clock_120s_behind() {
+    clock::lock_delay_with_a_skewed_follower("-120s").await;
 }
