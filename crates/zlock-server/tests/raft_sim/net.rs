@@ -17,6 +17,7 @@ use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
+use openraft::entry::RaftEntry as _;
 use openraft::BasicNode;
 use rand::Rng;
 use zlock_server::commit::raft::types::{Raft, Snapshot, Vote, Zraft};
@@ -195,7 +196,16 @@ impl RaftNetworkV2<Zraft> for SimPeer {
         );
         let world = self.world.clone();
         let to = self.to;
-        self.call(
+        // Through the sender's acknowledgement book, as the server's network does
+        // (`rejoin::Acks`): a reply to a request sent before `to` asked, blank, to be
+        // forgotten is dropped.
+        let acks = lock(&world).locals.get(&self.from).map(|l| l.acks.clone());
+        let ticket = acks.as_ref().map(|a| a.ticket(to));
+        let (vote, last) = (
+            rpc.vote,
+            rpc.entries.last().map(|e| e.log_id()).or(rpc.prev_log_id),
+        );
+        let r = self.call(
             "append",
             rpc,
             summary,
@@ -222,7 +232,24 @@ impl RaftNetworkV2<Zraft> for SimPeer {
             },
             option.hard_ttl(),
         )
-        .await
+        .await?;
+        let matching = match &r {
+            AppendEntriesResponse::Success => last,
+            AppendEntriesResponse::PartialSuccess(m) => *m,
+            _ => None,
+        };
+        if let (Some(acks), Some(t)) = (acks, ticket) {
+            if !acks.took(to, t, &vote, matching) {
+                lock(&self.world).event(format!(
+                    "append {to}->{} reply dropped: {to} asked to be forgotten since",
+                    self.from
+                ));
+                return Err(RPCError::Network(NetworkError::from_string(format!(
+                    "member {to} started blank since"
+                ))));
+            }
+        }
+        Ok(r)
     }
 
     /// Snapshots are off in the simulation (see `main`): never sent.
