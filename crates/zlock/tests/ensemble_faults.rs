@@ -18,6 +18,8 @@
 //! 10. `reconfig`: grow 3 -> 5 and shrink 5 -> 3 under traffic, a member replaced by an
 //!     empty one, bad requests and their codes (`reconfig.rs`).
 //! 11. The leader of five members stopped with SIGTERM: it hands leadership over first.
+//! 12. A member's disk lost while the leader's log is ahead of the third member's, the
+//!     leader killed as it comes back blank: the two others elect (`rejoin.rs`).
 //!
 //! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and
@@ -39,6 +41,8 @@ mod observers;
 mod partition;
 #[path = "ensemble_faults/reconfig.rs"]
 mod reconfig;
+#[path = "ensemble_faults/rejoin.rs"]
+mod rejoin;
 #[path = "ensemble_faults/traffic.rs"]
 mod traffic;
 

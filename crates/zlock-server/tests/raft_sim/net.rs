@@ -12,12 +12,12 @@
 use std::future::Future;
 use std::time::Duration;
 
+use openraft::entry::RaftEntry as _;
 use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::entry::RaftEntry as _;
 use openraft::BasicNode;
 use rand::Rng;
 use zlock_server::commit::raft::types::{Raft, Snapshot, Vote, Zraft};
@@ -205,34 +205,35 @@ impl RaftNetworkV2<Zraft> for SimPeer {
             rpc.vote,
             rpc.entries.last().map(|e| e.log_id()).or(rpc.prev_log_id),
         );
-        let r = self.call(
-            "append",
-            rpc,
-            summary,
-            move |raft: Raft, rpc: AppendEntriesRequest<Zraft>| {
-                let world = world.clone();
-                async move {
-                    let vote = rpc.vote;
-                    let r = raft.append_entries(rpc).await;
-                    let mut w = lock(&world);
-                    if vote.is_committed() {
-                        w.saw_leader(vote.leader_id.term, vote.leader_id.node_id, "append");
+        let r = self
+            .call(
+                "append",
+                rpc,
+                summary,
+                move |raft: Raft, rpc: AppendEntriesRequest<Zraft>| {
+                    let world = world.clone();
+                    async move {
+                        let vote = rpc.vote;
+                        let r = raft.append_entries(rpc).await;
+                        let mut w = lock(&world);
+                        if vote.is_committed() {
+                            w.saw_leader(vote.leader_id.term, vote.leader_id.node_id, "append");
+                        }
+                        if matches!(
+                            r,
+                            Ok(AppendEntriesResponse::Success
+                                | AppendEntriesResponse::PartialSuccess(_)
+                                | AppendEntriesResponse::Conflict)
+                        ) {
+                            let now = w.now_ms();
+                            w.heard.insert(to, now);
+                        }
+                        r
                     }
-                    if matches!(
-                        r,
-                        Ok(AppendEntriesResponse::Success
-                            | AppendEntriesResponse::PartialSuccess(_)
-                            | AppendEntriesResponse::Conflict)
-                    ) {
-                        let now = w.now_ms();
-                        w.heard.insert(to, now);
-                    }
-                    r
-                }
-            },
-            option.hard_ttl(),
-        )
-        .await?;
+                },
+                option.hard_ttl(),
+            )
+            .await?;
         let matching = match &r {
             AppendEntriesResponse::Success => last,
             AppendEntriesResponse::PartialSuccess(m) => *m,

@@ -212,16 +212,15 @@ impl Sim {
                 let answer = match running {
                     None => Some(Standing::default()),
                     Some((raft, local)) => {
-                        let s = tokio::time::timeout(
-                            Duration::from_millis(50),
-                            local.standing(&raft),
-                        )
-                        .await
-                        .ok()
-                        .flatten();
+                        let s =
+                            tokio::time::timeout(Duration::from_millis(50), local.standing(&raft))
+                                .await
+                                .ok()
+                                .flatten();
                         // A member that leads is asked to forget this one's earlier
                         // acknowledgements, as `rejoin::settle` asks.
-                        if let Some(v) = s.filter(|s| s.leads).and_then(|_| local.forget(&raft, id)) {
+                        if let Some(v) = s.filter(|s| s.leads).and_then(|_| local.forget(&raft, id))
+                        {
                             forgotten.insert(o, v);
                         }
                         s
@@ -387,7 +386,9 @@ impl Sim {
             (r.raft.metrics().borrow_watched().state == ServerState::Leader).then_some(*id)
         });
         if let Some(id) = leader.filter(|_| !self.healed) {
-            self.event(format!("the leader, member {id}, crashes as a blank member joins"));
+            self.event(format!(
+                "the leader, member {id}, crashes as a blank member joins"
+            ));
             self.crash(id).await;
             let out = self.rng.gen_range(5..200);
             self.down.insert(id, self.step + out);

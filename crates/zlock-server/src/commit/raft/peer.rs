@@ -210,8 +210,7 @@ impl Local {
         }
         let voters: Vec<u64> = membership.voter_ids().collect();
         let matching = m.replication.as_ref()?;
-        super::rejoin::held_without(asker, &m.vote, &voters, matching, furthest)
-            .then_some(m.vote)
+        super::rejoin::held_without(asker, &m.vote, &voters, matching, furthest).then_some(m.vote)
     }
 
     /// Writes a chunk of a snapshot file from the leader: one at offset 0 starts a new

@@ -451,8 +451,7 @@ pub async fn settle(
             let mut tick = tokio::time::interval(ASK_EVERY);
             loop {
                 tick.tick().await;
-                let Ok(Reply::Standing(s)) = p.call(&Request::Standing, ANSWER_WITHIN).await
-                else {
+                let Ok(Reply::Standing(s)) = p.call(&Request::Standing, ANSWER_WITHIN).await else {
                     continue;
                 };
                 // A member that leads is asked to forget this one's earlier
@@ -734,9 +733,18 @@ mod tests {
             floor: Vote::new(4, 2),
             target: log(4, 2, 17),
         });
-        assert_eq!(super::decide(1, 3, &both, &word(3, vote(4, 2, true))), gated);
-        assert_eq!(super::decide(1, 3, &both, &word(2, vote(3, 2, true))), gated);
-        assert_eq!(super::decide(1, 3, &both, &word(2, vote(4, 2, false))), gated);
+        assert_eq!(
+            super::decide(1, 3, &both, &word(3, vote(4, 2, true))),
+            gated
+        );
+        assert_eq!(
+            super::decide(1, 3, &both, &word(2, vote(3, 2, true))),
+            gated
+        );
+        assert_eq!(
+            super::decide(1, 3, &both, &word(2, vote(4, 2, false))),
+            gated
+        );
         // A member campaigning above the leader: its vote is the floor, the leader's
         // word is under a lower one.
         let campaigning = Standing {
