@@ -182,11 +182,13 @@ async fn start() -> (ChildEnsemble, usize) {
     let ens = ChildEnsemble::start().await.unwrap();
     let l = ens.leader().await.unwrap();
     // Every member applies Txns made now (a session opened and closed) before a test
-    // kills one: a member that started after the others had elected rejoins and grants
-    // no vote until its log reaches the furthest one it was told of
-    // (`commit::raft::rejoin`), so with the leader killed before that the two left
+    // kills one: a member that started after the others had elected rejoins
+    // (`commit::raft::rejoin`), and if it asked before the leader had committed an
+    // entry of its term without it, it grants no vote until its log reaches the
+    // furthest one it was told of, so with the leader killed before that the two left
     // cannot elect (CI caught `client_moves_when_its_member_dies` so, once in many
-    // runs). That gap is real, and in the README; these tests are about other faults.
+    // runs, before the leader could lift that gate; test 12 is about the gap). These
+    // tests are about other faults.
     let c = connect(&ens.client_addr(l).to_string()).await;
     c.close().await.unwrap();
     converged(&ens).await;
