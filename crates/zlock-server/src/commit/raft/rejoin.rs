@@ -52,17 +52,23 @@
 //!     the answer are at or before `h`, held by that majority. After the answer only
 //!     replies to requests sent after it count, which the member's previous life
 //!     (dead before the blank one started) never received: acknowledgements of this
-//!     life, kept on its disk as anyone's.
+//!     life, kept on its disk as anyone's. The rest were acknowledged by others, as
+//!     in plain Raft.
 //!   - *Entries committed under a leader higher than `V`*: no such leader existed
 //!     while the member's previous life ran (every other member answered after it
 //!     stopped, with a vote of at most `V`, and votes only rise), so none counted it.
-//!   - The answer holds after the leader is deposed (what it said stays true: the
-//!     fence outlives nothing it protects, a deposed leader counts nothing), and in
-//!     a five-member ensemble alike (a majority of five without the asker is three).
-//!     A member the leader cannot vouch for (its acknowledgements are on no majority
-//!     without it yet, a membership change in progress, the leader not yet sure of its
-//!     own vote) is gated as before; an older member that does not know the question
-//!     closes the connection, and the asker is gated.
+//!   - The answer stays true after the leader is deposed (a deposed leader counts
+//!     nothing more; the fence lasts as long as the leader's process, the only one
+//!     that could count a reply to a request it sent), and holds for five members
+//!     alike (a majority of five without the asker is three of the other four).
+//!   - A member the leader cannot vouch for (its acknowledgements are on no majority
+//!     without it yet: the third member was behind when it lost its disk, and
+//!     electing that member could lose acknowledged writes) is gated as before, as
+//!     when the leader's membership is changing (joint) or its vote not yet shown
+//!     committed. A member of an older build does not know the question and closes
+//!     the connection: the asker is gated. The simulation checks the rule: with the
+//!     majority condition dropped (any leader's word lifting the gate), 5 of 500
+//!     seeds applied different entries at one position.
 //!
 //! What this does not cover: two members that lost their disks at the same time (the
 //! one or two survivors may not hold every committed entry; nothing can recover that),
