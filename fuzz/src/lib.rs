@@ -286,11 +286,7 @@ pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
         session: SessionId(0x1234),
         xid: 7,
     };
-    let txn = |time_ms, body| Txn {
-        origin,
-        time_ms,
-        body,
-    };
+    let txn = |time_ms, body| Txn::new(origin, time_ms, body);
     let create_txn = Txn::request(
         origin,
         1_700_000_000_000,
@@ -320,7 +316,16 @@ pub fn seed_txns() -> Vec<(&'static str, Vec<u8>)> {
     bad_op[op_at..op_at + 4].copy_from_slice(&999i32.to_be_bytes());
     let mut truncated = multi.to_bytes();
     truncated.truncate(truncated.len() - 3);
+    // What an older zlock logged: a Txn of its proposer's clock (encoding version 2).
+    let mut proposer_time = txn(
+        9,
+        TxnBody::CloseSession {
+            session_id: SessionId(0x1234),
+        },
+    );
+    proposer_time.clock = zlock_core::TxnClock::Proposer;
     vec![
+        ("proposer_time", proposer_time.to_bytes()),
         (
             "create_session",
             txn(

@@ -31,4 +31,4 @@ mod write;
 pub use ids::{LogIndex, MemberId, Zxid};
 pub use state::{Answer, Applied, Config, ConfigNode, OutOfOrder, Reply, Session, Sessions, State};
 pub use tree::SessionId;
-pub use txn::{Origin, Txn, TxnBody};
+pub use txn::{Origin, Txn, TxnBody, TxnClock};

@@ -1,8 +1,9 @@
 //! The state's snapshot encoding (the payload inside a snapshot file).
 //!
-//! Version 6, jute primitives:
-//! `int version (=6) | long zxid | int session count | sessions | long node count | nodes |
-//!  int lock count | locks`
+//! Version 7, jute primitives:
+//! `int version (=7) | long zxid | long time_ms | int session count | sessions |
+//!  long node count | nodes | int lock count | locks`
+//! - time_ms: the state's time ([`State::time_ms`])
 //! - session: `long id | int timeout_ms | buffer passwd | long owner` (the member whose
 //!   requests act for it; -1: any)
 //! - node, in the order of the znode map ([`Nodes`]: by a hash of the path):
@@ -27,6 +28,9 @@
 //! rebuilds its queue from the tree, and puts the waiters back, so the restored state
 //! grants exactly what the state that was saved would have.
 //!
+//! Version 6 is version 7 without the state's time (decoded as 0: no Txn stamped by a
+//! leader applied yet, which is what every older build wrote; see
+//! [`crate::txn::TxnClock`]).
 //! Version 5 is version 6 without the lock-delays (none running, none asked for).
 //! Version 4 is version 5 with the nodes parents before children (depth-first from `/`)
 //! and without their child names: decoding links each node into its parent, which
@@ -56,8 +60,8 @@ use crate::tree::{DataTree, Node, NodeKind, Nodes, SessionId};
 /// index's followed paths and waiters after the nodes. 4: each session's owner. 5: the
 /// nodes in the map's order, each with its children's names (before: parents before
 /// children, in a walk of the tree), so that neither writing nor reading looks a node up.
-/// 6: the lock-delays of the lock section.
-pub const SNAPSHOT_VERSION: i32 = 6;
+/// 6: the lock-delays of the lock section. 7: the state's time.
+pub const SNAPSHOT_VERSION: i32 = 7;
 
 /// The oldest version [`decode`] still reads.
 const OLDEST_VERSION: i32 = 2;
@@ -102,6 +106,8 @@ pub struct Image {
     /// The log position the image was taken at (it names the snapshot file).
     pub applied: crate::ids::LogIndex,
     pub zxid: crate::ids::Zxid,
+    /// [`State::time_ms`].
+    pub time_ms: i64,
     pub sessions: Sessions,
     pub nodes: Nodes,
     /// A copy of the lock index's followed paths and waiters (one entry per waiter, not
@@ -114,6 +120,7 @@ impl Image {
         Image {
             applied: state.applied,
             zxid: state.zxid,
+            time_ms: state.time_ms,
             sessions: state.sessions.clone(),
             nodes: state.tree.nodes().clone(),
             locks: state.locks.image(),
@@ -129,7 +136,7 @@ pub fn encode(state: &State, out: &mut Vec<u8>) {
         SNAPSHOT_VERSION,
         state.tree.nodes(),
         &state.sessions,
-        state.zxid,
+        (state.zxid, state.time_ms),
         &locks,
         out,
     );
@@ -142,7 +149,7 @@ pub fn write_image(image: &Image, w: &mut dyn std::io::Write) -> std::io::Result
         SNAPSHOT_VERSION,
         &image.nodes,
         &image.sessions,
-        image.zxid,
+        (image.zxid, image.time_ms),
         &image.locks,
         w,
     )
@@ -155,13 +162,16 @@ fn write_parts(
     version: i32,
     tree: &Nodes,
     sessions: &Sessions,
-    zxid: crate::ids::Zxid,
+    (zxid, time_ms): (crate::ids::Zxid, i64),
     locks: &LockImage,
     w: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let mut out: Vec<u8> = Vec::with_capacity(CHUNK + 4096);
     out.write_i32(version);
     out.write_i64(zxid.0);
+    if version >= 7 {
+        out.write_i64(time_ms);
+    }
     out.write_i32(sessions.len() as i32);
     for (id, s) in sessions {
         out.write_i64(id.0);
@@ -269,6 +279,9 @@ pub fn decode(bytes: &[u8], config: Config) -> Result<State, SnapshotError> {
     let mut st = State::new(config);
     st.tree = DataTree::empty();
     st.zxid = crate::ids::Zxid(r.read_i64()?);
+    if v >= 7 {
+        st.time_ms = r.read_i64()?;
+    }
     let ns = r.read_i32()?;
     for _ in 0..ns.max(0) {
         let id = SessionId(r.read_i64()?);
@@ -421,6 +434,7 @@ mod tests {
         let create = Txn {
             origin: Origin::default(),
             time_ms: 100,
+            clock: crate::TxnClock::Leader,
             body: TxnBody::CreateSession {
                 passwd: vec![1; 16],
                 timeout_ms: 4000,
@@ -513,6 +527,7 @@ mod tests {
         let close = Txn {
             origin: Origin::default(),
             time_ms: 100,
+            clock: crate::TxnClock::Leader,
             body: TxnBody::CloseSession { session_id: other },
         };
         apply_next(&mut st, &close);
@@ -583,7 +598,7 @@ mod tests {
             2,
             st.tree.nodes(),
             &st.sessions,
-            st.zxid,
+            (st.zxid, st.time_ms),
             &st.locks.image(),
             &mut v2,
         )
@@ -610,7 +625,7 @@ mod tests {
             3,
             st.tree.nodes(),
             &st.sessions,
-            st.zxid,
+            (st.zxid, st.time_ms),
             &st.locks.image(),
             &mut v3,
         )
@@ -624,19 +639,64 @@ mod tests {
     }
 
     #[test]
+    fn the_time_is_kept_and_older_versions_decode_with_none() {
+        let mut st = with_waiter();
+        st.time_ms = 1_700_000_123_456;
+        let mut v7 = Vec::new();
+        encode(&st, &mut v7);
+        assert_eq!(decode(&v7, Config::default()).unwrap().time_ms, st.time_ms);
+        let mut taken = Vec::new();
+        write_image(&Image::of(&st), &mut taken).unwrap();
+        assert!(taken == v7, "an image writes what encode does");
+        let mut v6 = Vec::new();
+        write_parts(
+            6,
+            st.tree.nodes(),
+            &st.sessions,
+            (st.zxid, st.time_ms),
+            &st.locks.image(),
+            &mut v6,
+        )
+        .unwrap();
+        let back = decode(&v6, Config::default()).unwrap();
+        assert_eq!(
+            back.time_ms, 0,
+            "no leader-stamped Txn applied before version 7"
+        );
+        assert_eq!(back.locks.pending(), st.locks.pending());
+        assert_eq!(back.tree.len(), st.tree.len());
+    }
+
+    #[test]
     fn a_lock_section_that_does_not_fit_the_tree_is_refused() {
         let st = with_waiter();
         let mut image = st.locks.image();
         image.locks[0].waiters[0].name = "x-0000000007".into();
         let mut b = Vec::new();
-        write_parts(4, st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
+        write_parts(
+            4,
+            st.tree.nodes(),
+            &st.sessions,
+            (st.zxid, 0),
+            &image,
+            &mut b,
+        )
+        .unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockEntry(p)) if p == "/l/x-0000000007"
         ));
         image.locks[0].path = "/nope".into();
         let mut b = Vec::new();
-        write_parts(4, st.tree.nodes(), &st.sessions, st.zxid, &image, &mut b).unwrap();
+        write_parts(
+            4,
+            st.tree.nodes(),
+            &st.sessions,
+            (st.zxid, 0),
+            &image,
+            &mut b,
+        )
+        .unwrap();
         assert!(matches!(
             decode(&b, Config::default()),
             Err(SnapshotError::NoLockPath(p)) if p == "/nope"

@@ -8,7 +8,7 @@ use crate::ids::{LogIndex, MemberId, Zxid};
 use crate::locks::{Grant, LockIndex};
 use crate::read::LongRead;
 use crate::tree::{DataTree, SessionId};
-use crate::txn::{Txn, TxnBody};
+use crate::txn::{Txn, TxnBody, TxnClock};
 use crate::watches::{Notification, Trigger, Watches};
 use crate::write::{Ctx, Undo, Write};
 
@@ -107,6 +107,12 @@ pub struct State {
     /// The log position of the last applied entry (Txn or not); kept beside the zxid so
     /// a restart knows where to resume the log.
     pub applied: LogIndex,
+    /// The state's time (ms since the epoch): the latest time of a [`TxnClock::Leader`]
+    /// Txn applied so far (0 before the first). A Txn applies at its own time or this
+    /// one, whichever is later, so time never goes back, whatever the clocks of the
+    /// leaders that stamped the log did. Replicated (and snapshotted): every member
+    /// applies the same Txn at the same time.
+    pub time_ms: i64,
     pub watches: Watches,
     pub config: Config,
     /// The native lock index (its followed paths and waiters are snapshotted).
@@ -171,6 +177,7 @@ impl State {
             sessions: Sessions::new(),
             zxid: Zxid(0),
             applied: LogIndex(0),
+            time_ms: 0,
             watches: Watches::default(),
             config,
             locks: LockIndex::default(),
@@ -213,6 +220,19 @@ impl State {
         SessionId((((member.0 & 0xff) << 56) as i64) | (zxid.0 & 0x00ff_ffff_ffff_ffff))
     }
 
+    /// The time `txn` applies at, advancing [`State::time_ms`]: a leader's Txn applies at
+    /// its time or the state's, whichever is later (a new leader whose clock is behind
+    /// its predecessor's does not take time back); a Txn logged before leaders stamped time applies at its own, as it did when written.
+    fn time_of(&mut self, txn: &Txn) -> i64 {
+        match txn.clock {
+            TxnClock::Leader => {
+                self.time_ms = self.time_ms.max(txn.time_ms);
+                self.time_ms
+            }
+            TxnClock::Proposer => txn.time_ms,
+        }
+    }
+
     /// Applies the next Txn of the entry at [`State::applied`] (see [`State::enter`]).
     pub fn apply_txn(&mut self, txn: &Txn) -> Applied {
         self.zxid = self.zxid.next();
@@ -222,7 +242,8 @@ impl State {
             zxid: self.zxid,
             ..Applied::default()
         };
-        self.end_lock_delays(txn.time_ms);
+        let time = self.time_of(txn);
+        self.end_lock_delays(time);
         match &txn.body {
             TxnBody::CreateSession { passwd, timeout_ms } => {
                 let id = State::session_id_for(txn.origin.member, self.zxid);
@@ -237,7 +258,7 @@ impl State {
                 out.created_session = Some(id);
             }
             TxnBody::CloseSession { session_id } => {
-                self.close_session(*session_id, zxid, txn.time_ms, &mut out.events);
+                self.close_session(*session_id, zxid, time, &mut out.events);
                 out.closed_session = Some(*session_id);
             }
             TxnBody::Request { auth, request } => {
@@ -256,14 +277,14 @@ impl State {
                 }
                 let cx = Ctx {
                     session,
-                    time: txn.time_ms,
+                    time,
                     auth,
                     zxid,
                 };
                 out.reply = self.write(&cx, request, &mut out.events);
             }
             TxnBody::DeleteExpired { paths } => {
-                self.delete_expired(txn.time_ms, paths, zxid, &mut out.events);
+                self.delete_expired(time, paths, zxid, &mut out.events);
             }
             TxnBody::MoveSession { session_id, passwd } => {
                 let moved = match self.sessions.get_mut(session_id) {

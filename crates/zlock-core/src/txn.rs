@@ -9,14 +9,16 @@
 //! the client sent it and validated at apply time: a failing write still takes a zxid,
 //! as in ZooKeeper 3.8.
 //!
-//! Encoding (version 2), jute primitives:
-//! `u8 version (=2) | u8 tag | long member | long session | int xid | long time_ms | body`
+//! Encoding (version 3), jute primitives:
+//! `u8 version (=3) | u8 tag | long member | long session | int xid | long time_ms | body`
 //! - tag 1 CreateSession: `buffer passwd | int timeout_ms`
 //! - tag 2 CloseSession: `long session_id`
 //! - tag 3 Request: `vector<Id> auth | int opcode | request body`
 //! - tag 4 DeleteExpired: `vector<ustring> paths`
 //! - tag 5 MoveSession: `long session_id | buffer passwd`
 //!
+//! Version 2 is version 3 with the time of the member that proposed the Txn rather than
+//! the leader's; it decodes as [`TxnClock::Proposer`] (see [`Txn::clock`]).
 //! Version 1 (before the origin existed) carried the session id of a CreateSession,
 //! chosen from the wall clock by the single node; it is not read any more (no release
 //! wrote it).
@@ -32,7 +34,24 @@ use crate::ids::MemberId;
 use crate::tree::SessionId;
 
 /// Version byte at the start of every encoded Txn.
-pub const TXN_VERSION: u8 = 2;
+pub const TXN_VERSION: u8 = 3;
+
+/// The version whose Txns carry their proposer's time ([`TxnClock::Proposer`]).
+const PROPOSER_TIME_VERSION: u8 = 2;
+
+/// Whose clock a Txn's `time_ms` was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnClock {
+    /// The leader's (the single node's) when it sequenced the Txn: a follower's Txns are
+    /// stamped again by the leader when it takes them. The state's time never goes back
+    /// on such a Txn (see [`crate::State::time_ms`]). Every Txn this build writes.
+    Leader,
+    /// The clock of whichever member proposed it: a Txn logged by zlock before its
+    /// leader stamped time (encoding version 2). It applies at its own time, as it did
+    /// when it was written, and does not move the state's time, so that a member that
+    /// replays it and one that restored a snapshot taken after it agree.
+    Proposer,
+}
 
 /// Who proposed a Txn, and for which request.
 ///
@@ -50,8 +69,12 @@ pub struct Origin {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Txn {
     pub origin: Origin,
-    /// The proposer's wall clock: ctime/mtime of what the Txn writes, TTL checks.
+    /// Wall-clock time (ms since the epoch) read by the leader when it sequenced the Txn
+    /// (see [`TxnClock`]): ctime/mtime of what the Txn writes, TTL checks, the ends of
+    /// lock-delays.
     pub time_ms: i64,
+    /// Whose clock `time_ms` is; not encoded (the encoding's version says it).
+    pub clock: TxnClock,
     pub body: TxnBody,
 }
 
@@ -103,13 +126,19 @@ pub enum TxnDecodeError {
 }
 
 impl Txn {
-    /// A client's write.
-    pub fn request(origin: Origin, time_ms: i64, auth: Arc<Vec<Id>>, request: Request) -> Txn {
+    /// A Txn stamped at `time_ms` by the leader (or the single node).
+    pub fn new(origin: Origin, time_ms: i64, body: TxnBody) -> Txn {
         Txn {
             origin,
             time_ms,
-            body: TxnBody::Request { auth, request },
+            clock: TxnClock::Leader,
+            body,
         }
+    }
+
+    /// A client's write.
+    pub fn request(origin: Origin, time_ms: i64, auth: Arc<Vec<Id>>, request: Request) -> Txn {
+        Txn::new(origin, time_ms, TxnBody::Request { auth, request })
     }
 
     /// The session this Txn acts for, if it is a client's (0 otherwise).
@@ -124,7 +153,10 @@ impl Txn {
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.push(TXN_VERSION);
+        out.push(match self.clock {
+            TxnClock::Leader => TXN_VERSION,
+            TxnClock::Proposer => PROPOSER_TIME_VERSION,
+        });
         out.push(match &self.body {
             TxnBody::CreateSession { .. } => 1,
             TxnBody::CloseSession { .. } => 2,
@@ -165,9 +197,11 @@ impl Txn {
         let (&version, rest) = bytes
             .split_first()
             .ok_or(DecodeError::Truncated { needed: 1 })?;
-        if version != TXN_VERSION {
-            return Err(TxnDecodeError::Version(version));
-        }
+        let clock = match version {
+            TXN_VERSION => TxnClock::Leader,
+            PROPOSER_TIME_VERSION => TxnClock::Proposer,
+            v => return Err(TxnDecodeError::Version(v)),
+        };
         let (&tag, rest) = rest
             .split_first()
             .ok_or(DecodeError::Truncated { needed: 1 })?;
@@ -209,6 +243,7 @@ impl Txn {
         Ok(Txn {
             origin,
             time_ms,
+            clock,
             body,
         })
     }
@@ -259,6 +294,7 @@ mod tests {
             let t = Txn {
                 origin,
                 time_ms: 1_700_000_000_000,
+                clock: TxnClock::Leader,
                 body,
             };
             assert_eq!(Txn::decode(&t.to_bytes()).unwrap(), t);
@@ -278,6 +314,7 @@ mod tests {
         let close = |origin| Txn {
             origin,
             time_ms: 0,
+            clock: TxnClock::Leader,
             body: TxnBody::CloseSession {
                 session_id: SessionId(42),
             },
@@ -290,6 +327,7 @@ mod tests {
         let sweep = Txn {
             origin: by(SessionId::NONE),
             time_ms: 0,
+            clock: TxnClock::Leader,
             body: TxnBody::DeleteExpired { paths: Vec::new() },
         };
         assert!(!sweep.is_expiry());

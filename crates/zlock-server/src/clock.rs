@@ -1,6 +1,8 @@
 //! The member's two clocks: the monotonic one its session tracker reads (time since the
-//! server started, in ms), and the wall clock a proposer fixes into each Txn (ctime,
-//! mtime, TTL checks). Nothing that applies Txns reads either.
+//! server started, in ms), and the wall clock fixed into each Txn (ctime, mtime, TTL
+//! checks, lock-delays) by the single node's sequencer or, in an ensemble, by the leader
+//! when it takes the Txn (`commit::raft::peer::write_as_leader`). Nothing that applies
+//! Txns reads either.
 
 use std::time::Instant;
 
@@ -22,7 +24,7 @@ impl Clock {
     }
 }
 
-/// The wall clock fixed into Txns by their proposer.
+/// The wall clock, as fixed into Txns (ms since the epoch).
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -45,6 +45,7 @@ pub fn sessions(st: &mut State, n: usize) -> Vec<SessionId> {
             let txn = Txn {
                 origin: Origin::default(),
                 time_ms: 100,
+                clock: zlock_core::TxnClock::Leader,
                 body: TxnBody::CreateSession {
                     passwd: vec![1; 16],
                     timeout_ms: 30_000,

@@ -110,14 +110,11 @@ impl Harness {
 
     /// A Txn of session `s` (0 for none) at the fake clock.
     pub fn txn(&self, s: SessionId, body: TxnBody) -> Txn {
-        Txn {
-            origin: Origin {
-                session: s,
-                ..Origin::default()
-            },
-            time_ms: self.now,
-            body,
-        }
+        let origin = Origin {
+            session: s,
+            ..Origin::default()
+        };
+        Txn::new(origin, self.now, body)
     }
 
     pub fn tick(&mut self, ms: i64) {

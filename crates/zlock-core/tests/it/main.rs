@@ -28,3 +28,4 @@ mod t90_model;
 mod t95_native_lock;
 mod t96_native_lock_replicated;
 mod t97_simulation;
+mod t98_txn_time;

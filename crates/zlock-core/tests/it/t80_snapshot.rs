@@ -230,11 +230,14 @@ fn bad_snapshots_are_errors_not_panics() {
         Err(SnapshotError::Version(v)) if v == SNAPSHOT_VERSION + 1
     ));
     // Nodes `/` and `/a/b` with zeroed fields, no sessions, in format `version` (from
-    // 5 on, each node names its children: none here).
+    // 5 on, each node names its children: none here; from 7 on, the time comes first).
     let two_nodes = |version: i32| {
         let mut b = Vec::new();
         b.write_i32(version);
         b.write_i64(5);
+        if version >= 7 {
+            b.write_i64(0); // the state's time
+        }
         b.write_i32(0);
         b.write_i64(2);
         for p in ["/", "/a/b"] {

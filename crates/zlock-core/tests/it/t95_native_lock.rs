@@ -561,3 +561,26 @@ fn view_shows_queue_order_holders_waiters_and_delays() {
         "b is first now, and waits out the delay"
     );
 }
+
+#[test]
+fn a_leader_clock_that_goes_back_does_not_end_a_lock_delay_early() {
+    let mut h = Harness::new();
+    let (a, b) = (h.session(), h.session());
+    assert!(lock_with_delay(&mut h, a, "/l", 500).granted);
+    let rb = lock_with_delay(&mut h, b, "/l", 500);
+    // The leader that stamps the close runs 10 s ahead; the next one is right.
+    h.tick(10_000);
+    assert!(expire(&mut h, a).grants.is_empty());
+    assert_eq!(h.st.locks.next_delay_end(), Some(T0 + 10_500));
+    h.tick(-10_000);
+    // Its Txns apply at the state's time, not before it: still inside the delay.
+    assert!(tick_txn(&mut h).grants.is_empty());
+    assert_eq!(h.st.time_ms, T0 + 10_000, "time does not go back");
+    // The delay ends once the state's time passes it (here at T0 + 10.5 s of the
+    // new leader's clock: what a leader whose clock was ahead costs, stretching a
+    // delay by its lead, never shortening one).
+    h.tick(10_499);
+    assert!(tick_txn(&mut h).grants.is_empty(), "1 ms early");
+    h.tick(1);
+    assert_eq!(grants(&tick_txn(&mut h)), vec![(b, rb.node)]);
+}

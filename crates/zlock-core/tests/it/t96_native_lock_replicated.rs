@@ -53,13 +53,12 @@ fn log() -> Vec<Txn> {
         ss.push(run(&mut h, t).created_session.unwrap());
     }
     // The clock stands still: nothing here depends on time.
-    let at_t0 = |s: SessionId, body: TxnBody| Txn {
-        origin: Origin {
+    let at_t0 = |s: SessionId, body: TxnBody| {
+        let origin = Origin {
             session: s,
             ..Origin::default()
-        },
-        time_ms: T0,
-        body,
+        };
+        Txn::new(origin, T0, body)
     };
     let req = |s: SessionId, request: Request| {
         at_t0(
@@ -151,6 +150,7 @@ fn log() -> Vec<Txn> {
     run(&mut h, req(ds[1], delayed("d1")));
     let at = |t: i64, s: SessionId, body: TxnBody| Txn {
         time_ms: T0 + t,
+        clock: zlock_core::TxnClock::Leader,
         ..at_t0(s, body)
     };
     let expiry = at(

@@ -262,11 +262,7 @@ impl Core {
                         }
                         request => TxnBody::Request { auth, request },
                     };
-                    txns.push(Txn {
-                        origin: self.origin(session, asker.xid),
-                        time_ms: now_ms(),
-                        body,
-                    });
+                    txns.push(Txn::new(self.origin(session, asker.xid), now_ms(), body));
                     self.router.expect_write(session, asker);
                 } else {
                     let w = Waiting::Read { asker, auth, req };
@@ -287,18 +283,18 @@ impl Core {
                 self.router.behind_writes(&mut self.state, session, w);
             }
             Item::Disconnected { session, conn_id } => self.router.disconnected(session, conn_id),
-            Item::Expire { session } => txns.push(Txn {
-                origin: self.origin(SessionId::NONE, 0),
-                time_ms: now_ms(),
-                body: TxnBody::CloseSession {
+            Item::Expire { session } => txns.push(Txn::new(
+                self.origin(SessionId::NONE, 0),
+                now_ms(),
+                TxnBody::CloseSession {
                     session_id: session,
                 },
-            }),
-            Item::DeleteExpired { paths } => txns.push(Txn {
-                origin: self.origin(SessionId::NONE, 0),
-                time_ms: now_ms(),
-                body: TxnBody::DeleteExpired { paths },
-            }),
+            )),
+            Item::DeleteExpired { paths } => txns.push(Txn::new(
+                self.origin(SessionId::NONE, 0),
+                now_ms(),
+                TxnBody::DeleteExpired { paths },
+            )),
             Item::Admin { query, done } => {
                 if query == AdminQuery::Srst {
                     self.router.latency = Latency::default();
@@ -432,8 +428,9 @@ impl Core {
         }
     }
 
-    /// The counters of a Txn this member proposed (its clock fixed the Txn's time):
-    /// lock hand-overs and failures, expiries.
+    /// The counters of a Txn this member proposed: lock hand-overs and failures,
+    /// expiries. (A Txn's time is the leader's clock: on a follower, a hand-over's time
+    /// also holds the difference of the two clocks.)
     fn count_applied(&self, txn: &Txn, a: &zlock_core::Applied) {
         use std::sync::atomic::Ordering::Relaxed;
         let stats = &self.router.stats;
@@ -519,11 +516,11 @@ impl Core {
     /// a MoveSession in an ensemble) whose application answers it.
     fn handshake(&mut self, hs: Handshaking, body: TxnBody, txns: &mut Vec<Txn>) {
         let ticket = self.router.expect_session(hs);
-        txns.push(Txn {
-            origin: self.origin(SessionId::NONE, ticket),
-            time_ms: now_ms(),
+        txns.push(Txn::new(
+            self.origin(SessionId::NONE, ticket),
+            now_ms(),
             body,
-        });
+        ));
     }
 
     /// A reconnect to an existing session (`item` is an [`Item::Resume`]).

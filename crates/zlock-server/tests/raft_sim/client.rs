@@ -102,14 +102,11 @@ impl Client {
     fn batch(&mut self, now: i64) -> Vec<Txn> {
         if self.session.is_none() {
             let origin = self.origin();
-            return vec![Txn {
-                origin,
-                time_ms: now,
-                body: TxnBody::CreateSession {
-                    passwd: vec![7; 16],
-                    timeout_ms: 30_000,
-                },
-            }];
+            let body = TxnBody::CreateSession {
+                passwd: vec![7; 16],
+                timeout_ms: 30_000,
+            };
+            return vec![Txn::new(origin, now, body)];
         }
         let n = self.rng.gen_range(1..=3);
         let mut out = Vec::new();
@@ -162,7 +159,15 @@ impl Client {
 
     /// The member to write to: the leader as a random member sees it (stale at times,
     /// as a client's view is), or any member if that one knows none.
-    fn target(&mut self) -> Option<(u64, zlock_server::commit::raft::types::Raft, host::SimHost)> {
+    /// Returns the member asked and the one written to.
+    fn target(
+        &mut self,
+    ) -> Option<(
+        u64,
+        u64,
+        zlock_server::commit::raft::types::Raft,
+        host::SimHost,
+    )> {
         let m = self.members.lock().unwrap();
         let ids: Vec<u64> = m.running.keys().copied().collect();
         if ids.is_empty() {
@@ -178,7 +183,7 @@ impl Client {
             .filter(|l| m.running.contains_key(l))
             .unwrap_or(asked);
         let (raft, host) = m.running[&id].clone();
-        Some((id, raft, host))
+        Some((asked, id, raft, host))
     }
 
     pub async fn run(mut self, max_batches: usize) {
@@ -188,13 +193,20 @@ impl Client {
             }
             let think = self.rng.gen_range(2..60);
             tokio::time::sleep(Duration::from_millis(think)).await;
-            let Some((to, raft, host)) = self.target() else {
+            let Some((asked, to, raft, host)) = self.target() else {
                 continue;
             };
-            let now = lock(&self.world).now_ms() as i64 + 1_700_000_000_000;
-            let batch = self.batch(now);
+            // Stamped by the member the client is connected to (its sequencer), then
+            // again by the one that takes the batch as leader: only the second counts.
+            let (own, leaders) = {
+                let w = lock(&self.world);
+                (w.clock_of(asked), w.clock_of(to))
+            };
+            let batch = self.batch(own);
+            lock(&self.world).stamp(to, &batch);
             let props = Proposal::split(batch.iter().cloned());
-            let r = tokio::time::timeout(PATIENCE, write_as_leader(&raft, to, props)).await;
+            let write = write_as_leader(&raft, to, props, leaders);
+            let r = tokio::time::timeout(PATIENCE, write).await;
             let what = match &r {
                 Ok(Ok(i)) => format!("acked through {i}"),
                 Ok(Err(e)) => format!("failed: {e}"),

@@ -43,6 +43,29 @@ pub struct Inner {
     pub created: BTreeMap<(u64, i32), SessionId>,
     holders: BTreeMap<String, Vec<Holder>>,
     tokens: BTreeMap<String, i64>,
+    /// The lock-delays running, by lock path: the origin of the Txn that started each
+    /// and its length (ms of Txn time).
+    delays: BTreeMap<String, (Key, i64)>,
+    /// Lock-delays ended by a grant since the last check: lock path, length, the
+    /// origins of the Txns that started it and that granted the lock.
+    ended: Vec<(String, i64, Key, Key)>,
+}
+
+/// A Txn's origin as `(member, session, xid)`.
+type Key = (u64, i64, i32);
+
+fn key(t: &Txn) -> Key {
+    (t.origin.member.0, t.origin.session.0, t.origin.xid)
+}
+
+/// The end of each running lock-delay, by lock path.
+fn lock_delays(state: &State) -> BTreeMap<String, i64> {
+    let image = state.locks.image();
+    image
+        .locks
+        .into_iter()
+        .filter_map(|l| Some((l.path.to_string(), l.held_until?)))
+        .collect()
 }
 
 #[derive(Clone)]
@@ -66,6 +89,8 @@ impl SimHost {
                 created: BTreeMap::new(),
                 holders: BTreeMap::new(),
                 tokens: BTreeMap::new(),
+                delays: BTreeMap::new(),
+                ended: Vec::new(),
             })),
             world,
         }
@@ -106,7 +131,14 @@ impl Inner {
             return;
         };
         for (pos, t) in txns.iter().enumerate() {
+            let before = lock_delays(&self.state);
             let a = self.state.apply_txn(t);
+            for (lock, until) in lock_delays(&self.state) {
+                if before.get(&lock) != Some(&until) {
+                    let length = until - self.state.time_ms;
+                    self.delays.insert(lock, (key(t), length));
+                }
+            }
             if let TxnBody::CreateSession { .. } = t.body {
                 if let Some(s) = a.created_session {
                     self.created.insert((t.origin.member.0, t.origin.xid), s);
@@ -165,6 +197,9 @@ impl Inner {
             ));
         }
         for (lock, h, token) in told {
+            if let Some((start, length)) = self.delays.remove(&lock) {
+                self.ended.push((lock.clone(), length, start, key(t)));
+            }
             let holders = self.holders.entry(lock.clone()).or_default();
             if holders.iter().any(|x| x.node == h.node) {
                 continue;
@@ -206,8 +241,12 @@ impl Apply for SimHost {
         }
         h.history.extend(recs.iter().cloned());
         let member = h.member;
+        let ended = std::mem::take(&mut h.ended);
         drop(h);
         let mut w = wlock(&self.world);
+        for (lock, length, start, grant) in ended {
+            w.check_lock_delay(&lock, length, start, grant);
+        }
         for rec in recs {
             w.event(format!(
                 "member {member} applied {}: {}",

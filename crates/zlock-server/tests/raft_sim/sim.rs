@@ -131,6 +131,10 @@ struct Sim {
     crashes: usize,
     wipes: usize,
     partitions: usize,
+    /// The members' clocks: their own randomness (so that adding them changed no other
+    /// draw of a seed), and the odds (per mille per step) that one jumps.
+    clock_rng: StdRng,
+    jump_odds: u32,
 }
 
 /// A directory for a member's vote and snapshots: in memory where there is a tmpfs
@@ -547,6 +551,46 @@ impl Sim {
         })
     }
 
+    /// Draws the members' clocks: in half the runs all are right; otherwise each is
+    /// right or off by 50 ms to 1.5 s either way, and jumps (by up to 2 s either way,
+    /// never beyond 3 s off) at some odds per step.
+    fn set_clocks(&mut self) {
+        if self.clock_rng.gen_bool(0.5) {
+            return;
+        }
+        self.jump_odds = [0, 2, 10][self.clock_rng.gen_range(0..3)];
+        let mut w = lock(&self.world);
+        for id in &self.ids {
+            if self.clock_rng.gen_bool(0.5) {
+                let off = self.clock_rng.gen_range(50..=1500);
+                let off = if self.clock_rng.gen_bool(0.5) {
+                    off
+                } else {
+                    -off
+                };
+                w.clocks.insert(*id, off);
+            }
+        }
+        let clocks = format!("{:?}", w.clocks);
+        w.event(format!(
+            "clocks off by (ms) {clocks}, a jump {} per mille per step",
+            self.jump_odds
+        ));
+    }
+
+    /// One member's clock jumps forward or back.
+    fn jump_clock(&mut self) {
+        let id = self.ids[self.clock_rng.gen_range(0..self.ids.len())];
+        let by = self.clock_rng.gen_range(-2000..=2000);
+        let mut w = lock(&self.world);
+        let from = w.clocks.get(&id).copied().unwrap_or(0);
+        let to = (from + by).clamp(-3000, 3000);
+        w.clocks.insert(id, to);
+        w.event(format!(
+            "member {id}'s clock jumps from {from} to {to} ms off"
+        ));
+    }
+
     /// One step of simulated time with faults.
     async fn faulty_step(&mut self, step: u64) {
         tokio::time::sleep(STEP).await;
@@ -573,6 +617,9 @@ impl Sim {
         }
         if self.rng.gen_range(0..1000) < self.weather_odds {
             self.weather();
+        }
+        if self.clock_rng.gen_range(0..1000) < self.jump_odds {
+            self.jump_clock();
         }
         self.settle().await;
         if self.rng.gen_range(0..1000) < self.crash_odds {
@@ -647,7 +694,10 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
         wipes: 0,
         partitions: 0,
         rng: StdRng::seed_from_u64(rng.gen()),
+        clock_rng: StdRng::seed_from_u64(seed ^ 0xC10C_C10C),
+        jump_odds: 0,
     };
+    sim.set_clocks();
     // A member that starts late, blank, after the others have elected (the ensemble
     // counts it in its quorums, and it holds nothing: a member without its data until
     // it has caught up).

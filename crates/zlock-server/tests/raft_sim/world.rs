@@ -100,7 +100,18 @@ pub struct World {
     pub violations: Vec<String>,
     /// The simulated time, in ms since the start.
     pub start: tokio::time::Instant,
+    /// Each member's wall clock: its offset (ms) from the simulated time (a member not
+    /// listed is right). Drawn per run, and jumped now and then (`Sim::jump_clock`).
+    pub clocks: BTreeMap<u64, i64>,
+    /// When each Txn was stamped, by its origin `(member, session, xid)`: the simulated
+    /// time, and the offset of the clock of the member that stamped it as leader.
+    pub stamps: BTreeMap<(u64, i64, i32), (u64, i64)>,
+    /// The highest offset of any member's clock when it stamped a Txn as leader.
+    pub max_stamp_offset: i64,
 }
+
+/// Wall-clock time at the simulation's start (ms since the epoch).
+pub const EPOCH_MS: i64 = 1_700_000_000_000;
 
 pub type Shared = Arc<Mutex<World>>;
 
@@ -121,11 +132,60 @@ impl World {
             leaders: BTreeSet::new(),
             violations: Vec::new(),
             start: tokio::time::Instant::now(),
+            clocks: BTreeMap::new(),
+            stamps: BTreeMap::new(),
+            max_stamp_offset: 0,
         }))
     }
 
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
+    }
+
+    /// `member`'s wall clock now (ms since the epoch).
+    pub fn clock_of(&self, member: u64) -> i64 {
+        EPOCH_MS + self.now_ms() as i64 + self.clocks.get(&member).copied().unwrap_or(0)
+    }
+
+    /// Records that `leader` stamps `txns` now (see [`World::stamps`]).
+    pub fn stamp(&mut self, leader: u64, txns: &[zlock_core::Txn]) {
+        let offset = self.clocks.get(&leader).copied().unwrap_or(0);
+        let now = self.now_ms();
+        for t in txns {
+            let o = t.origin;
+            self.stamps
+                .insert((o.member.0, o.session.0, o.xid), (now, offset));
+        }
+        self.max_stamp_offset = self.max_stamp_offset.max(offset);
+    }
+
+    /// A lock-delay of `delay` ms started by the Txn of origin `start` on `lock`, and
+    /// the lock granted by the Txn of origin `grant`: the grant must come no sooner
+    /// than the delay after the start, in simulated (true) time, less what the
+    /// leaders' clocks being ahead of the start's stamper can take off it (a follower's
+    /// clock takes nothing off: leaders stamp every Txn). A lock-delay ended early is
+    /// the hazard the lock-delay exists to prevent: a paused holder acting under a lock
+    /// already given to the next one.
+    pub fn check_lock_delay(
+        &mut self,
+        lock: &str,
+        delay: i64,
+        start: (u64, i64, i32),
+        grant: (u64, i64, i32),
+    ) {
+        let (Some(&(started, off)), Some(&(granted, _))) =
+            (self.stamps.get(&start), self.stamps.get(&grant))
+        else {
+            return;
+        };
+        let slack = (self.max_stamp_offset - off).max(0);
+        let waited = granted as i64 - started as i64;
+        if waited < delay - slack {
+            self.violation(format!(
+                "lock-delay of {delay} ms on {lock} ended after {waited} ms (the leaders' \
+                 clocks allow {slack} ms less)"
+            ));
+        }
     }
 
     pub fn event(&mut self, e: String) {

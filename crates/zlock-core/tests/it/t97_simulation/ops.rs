@@ -430,6 +430,7 @@ fn sweep(w: &mut World) -> Result<(), String> {
     let txn = Txn {
         origin: Origin::default(),
         time_ms: w.time_ms(),
+        clock: zlock_core::TxnClock::Leader,
         body: TxnBody::DeleteExpired {
             paths: paths.clone(),
         },

@@ -195,6 +195,7 @@ impl World {
         let txn = Txn {
             origin: Origin::default(),
             time_ms: self.time_ms(),
+            clock: zlock_core::TxnClock::Leader,
             body: TxnBody::CreateSession {
                 passwd: vec![7; 16],
                 timeout_ms: timeout_ms as i32,
@@ -241,6 +242,7 @@ impl World {
             Txn {
                 origin,
                 time_ms: self.time_ms(),
+                clock: zlock_core::TxnClock::Leader,
                 body: TxnBody::CloseSession { session_id: id },
             }
         };

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use tokio::sync::oneshot;
 
+use super::codec;
 use super::types::{Entry, LogId, Vote, Zraft};
 use crate::commit::LogStore;
 use zlock_store::MetaFile;
@@ -151,7 +152,7 @@ pub fn open_wal(
     opts: zlock_store::WalOptions,
 ) -> std::io::Result<(zlock_store::Wal, Records)> {
     let purged = MetaFile::open(meta_dir, "purged").map_err(io_err)?;
-    let purged: Option<LogId> = decode_opt(&purged.load().map_err(io_err)?)?;
+    let purged = decode_opt(&purged.load().map_err(io_err)?, codec::decode_purged)?;
     let after = purged.map_or(0, |p| disk_index(p.index));
     let mut records = Vec::new();
     let wal = zlock_store::Wal::open(wal_dir, opts, after, |i, p| {
@@ -191,8 +192,8 @@ impl RaftLog {
         let vote = MetaFile::open(meta_dir, "vote").map_err(io_err)?;
         let purged = MetaFile::open(meta_dir, "purged").map_err(io_err)?;
         let mut tail = Tail {
-            last_purged: decode_opt(&purged.load().map_err(io_err)?)?,
-            vote: decode_opt(&vote.load().map_err(io_err)?)?,
+            last_purged: decode_opt(&purged.load().map_err(io_err)?, codec::decode_purged)?,
+            vote: decode_opt(&vote.load().map_err(io_err)?, codec::decode_vote)?,
             ..Tail::default()
         };
         for (record, payload) in records {
@@ -200,7 +201,7 @@ impl RaftLog {
             if tail.last_purged.is_some_and(|p| index <= p.index) {
                 continue;
             }
-            let e: Entry = postcard::from_bytes(&payload).map_err(io_err)?;
+            let e = codec::decode_entry(&payload)?;
             if e.log_id.index != index {
                 return Err(io_err(format!(
                     "raft log record {index} holds entry {}",
@@ -255,7 +256,7 @@ impl RaftLog {
 
     /// Saves `vote` before openraft starts over this log (a rejoining member's floor).
     pub fn set_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
-        let bytes = postcard::to_allocvec(vote).map_err(io_err)?;
+        let bytes = codec::encode_vote(vote)?;
         self.vote.store(&bytes).map_err(io_err)?;
         lock(&self.tail).vote = Some(*vote);
         Ok(())
@@ -269,13 +270,11 @@ impl RaftLog {
     }
 }
 
-fn decode_opt<T: serde::de::DeserializeOwned>(
+fn decode_opt<T>(
     bytes: &Option<Vec<u8>>,
+    decode: fn(&[u8]) -> std::io::Result<T>,
 ) -> std::io::Result<Option<T>> {
-    match bytes {
-        None => Ok(None),
-        Some(b) => postcard::from_bytes(b).map(Some).map_err(io_err),
-    }
+    bytes.as_deref().map(decode).transpose()
 }
 
 /// The log's writer: appends what openraft queued, syncs once, then reports it flushed.
@@ -449,8 +448,21 @@ impl RaftLogStorage<Zraft> for RaftLog {
         let mut records = Vec::new();
         {
             let mut t = lock(&self.tail);
+            // openraft's contract: no hole. The WAL's records are consecutive too, and
+            // would refuse a hole on the writer thread; refused here, the tail never
+            // holds (and replication never reads) an entry the disk will not take.
+            let entries: Vec<Entry> = entries.into_iter().collect();
+            let next = t.last_log_id().map_or(0, |l| l.index + 1);
+            for (e, want) in entries.iter().zip(next..) {
+                if e.log_id.index != want {
+                    return Err(io_err(format!(
+                        "raft log entry {} appended where {want} comes next",
+                        e.log_id.index
+                    )));
+                }
+            }
             for e in entries {
-                let bytes = postcard::to_allocvec(&e).map_err(io_err)?;
+                let bytes = codec::encode_entry(&e)?;
                 records.push((disk_index(e.log_id.index), bytes));
                 t.entries.insert(e.log_id.index, e);
             }
@@ -476,7 +488,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
     async fn purge(&mut self, log_id: LogId) -> std::io::Result<()> {
         // The purge point is saved first: a crash after it leaves records that are
         // skipped at open, never a log that seems to start later than it does.
-        let bytes = postcard::to_allocvec(&log_id).map_err(io_err)?;
+        let bytes = codec::encode_purged(&log_id)?;
         self.purged.store(&bytes).map_err(io_err)?;
         let through = disk_index(log_id.index);
         {

@@ -19,7 +19,12 @@
 // openraft's error types are large by design (its examples allow the same).
 #![allow(clippy::result_large_err)]
 
+mod codec;
+#[cfg(test)]
+mod data_dir_tests;
 mod failover;
+#[cfg(test)]
+mod golden_tests;
 pub mod log;
 pub mod members;
 mod observers;
@@ -30,6 +35,8 @@ pub mod reconfig;
 pub mod rejoin;
 pub mod runtime;
 pub mod sm;
+#[cfg(test)]
+mod storage_suite_tests;
 pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -526,7 +533,8 @@ impl RaftCommit {
         let mut leader = self.leader().await?;
         let last = loop {
             let sent = if leader == self.me {
-                peer::write_as_leader(&self.raft, self.me, batch.clone()).await
+                let now = crate::clock::now_ms();
+                peer::write_as_leader(&self.raft, self.me, batch.clone(), now).await
             } else {
                 // Expiries are the leader's decisions, from its own view of the sessions;
                 // this member, no longer leading (or refused as leader), does not hand

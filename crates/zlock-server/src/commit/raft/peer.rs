@@ -42,9 +42,11 @@ pub const MAX_FRAME: usize = 64 << 20;
 const SNAPSHOT_CHUNK: usize = 4 << 20;
 
 /// The peer protocol's version, in every [`Hello`]. 2: openraft 0.10's messages
-/// (leadership transfer, snapshots sent as a file in chunks). Members of different
-/// versions do not talk: the newer one refuses the older one's hello, naming both.
-pub const PROTOCOL: u32 = 2;
+/// (leadership transfer, snapshots sent as a file in chunks). 3: the leader stamps the
+/// time of every Txn it takes (Txn encoding 3, which a member of version 2 cannot read,
+/// and whose time it would not apply the same way). Members of different versions do
+/// not talk: the newer one refuses the older one's hello, naming both.
+pub const PROTOCOL: u32 = 3;
 
 /// The first frame on a connection.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -314,7 +316,9 @@ pub enum FrameError {
     NotSent(Box<FrameError>),
 }
 
-pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
+/// `msg` as one frame: its encoding's length (u32, big-endian), then its postcard
+/// encoding. The golden files (`golden_tests.rs`) pin these bytes for every message.
+pub fn encode_frame<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
     let body = postcard::to_allocvec(msg)?;
     if body.len() > MAX_FRAME {
         return Err(FrameError::TooLarge(body.len()));
@@ -322,14 +326,23 @@ pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(),
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
     buf.extend_from_slice(&body);
-    s.write_all(&buf).await?;
+    Ok(buf)
+}
+
+/// A frame's body (what follows its length) decoded.
+pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
+    Ok(postcard::from_bytes(body)?)
+}
+
+pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
+    s.write_all(&encode_frame(msg)?).await?;
     Ok(())
 }
 
 pub async fn read_frame<T: serde::de::DeserializeOwned>(
     s: &mut TcpStream,
 ) -> Result<T, FrameError> {
-    Ok(postcard::from_bytes(&read_body(s).await?)?)
+    decode_body(&read_body(s).await?)
 }
 
 /// The next frame's body.
@@ -394,11 +407,11 @@ pub async fn serve(
 /// talk to this one.
 async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
     let body = read_body(s).await?;
-    let hello: Hello = match postcard::from_bytes(&body) {
+    let hello: Hello = match decode_body(&body) {
         Ok(h) => h,
         Err(e) => {
-            let Ok(old) = postcard::from_bytes::<HelloV1>(&body) else {
-                return Err(e.into());
+            let Ok(old) = decode_body::<HelloV1>(&body) else {
+                return Err(e);
             };
             let why = format!(
                 "member {} speaks peer protocol 1 (an older zlock), this member {PROTOCOL}: \
@@ -525,7 +538,10 @@ async fn serve_requests(
                     .await
                     .map_err(|e: Fatal<Zraft>| e.to_string()),
             ),
-            Request::Forward(batch) => Reply::Forward(write_as_leader(&raft, id.me, batch).await),
+            Request::Forward(batch) => {
+                let now = crate::clock::now_ms();
+                Reply::Forward(write_as_leader(&raft, id.me, batch, now).await)
+            }
             Request::Touch(sessions) => {
                 (hooks.touch)(sessions);
                 Reply::Touch
@@ -545,15 +561,28 @@ async fn serve_requests(
     }
 }
 
-/// Writes `batch` through this member's Raft, which must be the leader; returns the last
-/// entry's index once all are committed and applied here. [`ForwardError::NotLeader`]
-/// only when no entry of the batch was taken (so it is safe to send it elsewhere).
+/// Writes `batch` through this member's Raft, which must be the leader, at time
+/// `now_ms` (this member's wall clock); returns the last entry's index once all are
+/// committed and applied here. [`ForwardError::NotLeader`] only when no entry of the
+/// batch was taken (so it is safe to send it elsewhere).
+///
+/// Every Txn is stamped with `now_ms` here, whichever member sequenced it: the time in
+/// the log is the leader's clock alone, as on ZooKeeper, so that a follower whose clock
+/// is off can neither end a lock-delay early (by forwarding a write stamped in its
+/// future) nor stretch one (by stamping a holder's close in its past); and apply never
+/// lets time go back (`zlock_core::State::time_ms`) when leadership moves to a member
+/// whose clock is behind.
 pub async fn write_as_leader(
     raft: &Raft,
     me: u64,
-    batch: Vec<Proposal>,
+    mut batch: Vec<Proposal>,
+    now_ms: i64,
 ) -> Result<u64, ForwardError> {
     use futures_util::StreamExt;
+    for txn in batch.iter_mut().flat_map(|p| p.0.iter_mut()) {
+        txn.time_ms = now_ms;
+        txn.clock = zlock_core::TxnClock::Leader;
+    }
     let n = batch.len();
     let mut results = raft
         .client_write_many(batch)

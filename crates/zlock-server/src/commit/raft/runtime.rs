@@ -126,6 +126,11 @@ impl AsyncRuntime for ZRuntime {
 /// doc), with tokio's watch semantics otherwise: a receiver has seen the value it was
 /// made with; `send` fails once every receiver is gone; `changed` fails once every
 /// sender is gone and the last value was seen.
+///
+/// It is production's watch too (openraft's metrics, and its fsync-complete
+/// notifications, `IOFlushed`), on a multi-threaded runtime: a single one for both keeps
+/// what the simulation proves about the server the server's own code. The test
+/// `no_wake_up_is_lost_across_threads` checks it on many threads.
 pub struct ZWatch;
 
 struct Shared<T> {
@@ -315,6 +320,90 @@ mod tests {
         rx.changed().await.unwrap();
         assert_eq!(*rx.borrow_and_update(), 3);
         assert!(rx.changed().await.is_err());
+    }
+
+    /// `ZWatch` carries openraft's fsync-complete notifications (`IOFlushed`) in
+    /// production, on a multi-threaded runtime, where the simulation runs it on one
+    /// thread only. Senders on many threads change the value while receivers on many
+    /// threads wait for changes, subscribe and drop; then the senders go. Every change
+    /// adds one to the value, so the value counts the changes: a receiver told of a
+    /// change finds a larger value than it saw before, and each one sees the final value
+    /// and then the channel closed. A lost wake-up leaves a receiver waiting: the round
+    /// does not finish within its deadline and the test fails.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn no_wake_up_is_lost_across_threads() {
+        const SENDERS: u64 = 4;
+        const CHANGES: u64 = 250;
+        const RECEIVERS: usize = 6;
+        const ROUNDS: usize = 200;
+        let total = SENDERS * CHANGES;
+        for round in 0..ROUNDS {
+            let (tx, rx) = ZWatch::channel(0u64);
+            let mut receivers = Vec::new();
+            for r in 0..RECEIVERS {
+                // Half of them from the channel's receiver, half subscribed: both kinds
+                // start having seen the value they were made with.
+                let mut rx = match r % 2 {
+                    0 => rx.clone(),
+                    _ => tx.subscribe(),
+                };
+                receivers.push(tokio::spawn(async move {
+                    let mut last = *rx.borrow_and_update();
+                    let mut wakes = 0u64;
+                    loop {
+                        match rx.changed().await {
+                            Ok(()) => {
+                                let v = *rx.borrow_and_update();
+                                assert!(v > last, "told of a change, found {v} after {last}");
+                                last = v;
+                                wakes += 1;
+                                // Now and then a short-lived extra receiver comes and
+                                // goes, as openraft's do.
+                                if wakes.is_multiple_of(16) {
+                                    let mut extra = rx.clone();
+                                    assert!(*extra.borrow_and_update() >= last);
+                                }
+                            }
+                            Err(_) => return last,
+                        }
+                    }
+                }));
+            }
+            drop(rx);
+            let mut senders = Vec::new();
+            for _ in 0..SENDERS {
+                let tx = tx.clone();
+                senders.push(tokio::spawn(async move {
+                    for i in 0..CHANGES {
+                        tx.send_if_modified(|v| {
+                            *v += 1;
+                            true
+                        });
+                        if i.is_multiple_of(8) {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                }));
+            }
+            drop(tx);
+            let finished = async {
+                for s in senders {
+                    s.await.unwrap();
+                }
+                let mut last = Vec::new();
+                for r in receivers {
+                    last.push(r.await.unwrap());
+                }
+                last
+            };
+            let last = tokio::time::timeout(Duration::from_secs(60), finished)
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: a receiver was never woken"));
+            assert!(
+                last.iter().all(|v| *v == total),
+                "round {round}: receivers ended at {last:?}, not at the last value {total}"
+            );
+        }
     }
 
     #[test]

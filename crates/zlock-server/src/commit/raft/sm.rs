@@ -2,7 +2,7 @@
 //! (the server's core, or the conformance suite's recorder) in order; snapshots are the
 //! host's snapshot, in zlock's checked snapshot files.
 //!
-//! A snapshot file's payload is `u32 meta length | meta (postcard) | host payload`: the
+//! A snapshot file's payload is `u32 meta length | meta | host payload` (`codec.rs`): the
 //! Raft facts of the snapshot (last log id, membership) travel with the state, so a
 //! file received from the leader is complete, and its checksums cover both.
 
@@ -16,6 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use zlock_core::LogIndex;
 
+use super::codec::{encode_snapshot_head, split_snapshot};
 use super::log::io_err;
 use super::types::{LogId, Membership, Snapshot, SnapshotMeta, Zraft};
 use crate::commit::{Entry as CommitEntry, Snapshots};
@@ -57,20 +58,6 @@ fn lock(m: &Mutex<Hosted>) -> std::sync::MutexGuard<'_, Hosted> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Splits a snapshot payload into its Raft meta and the host's payload.
-fn split(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> {
-    if payload.len() < 4 {
-        return Err(io_err("snapshot payload cut short"));
-    }
-    let n = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]) as usize;
-    let rest = &payload[4..];
-    if rest.len() < n {
-        return Err(io_err("snapshot meta cut short"));
-    }
-    let meta = postcard::from_bytes(&rest[..n]).map_err(io_err)?;
-    Ok((meta, &rest[n..]))
-}
-
 impl StateMachine {
     /// A state machine over `host`, restored from the newest snapshot in `dir` (if any),
     /// that tells `snapshot_due` once every `snap_every` Txns applied.
@@ -83,7 +70,7 @@ impl StateMachine {
         let mut applied = None;
         let mut membership = Membership::default();
         if let Some((index, bytes)) = zlock_store::snapshot::load_latest(&dir).map_err(io_err)? {
-            let (meta, payload) = split(&bytes)?;
+            let (meta, payload) = split_snapshot(&bytes)?;
             host.install(LogIndex(index), payload).map_err(io_err)?;
             applied = meta.last_log_id;
             membership = meta.last_membership;
@@ -149,11 +136,10 @@ impl RaftSnapshotBuilder<Zraft> for Builder {
         };
         let index = meta.last_log_id.as_ref().map_or(0, |l| l.index);
         let dir = self.dir.clone();
-        let m = postcard::to_allocvec(&meta).map_err(io_err)?;
+        let head = encode_snapshot_head(&meta)?;
         let path = tokio::task::spawn_blocking(move || {
             zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
-                w.write_all(&(m.len() as u32).to_le_bytes())?;
-                w.write_all(&m)?;
+                w.write_all(&head)?;
                 job(w)
             })
         })
@@ -219,7 +205,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
         let dir = self.dir.clone();
         let (index, payload) =
             zlock_store::snapshot::check_file(&dir.join("received"), &data).map_err(io_err)?;
-        let (inner_meta, host_payload) = split(payload).map_err(io_err)?;
+        let (inner_meta, host_payload) = split_snapshot(payload).map_err(io_err)?;
         if inner_meta.last_log_id != meta.last_log_id
             || Some(index) != meta.last_log_id.as_ref().map(|l| l.index)
         {
@@ -254,7 +240,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
         };
         let data = tokio::fs::read(path).await?;
         let (_, payload) = zlock_store::snapshot::check_file(path, &data).map_err(io_err)?;
-        let (meta, _) = split(payload)?;
+        let (meta, _) = split_snapshot(payload)?;
         let file = tokio::fs::File::open(path).await?;
         Ok(Some(Snapshot {
             meta,

@@ -162,17 +162,13 @@ mod tests {
     use zlock_core::{MemberId, Origin, SessionId, TxnBody};
 
     fn txn(xid: i32, path_len: usize) -> Txn {
-        Txn {
-            origin: Origin {
-                member: MemberId(2),
-                session: SessionId(7),
-                xid,
-            },
-            time_ms: 1_700_000_000_000,
-            body: TxnBody::DeleteExpired {
-                paths: vec!["x".repeat(path_len)],
-            },
-        }
+        let origin = Origin {
+            member: MemberId(2),
+            session: SessionId(7),
+            xid,
+        };
+        let paths = vec!["x".repeat(path_len)];
+        Txn::new(origin, 1_700_000_000_000, TxnBody::DeleteExpired { paths })
     }
 
     fn round_trip(p: &Proposal) -> Proposal {
