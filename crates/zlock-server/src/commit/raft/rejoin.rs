@@ -31,7 +31,7 @@
 //!   member that only started late is gated too, and if the leader dies before it
 //!   caught up while the leader's log held entries the third member lacks (writes in
 //!   flight), the two left cannot elect until the leader returns. So a blank member also
-//!   asks each member that says it leads to forget it ([`Request::Forget`](super::peer::Request::Forget)),
+//!   asks each member that says it leads to forget it (`peer::Request::Forget`),
 //!   and joins without the gate when the member holding the highest vote `V` (the
 //!   floor) answers that it leads under `V` and that what it counted of the asker's
 //!   acknowledgements is held without the asker: the furthest log id `h` the asker
