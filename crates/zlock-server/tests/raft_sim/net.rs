@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use openraft::entry::RaftEntry as _;
 use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
@@ -195,34 +196,61 @@ impl RaftNetworkV2<Zraft> for SimPeer {
         );
         let world = self.world.clone();
         let to = self.to;
-        self.call(
-            "append",
-            rpc,
-            summary,
-            move |raft: Raft, rpc: AppendEntriesRequest<Zraft>| {
-                let world = world.clone();
-                async move {
-                    let vote = rpc.vote;
-                    let r = raft.append_entries(rpc).await;
-                    let mut w = lock(&world);
-                    if vote.is_committed() {
-                        w.saw_leader(vote.leader_id.term, vote.leader_id.node_id, "append");
+        // Through the sender's acknowledgement book, as the server's network does
+        // (`rejoin::Acks`): a reply to a request sent before `to` asked, blank, to be
+        // forgotten is dropped.
+        let acks = lock(&world).locals.get(&self.from).map(|l| l.acks.clone());
+        let ticket = acks.as_ref().map(|a| a.ticket(to));
+        let (vote, last) = (
+            rpc.vote,
+            rpc.entries.last().map(|e| e.log_id()).or(rpc.prev_log_id),
+        );
+        let r = self
+            .call(
+                "append",
+                rpc,
+                summary,
+                move |raft: Raft, rpc: AppendEntriesRequest<Zraft>| {
+                    let world = world.clone();
+                    async move {
+                        let vote = rpc.vote;
+                        let r = raft.append_entries(rpc).await;
+                        let mut w = lock(&world);
+                        if vote.is_committed() {
+                            w.saw_leader(vote.leader_id.term, vote.leader_id.node_id, "append");
+                        }
+                        if matches!(
+                            r,
+                            Ok(AppendEntriesResponse::Success
+                                | AppendEntriesResponse::PartialSuccess(_)
+                                | AppendEntriesResponse::Conflict)
+                        ) {
+                            let now = w.now_ms();
+                            w.heard.insert(to, now);
+                        }
+                        r
                     }
-                    if matches!(
-                        r,
-                        Ok(AppendEntriesResponse::Success
-                            | AppendEntriesResponse::PartialSuccess(_)
-                            | AppendEntriesResponse::Conflict)
-                    ) {
-                        let now = w.now_ms();
-                        w.heard.insert(to, now);
-                    }
-                    r
-                }
-            },
-            option.hard_ttl(),
-        )
-        .await
+                },
+                option.hard_ttl(),
+            )
+            .await?;
+        let matching = match &r {
+            AppendEntriesResponse::Success => last,
+            AppendEntriesResponse::PartialSuccess(m) => *m,
+            _ => None,
+        };
+        if let (Some(acks), Some(t)) = (acks, ticket) {
+            if !acks.took(to, t, &vote, matching) {
+                lock(&self.world).event(format!(
+                    "append {to}->{} reply dropped: {to} asked to be forgotten since",
+                    self.from
+                ));
+                return Err(RPCError::Network(NetworkError::from_string(format!(
+                    "member {to} started blank since"
+                ))));
+            }
+        }
+        Ok(r)
     }
 
     /// Snapshots are off in the simulation (see `main`): never sent.

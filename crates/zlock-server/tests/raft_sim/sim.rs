@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use zlock_server::commit::raft::log::{RaftLog, Writer};
 use zlock_server::commit::raft::peer::Local;
-use zlock_server::commit::raft::rejoin::{self, Found, Gate, Standing};
+use zlock_server::commit::raft::rejoin::{self, Acks, Found, Gate, Standing};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
 use zlock_server::commit::raft::types::WatchReceiver as _;
@@ -101,9 +101,19 @@ struct Sim {
     /// Members started blank, asking the others where they stand before their Raft
     /// starts (`rejoin::settle`, here over the simulated links).
     settling: BTreeSet<u64>,
-    /// The member whose disk was wiped, until it has caught up (one at a time: two
-    /// members losing their disks together may lose what only they held).
+    /// The member whose disk was wiped (or that starts late, blank), until it has
+    /// caught up (one at a time: two members losing their disks together may lose what
+    /// only they held), and the log it has caught up at: the furthest among the others
+    /// when it settled (a member the leader let join without the catch-up gate has an
+    /// open gate long before).
     amnesiac: Option<u64>,
+    catch_up: Option<openraft::LogId<zlock_server::commit::raft::types::CommittedLeaderId>>,
+    /// Of the members that settle while blank, the percentage after which the leader
+    /// crashes at once (the rejoin gap: the two others must elect without it).
+    leader_crash_odds: u32,
+    /// The current step of the faulty phase, and whether it is over (no more crashes).
+    step: u64,
+    healed: bool,
     /// When the current partition heals.
     heal_at: Option<u64>,
     /// Per member: the election timeout (ms) now drawn, and when it last started one.
@@ -201,25 +211,42 @@ impl Sim {
                     })
                     .collect()
             };
-            let mut answers = BTreeMap::new();
+            let (mut answers, mut forgotten) = (BTreeMap::new(), BTreeMap::new());
             for (o, running) in asked {
                 let answer = match running {
                     None => Some(Standing::default()),
                     Some((raft, local)) => {
-                        tokio::time::timeout(Duration::from_millis(50), local.standing(&raft))
-                            .await
-                            .ok()
-                            .flatten()
+                        let s =
+                            tokio::time::timeout(Duration::from_millis(50), local.standing(&raft))
+                                .await
+                                .ok()
+                                .flatten();
+                        // A member that leads is asked to forget this one's earlier
+                        // acknowledgements, as `rejoin::settle` asks.
+                        if let Some(v) = s.filter(|s| s.leads).and_then(|_| local.forget(&raft, id))
+                        {
+                            forgotten.insert(o, v);
+                        }
+                        s
                     }
                 };
                 if let Some(a) = answer {
                     answers.insert(o, a);
                 }
             }
-            if let Some(found) = rejoin::decide(id, n, &answers) {
+            if let Some(found) = rejoin::decide(id, n, &answers, &forgotten) {
                 self.settling.remove(&id);
-                self.event(format!("member {id} settled: {found:?} from {answers:?}"));
+                self.event(format!(
+                    "member {id} settled: {found:?} from {answers:?} (forgotten by {forgotten:?})"
+                ));
+                if self.amnesiac == Some(id) {
+                    self.catch_up = rejoin::furthest(&answers);
+                }
+                let rejoining = matches!(found, Found::Join { .. });
                 self.launch(id, Some(found)).await;
+                if rejoining && self.rng.gen_range(0..100) < self.leader_crash_odds {
+                    self.crash_leader().await;
+                }
             }
         }
     }
@@ -237,6 +264,7 @@ impl Sim {
         let local = Local {
             view: log.view(),
             gate,
+            acks: Arc::new(Acks::default()),
             snapshot_dir: b.meta.path().join("snapshots"),
         };
         let host = SimHost::new(id, self.world.clone());
@@ -352,6 +380,22 @@ impl Sim {
             self.event(format!("member {id}'s disk is lost: it restarts blank"));
         } else {
             self.boxes.get_mut(&id).unwrap().records = left;
+        }
+    }
+
+    /// Crashes the member that leads now, if one does, as a `kill -9` right after a
+    /// blank member joined: before it has caught up.
+    async fn crash_leader(&mut self) {
+        let leader = self.running.iter().find_map(|(id, r)| {
+            (r.raft.metrics().borrow_watched().state == ServerState::Leader).then_some(*id)
+        });
+        if let Some(id) = leader.filter(|_| !self.healed) {
+            self.event(format!(
+                "the leader, member {id}, crashes as a blank member joins"
+            ));
+            self.crash(id).await;
+            let out = self.rng.gen_range(5..200);
+            self.down.insert(id, self.step + out);
         }
     }
 
@@ -488,10 +532,10 @@ impl Sim {
             // any leader, has no target but no membership either until a leader sends
             // it: losing a second disk before then loses the ensemble's only copies of
             // the initial membership, two disks at once in effect).
-            let caught_up = w
-                .locals
-                .get(&id)
-                .is_some_and(|l| l.gate.target().is_none() && l.view.last_log_id().is_some());
+            let caught_up = w.locals.get(&id).is_some_and(|l| {
+                let last = l.view.last_log_id();
+                l.gate.target().is_none() && last.is_some() && last >= self.catch_up
+            });
             if caught_up {
                 self.amnesiac = None;
                 w.event(format!("member {id} has caught up after losing its disk"));
@@ -550,6 +594,7 @@ impl Sim {
     /// One step of simulated time with faults.
     async fn faulty_step(&mut self, step: u64) {
         tokio::time::sleep(STEP).await;
+        self.step = step;
         // Members due back.
         let back: Vec<u64> = self
             .down
@@ -633,6 +678,10 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
         down: BTreeMap::new(),
         settling: BTreeSet::new(),
         amnesiac: None,
+        catch_up: None,
+        leader_crash_odds: [0, 50, 100][rng.gen_range(0..3)],
+        step: 0,
+        healed: false,
         heal_at: None,
         timeout: BTreeMap::new(),
         elected_at: BTreeMap::new(),
@@ -649,13 +698,29 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
         jump_odds: 0,
     };
     sim.set_clocks();
+    // A member that starts late, blank, after the others have elected (the ensemble
+    // counts it in its quorums, and it holds nothing: a member without its data until
+    // it has caught up).
+    let late = rng.gen_bool(0.25).then(|| ids[rng.gen_range(0..ids.len())]);
     sim.event(format!(
         "seed {seed}: {n} members, crash {} partition {} weather {} (per mille per step), \
-         wipe {}% of crashes, fsync up to {} us",
-        sim.crash_odds, sim.partition_odds, sim.weather_odds, sim.wipe_odds, sim.fsync_us
+         wipe {}% of crashes, fsync up to {} us, late start {late:?}, the leader crashes \
+         after {}% of blank members' joins",
+        sim.crash_odds,
+        sim.partition_odds,
+        sim.weather_odds,
+        sim.wipe_odds,
+        sim.fsync_us,
+        sim.leader_crash_odds
     ));
     for id in ids.clone() {
-        sim.start(id).await;
+        if Some(id) == late {
+            sim.amnesiac = Some(id);
+            let at = rng.gen_range(20..400);
+            sim.down.insert(id, at);
+        } else {
+            sim.start(id).await;
+        }
     }
     sim.weather();
 
@@ -684,6 +749,7 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
 
     // Heal: no partition, a calm network, every member back; clients stop.
     stop.store(true, Ordering::SeqCst);
+    sim.healed = true;
     {
         let mut w = lock(&world);
         w.cut.clear();

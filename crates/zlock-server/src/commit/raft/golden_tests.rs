@@ -377,6 +377,7 @@ fn requests(g: &mut Golden) {
     g.frame("request_read_index", &Request::ReadIndex);
     g.frame("request_standing", &Request::Standing);
     g.frame("request_leader_in_touch", &Request::LeaderInTouch);
+    g.frame("request_forget", &Request::Forget);
     g.frame(
         "request_reconfig",
         &Request::Reconfig(Change {
@@ -459,6 +460,11 @@ fn replies(g: &mut Golden) {
     g.frame("reply_read_index", &Reply::ReadIndex(Ok(43)));
     g.frame("reply_standing", &Reply::Standing(standing()));
     g.frame("reply_leader_in_touch", &Reply::LeaderInTouch(true));
+    g.frame(
+        "reply_forgotten",
+        &Reply::Forgotten(Some(Vote::new_committed(5, 3))),
+    );
+    g.frame("reply_forgotten_none", &Reply::Forgotten(None));
     g.frame(
         "reply_reconfig",
         &Reply::Reconfig(Ok(ConfigView {

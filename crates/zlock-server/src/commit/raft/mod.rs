@@ -227,9 +227,11 @@ impl RaftCommit {
                 }
             }
         }
+        let acks = Arc::new(rejoin::Acks::default());
         let local = peer::Local {
             view: log.view(),
             gate,
+            acks: acks.clone(),
             snapshot_dir: opts.snapshot_dir.clone(),
         };
         let snapshot_due = Arc::new(tokio::sync::Notify::new());
@@ -241,7 +243,10 @@ impl RaftCommit {
         )
         .map_err(io)?;
         let membership = sm.membership();
-        let network = peer::Network { id: id.clone() };
+        let network = peer::Network {
+            id: id.clone(),
+            acks,
+        };
         // A member whose catch-up gate is closed does not campaign until it opens
         // (`rejoin::open_when_caught_up` turns openraft's election timer on then).
         config.enable_elect = local.may_campaign();

@@ -31,9 +31,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::failover::Contact;
 use super::log::LogView;
-use super::rejoin::{Gate, Standing};
+use super::rejoin::{Acks, Gate, Standing};
 use super::types::WatchReceiver as _;
-use super::types::{Proposal, Raft, Snapshot, SnapshotMeta, Vote, Zraft};
+use super::types::{LogId, Proposal, Raft, Snapshot, SnapshotMeta, Vote, Zraft};
 
 /// The largest frame either side accepts.
 pub const MAX_FRAME: usize = 64 << 20;
@@ -95,6 +95,11 @@ pub enum Request {
     LeaderInTouch,
     /// A client's `reconfig`, for the leader to carry out ([`super::reconfig`]).
     Reconfig(super::reconfig::Change),
+    /// Asked of a member that leads by a member starting blank: forget what the asker
+    /// acknowledged before, and say whether the leader needs it ([`Local::forget`]).
+    /// Last of the requests, so that a member that does not know it fails to decode
+    /// it and closes the connection (the asker is then gated, as before).
+    Forget,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -115,6 +120,9 @@ pub enum Reply {
     LeaderInTouch(bool),
     /// The configuration made, or why none was.
     Reconfig(Result<super::members::ConfigView, super::reconfig::ReconfigError>),
+    /// The leader vote under which none of the asker's earlier acknowledgements are
+    /// needed; `None`: they may be (see [`super::rejoin`]).
+    Forgotten(Option<Vote>),
 }
 
 /// What the peer server hands to the member's host.
@@ -146,12 +154,15 @@ pub enum ForwardError {
     Fatal(String),
 }
 
-/// What the peer server reads of this member besides its Raft: its log's end and its
-/// catch-up gate ([`super::rejoin`]).
+/// What the peer server reads of this member besides its Raft: its log's end, its
+/// catch-up gate and what it counted of others' acknowledgements as leader
+/// ([`super::rejoin`]).
 #[derive(Clone)]
 pub struct Local {
     pub view: LogView,
     pub gate: Arc<Gate>,
+    /// Shared with this member's [`Network`], which records every reply in it.
+    pub acks: Arc<Acks>,
     /// Where snapshots from the leader are received.
     pub snapshot_dir: std::path::PathBuf,
 }
@@ -178,6 +189,30 @@ impl Local {
             return Ok(VoteResponse::new(vote, last, false));
         }
         raft.vote(req).await
+    }
+
+    /// Answers member `asker`, which starts blank: fences its replies to requests sent
+    /// before now (they are dropped, never counted: they may come from its previous
+    /// life), then, if this member leads, whether what it counted of the asker's
+    /// acknowledgements under its vote is held by a majority without the asker
+    /// ([`super::rejoin::held_without`]): its vote if so. Read from openraft's metrics
+    /// before the fence (the replication progress there is a value the leader had:
+    /// each member held that much), and `None` if this member counted acknowledgements
+    /// under a higher vote since, or its membership is changing (joint), or its vote
+    /// is not yet committed in them.
+    pub fn forget(&self, raft: &Raft, asker: u64) -> Option<Vote> {
+        let m = raft.metrics().borrow_watched().clone();
+        let furthest = self.acks.forget(asker, &m.vote)?;
+        if m.state != openraft::ServerState::Leader || !m.vote.is_committed() {
+            return None;
+        }
+        let membership = m.membership_config.membership();
+        if membership.get_joint_config().len() != 1 {
+            return None;
+        }
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        let matching = m.replication.as_ref()?;
+        super::rejoin::held_without(asker, &m.vote, &voters, matching, furthest).then_some(m.vote)
     }
 
     /// Writes a chunk of a snapshot file from the leader: one at offset 0 starts a new
@@ -425,7 +460,7 @@ async fn serve_peer(
     contact: &Contact,
 ) -> Result<(), FrameError> {
     let from = greet(&mut s, id).await?;
-    let served = serve_requests(&mut s, raft, local, id, hooks, contact).await;
+    let served = serve_requests(&mut s, raft, local, (id, from), hooks, contact).await;
     // A broken connection may be a dead leader (see `failover`).
     contact.broke(from);
     served
@@ -447,6 +482,7 @@ pub async fn answer_blank(
                 Request::Standing => {
                     write_frame(&mut s, &Reply::Standing(Standing::default())).await?
                 }
+                Request::Forget => write_frame(&mut s, &Reply::Forgotten(None)).await?,
                 _ => return Ok::<(), FrameError>(()),
             }
         }
@@ -461,7 +497,7 @@ async fn serve_requests(
     s: &mut TcpStream,
     raft: Raft,
     (local, leader): (&Local, &super::reconfig::Leader),
-    id: &Identity,
+    (id, from): (&Identity, u64),
     hooks: &Hooks,
     contact: &Contact,
 ) -> Result<(), FrameError> {
@@ -519,6 +555,7 @@ async fn serve_requests(
                 Reply::LeaderInTouch(super::leader_in_touch(&raft, contact.silent) == Some(true))
             }
             Request::Reconfig(change) => Reply::Reconfig(leader.apply(change).await),
+            Request::Forget => Reply::Forgotten(local.forget(&raft, from)),
         };
         write_frame(s, &reply).await?;
     }
@@ -585,6 +622,8 @@ pub async fn read_index(raft: &Raft) -> Result<u64, String> {
 #[derive(Clone)]
 pub struct Network {
     pub id: Arc<Identity>,
+    /// Every reply to an append or a snapshot passes here ([`Acks::took`]).
+    pub acks: Arc<Acks>,
 }
 
 /// One connection to one member, opened on first use and again after a failed or
@@ -594,6 +633,8 @@ pub struct Peer {
     target: u64,
     addr: String,
     conn: Option<TcpStream>,
+    /// openraft's connections only: where replies are counted and fenced.
+    acks: Option<Arc<Acks>>,
 }
 
 impl Peer {
@@ -603,6 +644,7 @@ impl Peer {
             target,
             addr,
             conn: None,
+            acks: None,
         }
     }
 
@@ -719,11 +761,13 @@ impl RaftNetworkFactory<Zraft> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
-        Peer::new(
+        let mut p = Peer::new(
             self.id.clone(),
             target,
             super::members::quorum_addr(target, node),
-        )
+        );
+        p.acks = Some(self.acks.clone());
+        p
     }
 }
 
@@ -776,6 +820,28 @@ impl Peer {
             )))),
             Ok(None) => Err(rpc_err(FrameError::Unexpected, me, action)),
             Err(e) => Err(rpc_err(e, me, action)),
+        }
+    }
+
+    /// Whether a reply to a request sent with `ticket` by the leader of `vote` may go to
+    /// openraft ([`Acks::took`]), `matching` being what it acknowledges; if not, the
+    /// error it goes as instead (a reply lost).
+    fn took(
+        &self,
+        ticket: Option<u64>,
+        vote: &Vote,
+        matching: Option<LogId>,
+        action: RPCTypes,
+    ) -> Result<(), RPCError<Zraft>> {
+        match (&self.acks, ticket) {
+            (Some(acks), Some(t)) if !acks.took(self.target, t, vote, matching) => {
+                Err(RPCError::Network(NetworkError::from_string(format!(
+                    "member {} started blank since this {action:?} was sent: its reply \
+                     is not counted",
+                    self.target
+                ))))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -835,12 +901,27 @@ impl RaftNetworkV2<Zraft> for Peer {
         rpc: AppendEntriesRequest<Zraft>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<Zraft>, RPCError<Zraft>> {
+        use openraft::entry::RaftEntry as _;
+        let (vote, last) = (
+            rpc.vote,
+            rpc.entries.last().map(|e| e.log_id()).or(rpc.prev_log_id),
+        );
+        let ticket = self.acks.as_ref().map(|a| a.ticket(self.target));
         let req = Request::Append(rpc);
-        self.rpc(&req, option, RPCTypes::AppendEntries, |r| match r {
-            Reply::Append(r) => Some(r.map_err(|e| e.to_string())),
+        let r = self
+            .rpc(&req, option, RPCTypes::AppendEntries, |r| match r {
+                Reply::Append(r) => Some(r.map_err(|e| e.to_string())),
+                _ => None,
+            })
+            .await?;
+        // What openraft will take the member to hold (`into_stream_result`).
+        let matching = match &r {
+            AppendEntriesResponse::Success => last,
+            AppendEntriesResponse::PartialSuccess(m) => *m,
             _ => None,
-        })
-        .await
+        };
+        self.took(ticket, &vote, matching, RPCTypes::AppendEntries)?;
+        Ok(r)
     }
 
     async fn vote(
@@ -864,6 +945,8 @@ impl RaftNetworkV2<Zraft> for Peer {
         option: RPCOption,
     ) -> Result<SnapshotResponse<Zraft>, StreamingError<Zraft>> {
         let ttl = option.hard_ttl();
+        let ticket = self.acks.as_ref().map(|a| a.ticket(self.target));
+        let last = snapshot.meta.last_log_id;
         let sent = tokio::select! {
             r = self.send_snapshot(vote, snapshot, ttl) => r,
             closed = cancel => {
@@ -872,7 +955,9 @@ impl RaftNetworkV2<Zraft> for Peer {
                 return Err(StreamingError::Closed(closed));
             }
         };
-        sent.map_err(|e| rpc_err(e, self.id.me, RPCTypes::InstallSnapshot).into())
+        let r = sent.map_err(|e| rpc_err(e, self.id.me, RPCTypes::InstallSnapshot))?;
+        self.took(ticket, &vote, last, RPCTypes::InstallSnapshot)?;
+        Ok(r)
     }
 
     async fn transfer_leader(

@@ -26,9 +26,55 @@
 //!   its lost acknowledgements (Raft's election rule: a log at least as up to date as
 //!   every log of a majority holds every committed entry).
 //!
+//! - **Unless the leader says the lost acknowledgements are not needed** ([`Acks`],
+//!   [`Local::forget`](super::peer::Local::forget)). The gate alone leaves a gap: a
+//!   member that only started late is gated too, and if the leader dies before it
+//!   caught up while the leader's log held entries the third member lacks (writes in
+//!   flight), the two left cannot elect until the leader returns. So a blank member also
+//!   asks each member that says it leads to forget it (`peer::Request::Forget`),
+//!   and joins without the gate when the member holding the highest vote `V` (the
+//!   floor) answers that it leads under `V` and that what it counted of the asker's
+//!   acknowledgements is held without the asker: the furthest log id `h` the asker
+//!   acknowledged to it under `V` (none for a member that starts late), and a majority
+//!   of the voters other than the asker, the leader included, that it knows hold an
+//!   entry of `V` at or past `h` ([`held_without`]). Before answering it fences the
+//!   asker: a reply of the asker to a request sent before the answer is dropped, never
+//!   counted (as a lost message is), so that an acknowledgement of the member's
+//!   previous life still in flight (delayed, reordered, duplicated) cannot be counted
+//!   after the answer. Why every entry committed so far then survives the asker's
+//!   votes, for a majority holds it and none of them is the asker:
+//!   - *Entries committed under a leader lower than `V`*, whenever they were counted
+//!     (a deposed leader may count an acknowledgement late): the leader of `V` holds
+//!     them (Raft's leader completeness; its election did not involve the blank member,
+//!     which has not started), before its first entry of `V`, so every member holding
+//!     an entry of `V` holds them too. A majority without the asker does.
+//!   - *Entries committed under `V`* with an acknowledgement of the asker counted before
+//!     the answer are at or before `h`, held by that majority. After the answer only
+//!     replies to requests sent after it count, which the member's previous life
+//!     (dead before the blank one started) never received: acknowledgements of this
+//!     life, kept on its disk as anyone's. The rest were acknowledged by others, as
+//!     in plain Raft.
+//!   - *Entries committed under a leader higher than `V`*: no such leader existed
+//!     while the member's previous life ran (every other member answered after it
+//!     stopped, with a vote of at most `V`, and votes only rise), so none counted it.
+//!   - The answer stays true after the leader is deposed (a deposed leader counts
+//!     nothing more; the fence lasts as long as the leader's process, the only one
+//!     that could count a reply to a request it sent), and holds for five members
+//!     alike (a majority of five without the asker is three of the other four).
+//!   - A member the leader cannot vouch for (its acknowledgements are on no majority
+//!     without it yet: the third member was behind when it lost its disk, and
+//!     electing that member could lose acknowledged writes) is gated as before, as
+//!     when the leader's membership is changing (joint) or its vote not yet shown
+//!     committed. A member of an older build does not know the question and closes
+//!     the connection: the asker is gated. The simulation checks the rule: with the
+//!     majority condition dropped (any leader's word lifting the gate), 5 of 500
+//!     seeds applied different entries at one position.
+//!
 //! What this does not cover: two members that lost their disks at the same time (the
 //! one or two survivors may not hold every committed entry; nothing can recover that),
-//! which the README asks operators not to do.
+//! which the README asks operators not to do. A member that joined without the gate
+//! has not caught up until its log reaches the leader's: lose a second disk only after
+//! that.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -101,7 +147,17 @@ pub enum Found {
 /// listed members answered: its votes and acknowledgements count for no quorum of
 /// the configuration in force (a learner's never do), and it becomes a voter only
 /// once it has caught up (`reconfig` waits for that). It then joins without the gate.
-pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
+///
+/// `forgotten` holds, by member, the leader vote under which a member that leads
+/// answered that this member's earlier acknowledgements are not needed ([`Acks`]): if
+/// the member holding the highest vote said so under that vote, the member joins
+/// without the gate.
+pub fn decide(
+    me: u64,
+    members: usize,
+    answers: &BTreeMap<u64, Standing>,
+    forgotten: &BTreeMap<u64, Vote>,
+) -> Option<Found> {
     let others = members.saturating_sub(1);
     let quorum = members / 2 + 1;
     // The highest vote among the answers, not committed (openraft's initial vote if
@@ -130,19 +186,147 @@ pub fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Opt
         if answers.len() < others {
             return None;
         }
-        // The initial membership entry (index 0) holds nothing a client wrote, and each
-        // member that proposed it wrote it under its own id: not a target.
-        let target = answers
-            .values()
-            .filter_map(|s| s.last_log_id)
-            .filter(|l| l.index > 0)
-            .max();
+        // No gate if the leader of the highest vote needs none of this member's
+        // earlier acknowledgements (see the module doc).
+        let target = if forgiven(answers, forgotten) {
+            None
+        } else {
+            furthest(answers)
+        };
         return Some(Found::Join { floor, target });
     }
     if answers.len() + 1 < quorum {
         return None;
     }
     Some(Found::Bootstrap)
+}
+
+/// The furthest log among `answers` past the initial membership entry (index 0, which
+/// holds nothing a client wrote and which each member that proposed it wrote under its
+/// own id).
+pub fn furthest(answers: &BTreeMap<u64, Standing>) -> Option<LogId> {
+    answers
+        .values()
+        .filter_map(|s| s.last_log_id)
+        .filter(|l| l.index > 0)
+        .max()
+}
+
+/// Whether the member holding the highest vote among `answers` said, under that vote,
+/// that the asker's earlier acknowledgements are not needed (`forgotten`, see
+/// [`decide`]).
+pub fn forgiven(answers: &BTreeMap<u64, Standing>, forgotten: &BTreeMap<u64, Vote>) -> bool {
+    let Some(top) = answers
+        .values()
+        .filter_map(|s| s.vote)
+        .max_by_key(|v| v.leader_id)
+    else {
+        return false;
+    };
+    forgotten
+        .get(&top.leader_id.node_id)
+        .is_some_and(|v| v.leader_id == top.leader_id && v.is_committed())
+}
+
+/// What a member, while it leads, counted of each other member's acknowledgements
+/// (appends and snapshots it reported taken), and the fence that keeps the
+/// acknowledgements of a member's previous life from being counted once a blank member
+/// has asked to be forgotten (see the module doc). Kept by the member's network: every
+/// reply passes [`Acks::took`] before openraft sees it. In memory: a leader that
+/// restarts leads again only under a higher vote, for which it has counted nothing.
+#[derive(Default)]
+pub struct Acks {
+    inner: Mutex<AckBook>,
+}
+
+#[derive(Default)]
+struct AckBook {
+    /// Per member: how many times it asked to be forgotten. A reply counts only if
+    /// this has not changed since its request was sent.
+    fences: BTreeMap<u64, u64>,
+    /// The leader vote (term, member) the acknowledgements in `acked` were given
+    /// under: the highest seen.
+    under: Option<(u64, u64)>,
+    /// Per member: the furthest log id it acknowledged under `under`.
+    acked: BTreeMap<u64, LogId>,
+}
+
+/// A vote's leader, comparable whether or not the vote is committed.
+fn leader_of(v: &Vote) -> (u64, u64) {
+    (v.leader_id.term, v.leader_id.node_id)
+}
+
+impl Acks {
+    /// Taken before a request is sent to member `to`: its reply counts only if `to` has
+    /// not asked to be forgotten meanwhile.
+    pub fn ticket(&self, to: u64) -> u64 {
+        self.lock().fences.get(&to).copied().unwrap_or(0)
+    }
+
+    /// Whether the reply of member `to` to a request sent with `ticket` by the leader
+    /// of `vote` may be handed to openraft (if not, it is dropped as a lost one would
+    /// be); records `matching`, the log id it acknowledges if it acknowledges one.
+    pub fn took(&self, to: u64, ticket: u64, vote: &Vote, matching: Option<LogId>) -> bool {
+        let mut b = self.lock();
+        if b.fences.get(&to).copied().unwrap_or(0) != ticket {
+            return false;
+        }
+        let Some(m) = matching else {
+            return true;
+        };
+        let under = leader_of(vote);
+        if b.under.is_some_and(|u| u > under) {
+            // A reply to a leadership of this member's that ended: openraft drops it.
+            return true;
+        }
+        if b.under != Some(under) {
+            b.under = Some(under);
+            b.acked.clear();
+        }
+        let a = b.acked.entry(to).or_insert(m);
+        *a = (*a).max(m);
+        true
+    }
+
+    /// Fences `asker` (see [`Acks::took`]), then returns the furthest log id it
+    /// acknowledged under `vote` (`Some(None)`: none), or `None` if acknowledgements
+    /// under a higher vote were counted since.
+    pub fn forget(&self, asker: u64, vote: &Vote) -> Option<Option<LogId>> {
+        let mut b = self.lock();
+        *b.fences.entry(asker).or_insert(0) += 1;
+        match b.under {
+            Some(u) if u > leader_of(vote) => None,
+            Some(u) if u == leader_of(vote) => Some(b.acked.get(&asker).copied()),
+            _ => Some(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AckBook> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether the leader of `vote` can tell member `asker` that its earlier
+/// acknowledgements are not needed: a majority of `voters` other than `asker` hold, as
+/// far as `matching` (the leader's replication progress, itself included) shows, an
+/// entry of `vote` at or past `furthest`, the furthest log id `asker` acknowledged
+/// under `vote` (see the module doc).
+pub fn held_without(
+    asker: u64,
+    vote: &Vote,
+    voters: &[u64],
+    matching: &BTreeMap<u64, Option<LogId>>,
+    furthest: Option<LogId>,
+) -> bool {
+    let holders = voters
+        .iter()
+        .filter(|m| **m != asker)
+        .filter_map(|m| matching.get(m).copied().flatten())
+        .filter(|p| {
+            (p.leader_id.term, p.leader_id.node_id) == leader_of(vote) && Some(*p) >= furthest
+        })
+        .count();
+    holders > voters.len() / 2
 }
 
 /// The catch-up gate of a rejoining member, kept in a file beside the vote so that it
@@ -265,7 +449,7 @@ pub async fn settle(
     addrs: &BTreeMap<u64, String>,
 ) -> Found {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Standing)>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Standing, Option<Vote>)>();
     let mut askers = tokio::task::JoinSet::new();
     for (&member, addr) in addrs.iter().filter(|(m, _)| **m != id.me) {
         let (mut p, tx) = (Peer::new(id.clone(), member, addr.clone()), tx.clone());
@@ -273,20 +457,31 @@ pub async fn settle(
             let mut tick = tokio::time::interval(ASK_EVERY);
             loop {
                 tick.tick().await;
-                if let Ok(Reply::Standing(s)) = p.call(&Request::Standing, ANSWER_WITHIN).await {
-                    if tx.send((member, s)).is_err() {
-                        return;
-                    }
+                let Ok(Reply::Standing(s)) = p.call(&Request::Standing, ANSWER_WITHIN).await else {
+                    continue;
+                };
+                // A member that leads is asked to forget this one's earlier
+                // acknowledgements (a member that does not know the question closes the
+                // connection: no answer, the gate stays).
+                let forgotten = match s.leads {
+                    true => match p.call(&Request::Forget, ANSWER_WITHIN).await {
+                        Ok(Reply::Forgotten(v)) => v,
+                        _ => None,
+                    },
+                    false => None,
+                };
+                if tx.send((member, s, forgotten)).is_err() {
+                    return;
                 }
             }
         });
     }
     drop(tx);
-    let mut answers = BTreeMap::new();
+    let (mut answers, mut forgotten) = (BTreeMap::new(), BTreeMap::new());
     let mut say = tokio::time::interval(SAY_EVERY);
     say.tick().await;
     let found = loop {
-        if let Some(f) = decide(id.me, addrs.len(), &answers) {
+        if let Some(f) = decide(id.me, addrs.len(), &answers, &forgotten) {
             break f;
         }
         tokio::select! {
@@ -296,8 +491,12 @@ pub async fn settle(
                     tokio::spawn(peer::answer_blank(s, id.clone(), stopped.clone()));
                 }
             }
-            Some((member, s)) = rx.recv() => {
+            Some((member, s, v)) = rx.recv() => {
                 answers.insert(member, s);
+                match v {
+                    Some(v) => forgotten.insert(member, v),
+                    None => forgotten.remove(&member),
+                };
             }
             _ = say.tick() => {
                 let missing: Vec<u64> = addrs
@@ -318,6 +517,22 @@ pub async fn settle(
     let _ = stop.send(true);
     match found {
         Found::Bootstrap => tracing::info!("first start of the ensemble"),
+        Found::Join {
+            floor,
+            target: None,
+        } if answers.values().any(Standing::may_have_had_a_leader)
+            && forgiven(&answers, &forgotten) =>
+        {
+            tracing::info!(
+                %floor,
+                furthest = ?furthest(&answers),
+                "this member's data directory is empty and the ensemble has had a leader \
+                 (a member started late, or one whose data was lost): the leader needs \
+                 none of what it may have acknowledged before, so it takes the highest \
+                 vote among the others and votes at once; it has caught up once its log \
+                 reaches the leader's"
+            )
+        }
         Found::Join {
             floor,
             target: None,
@@ -365,6 +580,11 @@ mod tests {
 
     fn answers(a: &[(u64, Standing)]) -> BTreeMap<u64, Standing> {
         a.iter().copied().collect()
+    }
+
+    /// [`super::decide`] with no leader's word on this member's acknowledgements.
+    fn decide(me: u64, members: usize, answers: &BTreeMap<u64, Standing>) -> Option<Found> {
+        super::decide(me, members, answers, &BTreeMap::new())
     }
 
     const BLANK: Standing = Standing {
@@ -481,6 +701,129 @@ mod tests {
         let mut knows = follower;
         knows.add_voter(4);
         assert_eq!(decide(4, 4, &answers(&[(2, leader), (3, knows)])), None);
+    }
+
+    #[test]
+    fn the_leader_of_the_highest_vote_can_lift_the_gate() {
+        let mut leader = Standing {
+            vote: vote(4, 2, true),
+            last_log_id: log(4, 2, 17),
+            leads: true,
+            ..BLANK
+        };
+        let mut behind = Standing {
+            vote: vote(4, 2, true),
+            last_log_id: log(4, 2, 15),
+            ..BLANK
+        };
+        for m in 1..=3 {
+            leader.add_voter(m);
+            behind.add_voter(m);
+        }
+        let both = answers(&[(2, leader), (3, behind)]);
+        let word = |m: u64, v: Option<Vote>| -> BTreeMap<u64, Vote> {
+            v.map(|v| (m, v)).into_iter().collect()
+        };
+        assert_eq!(
+            super::decide(1, 3, &both, &word(2, vote(4, 2, true))),
+            Some(Found::Join {
+                floor: Vote::new(4, 2),
+                target: None
+            })
+        );
+        // Not without every answer, nor from a member that does not hold the highest
+        // vote, nor under a lower vote, nor an uncommitted one.
+        let one = answers(&[(2, leader)]);
+        assert_eq!(super::decide(1, 3, &one, &word(2, vote(4, 2, true))), None);
+        let gated = Some(Found::Join {
+            floor: Vote::new(4, 2),
+            target: log(4, 2, 17),
+        });
+        assert_eq!(
+            super::decide(1, 3, &both, &word(3, vote(4, 2, true))),
+            gated
+        );
+        assert_eq!(
+            super::decide(1, 3, &both, &word(2, vote(3, 2, true))),
+            gated
+        );
+        assert_eq!(
+            super::decide(1, 3, &both, &word(2, vote(4, 2, false))),
+            gated
+        );
+        // A member campaigning above the leader: its vote is the floor, the leader's
+        // word is under a lower one.
+        let campaigning = Standing {
+            vote: vote(5, 3, false),
+            ..behind
+        };
+        let above = answers(&[(2, leader), (3, campaigning)]);
+        assert_eq!(
+            super::decide(1, 3, &above, &word(2, vote(4, 2, true))),
+            Some(Found::Join {
+                floor: Vote::new(5, 3),
+                target: log(4, 2, 17),
+            })
+        );
+    }
+
+    #[test]
+    fn a_reply_sent_before_the_asker_was_forgotten_is_dropped() {
+        let acks = Acks::default();
+        let v4 = Vote::new_committed(4, 2);
+        // Member 1 acknowledges up to 10, then (in flight) 12.
+        let t = acks.ticket(1);
+        assert!(acks.took(1, t, &v4, log(4, 2, 10)));
+        let in_flight = acks.ticket(1);
+        assert!(acks.took(3, acks.ticket(3), &v4, log(4, 2, 11)));
+        // Member 1 starts blank and asks: what was counted of it is returned, and its
+        // reply still in flight is not counted.
+        assert_eq!(acks.forget(1, &v4), Some(log(4, 2, 10)));
+        assert!(!acks.took(1, in_flight, &v4, log(4, 2, 12)));
+        assert_eq!(acks.forget(1, &v4), Some(log(4, 2, 10)));
+        // Replies to requests sent after the answer count; others' were never fenced.
+        assert!(acks.took(1, acks.ticket(1), &v4, log(4, 2, 12)));
+        assert!(acks.took(3, t, &v4, log(4, 2, 12)));
+        // Under a new vote nothing was counted yet; under an older one, nothing can be
+        // said once a newer one counted.
+        let v6 = Vote::new_committed(6, 2);
+        assert_eq!(acks.forget(3, &v6), Some(None));
+        assert!(acks.took(1, acks.ticket(1), &v6, log(6, 2, 13)));
+        assert_eq!(acks.forget(1, &v4), None);
+        assert_eq!(acks.forget(1, &v6), Some(log(6, 2, 13)));
+        // A reply that acknowledges nothing is handed on, and counts nothing.
+        assert!(acks.took(2, acks.ticket(2), &v6, None));
+        assert_eq!(acks.forget(2, &v6), Some(None));
+    }
+
+    #[test]
+    fn acknowledgements_are_not_needed_when_a_majority_without_the_asker_holds_them() {
+        let v = Vote::new_committed(4, 2);
+        let matching = |m: &[(u64, Option<LogId>)]| -> BTreeMap<u64, Option<LogId>> {
+            m.iter().copied().collect()
+        };
+        let three = [1, 2, 3];
+        // Leader 2 and member 3 hold 4-2-12; member 1 acknowledged up to 10 (or never).
+        let m = matching(&[(1, None), (2, log(4, 2, 12)), (3, log(4, 2, 12))]);
+        assert!(held_without(1, &v, &three, &m, log(4, 2, 10)));
+        assert!(held_without(1, &v, &three, &m, None));
+        assert!(held_without(1, &v, &three, &m, log(4, 2, 12)));
+        assert!(!held_without(1, &v, &three, &m, log(4, 2, 13)));
+        // Member 3 behind what member 1 acknowledged: only the leader holds it.
+        let m = matching(&[(2, log(4, 2, 12)), (3, log(4, 2, 9))]);
+        assert!(!held_without(1, &v, &three, &m, log(4, 2, 10)));
+        // An entry of an older leader proves nothing: the holders need one of this
+        // vote (it follows everything committed before it).
+        let m = matching(&[(2, log(4, 2, 12)), (3, log(3, 1, 40))]);
+        assert!(!held_without(1, &v, &three, &m, None));
+        // Nor does the asker's own progress count.
+        let m = matching(&[(1, log(4, 2, 12)), (2, log(4, 2, 12))]);
+        assert!(!held_without(1, &v, &three, &m, None));
+        // Five members: three holders without the asker.
+        let five = [1, 2, 3, 4, 5];
+        let m = matching(&[(2, log(4, 2, 12)), (3, log(4, 2, 11)), (4, log(4, 2, 9))]);
+        assert!(held_without(1, &v, &five, &m, log(4, 2, 9)));
+        assert!(!held_without(1, &v, &five, &m, log(4, 2, 10)));
     }
 
     #[test]
