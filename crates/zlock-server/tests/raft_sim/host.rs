@@ -133,8 +133,10 @@ impl Inner {
         for (pos, t) in txns.iter().enumerate() {
             let before = lock_delays(&self.state);
             let a = self.state.apply_txn(t);
+            // A lock-delay that starts here (one already running, or running in the
+            // snapshot this member started from, is not one this member saw start).
             for (lock, until) in lock_delays(&self.state) {
-                if before.get(&lock) != Some(&until) {
+                if !before.contains_key(&lock) {
                     let length = until - self.state.time_ms;
                     self.delays.insert(lock, (key(t), length));
                 }
