@@ -242,13 +242,19 @@ async fn a_member_replaced_by_an_empty_one() {
         let zk = admin(&ens.connect_string_from(l)).await;
         zk.ensure_path("/data").await.unwrap();
         for n in 0..300 {
-            zk.create(
-                &format!("/data/n{n:04}"),
-                b"x",
-                zlock::CreateMode::Persistent,
-            )
-            .await
-            .unwrap();
+            // A ConnectionLoss (the leader busy on a loaded machine, out of touch for a
+            // moment, closes its clients) leaves the create's outcome unknown, as on
+            // ZooKeeper: ask again, and NodeExists then means it was applied.
+            let path = format!("/data/n{n:04}");
+            let mut lost = false;
+            loop {
+                match zk.create(&path, b"x", zlock::CreateMode::Persistent).await {
+                    Ok(_) => break,
+                    Err(zlock::Error::Server(zlock::ErrorCode::NodeExists)) if lost => break,
+                    Err(zlock::Error::ConnectionLoss) => lost = true,
+                    Err(e) => panic!("create {path}: {e}"),
+                }
+            }
         }
         // A follower's machine is lost for good; a new one (empty) takes its place.
         let old = (0..3).find(|&i| i != l).unwrap();
