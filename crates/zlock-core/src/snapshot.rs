@@ -590,19 +590,26 @@ mod tests {
         st
     }
 
+    /// `st` in snapshot format `version`.
+    fn in_version(st: &State, version: i32) -> Vec<u8> {
+        let mut b = Vec::new();
+        let (nodes, locks) = (st.tree.nodes(), &st.locks.image());
+        write_parts(
+            version,
+            nodes,
+            &st.sessions,
+            (st.zxid, st.time_ms),
+            locks,
+            &mut b,
+        )
+        .unwrap();
+        b
+    }
+
     #[test]
     fn version_2_decodes_with_no_waiters() {
         let st = with_waiter();
-        let mut v2 = Vec::new();
-        write_parts(
-            2,
-            st.tree.nodes(),
-            &st.sessions,
-            (st.zxid, st.time_ms),
-            &st.locks.image(),
-            &mut v2,
-        )
-        .unwrap();
+        let v2 = in_version(&st, 2);
         let back = decode(&v2, Config::default()).unwrap();
         assert!(back.locks.is_empty() && back.locks.pending().is_empty());
         assert_eq!(back.tree.len(), st.tree.len());
@@ -620,16 +627,7 @@ mod tests {
         encode(&st, &mut v4);
         let back = decode(&v4, Config::default()).unwrap();
         assert_eq!(back.sessions, st.sessions, "owners round-trip");
-        let mut v3 = Vec::new();
-        write_parts(
-            3,
-            st.tree.nodes(),
-            &st.sessions,
-            (st.zxid, st.time_ms),
-            &st.locks.image(),
-            &mut v3,
-        )
-        .unwrap();
+        let v3 = in_version(&st, 3);
         let back = decode(&v3, Config::default()).unwrap();
         assert_eq!(back.locks.pending(), st.locks.pending());
         assert!(back
@@ -648,16 +646,7 @@ mod tests {
         let mut taken = Vec::new();
         write_image(&Image::of(&st), &mut taken).unwrap();
         assert!(taken == v7, "an image writes what encode does");
-        let mut v6 = Vec::new();
-        write_parts(
-            6,
-            st.tree.nodes(),
-            &st.sessions,
-            (st.zxid, st.time_ms),
-            &st.locks.image(),
-            &mut v6,
-        )
-        .unwrap();
+        let v6 = in_version(&st, 6);
         let back = decode(&v6, Config::default()).unwrap();
         assert_eq!(
             back.time_ms, 0,

@@ -178,8 +178,8 @@ fn order<F: Fixture>(f: &F) {
     );
     let txns: Vec<Txn> = got.into_iter().map(|(_, t)| t).collect();
     assert_eq!(
-        txns.iter().map(but_time).collect::<Vec<_>>(),
-        want.iter().map(but_time).collect::<Vec<_>>(),
+        txns.iter().map(common::but_time).collect::<Vec<_>>(),
+        want.iter().map(common::but_time).collect::<Vec<_>>(),
         "applied in proposal order, each once"
     );
     assert!(
@@ -187,11 +187,6 @@ fn order<F: Fixture>(f: &F) {
         "stamped no earlier than proposed"
     );
     assert_eq!(early.load(Ordering::SeqCst), 0, "applied before durable");
-}
-
-/// A Txn but for its time (which a Raft leader stamps again).
-fn but_time(t: &Txn) -> (Origin, TxnBody) {
-    (t.origin, t.body.clone())
 }
 
 fn crash_and_restart<F: Fixture>(f: &F) {
@@ -202,7 +197,7 @@ fn crash_and_restart<F: Fixture>(f: &F) {
     }
     // What a kill -9 leaves: the files as they are now, the process still running.
     let crashed = tempfile::tempdir().unwrap();
-    common::copy_dir(dir.path(), crashed.path());
+    zlock_testkit::copy_dir(dir.path(), crashed.path());
     let applied = seen.lock().unwrap().clone();
     drop(c);
 
@@ -221,10 +216,13 @@ fn crash_and_restart<F: Fixture>(f: &F) {
     let after = seen2.lock().unwrap().clone();
     let last = applied.last().map_or(0, |(i, _)| i.0);
     assert_eq!(
-        after.iter().map(|(_, t)| but_time(t)).collect::<Vec<_>>(),
+        after
+            .iter()
+            .map(|(_, t)| common::but_time(t))
+            .collect::<Vec<_>>(),
         [txn(3, 1), txn(3, 2)]
             .iter()
-            .map(but_time)
+            .map(common::but_time)
             .collect::<Vec<_>>(),
         "proposals after a restart are applied"
     );

@@ -633,7 +633,7 @@ async fn torn_tail_at_random_cut_points_and_zero_fill() {
     cuts.push(records[records.len() - 2].offset); // exactly on a record boundary
     for (i, cut) in cuts.into_iter().enumerate() {
         let dir = base.path().join(format!("cut{i}"));
-        common::copy_dir(&original, &dir);
+        zlock_testkit::copy_dir(&original, &dir);
         let f = dir.join("wal").join(&seg_name);
         std::fs::OpenOptions::new()
             .write(true)
@@ -669,7 +669,7 @@ async fn torn_tail_at_random_cut_points_and_zero_fill() {
 
     // Zeros after the last record.
     let dir = base.path().join("zeros");
-    common::copy_dir(&original, &dir);
+    zlock_testkit::copy_dir(&original, &dir);
     let f = dir.join("wal").join(&seg_name);
     let mut padded = bytes.clone();
     padded.extend_from_slice(&[0u8; 4096]);

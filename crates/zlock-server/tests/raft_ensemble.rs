@@ -238,17 +238,12 @@ fn leader_of(c: &RaftCommit) -> Option<u64> {
     c.raft().metrics().borrow_watched().current_leader
 }
 
-/// A Txn but for its time, which the leader stamps (`peer::write_as_leader`).
-fn but_time(t: &Txn) -> (Origin, TxnBody) {
-    (t.origin, t.body.clone())
-}
-
 /// Every acknowledged Txn applied, nothing applied that was not proposed, nothing twice
 /// (each compared but for its time).
 fn check_history(applied: &[Txn], acked: &[Txn], maybe: &[Txn]) {
-    let applied: Vec<_> = applied.iter().map(but_time).collect();
-    let acked: Vec<_> = acked.iter().map(but_time).collect();
-    let maybe: Vec<_> = maybe.iter().map(but_time).collect();
+    let applied: Vec<_> = applied.iter().map(common::but_time).collect();
+    let acked: Vec<_> = acked.iter().map(common::but_time).collect();
+    let maybe: Vec<_> = maybe.iter().map(common::but_time).collect();
     for t in &acked {
         assert!(applied.contains(t), "acknowledged {t:?} lost");
     }
@@ -457,7 +452,7 @@ fn a_follower_batch_larger_than_a_peer_frame_is_forwarded_in_order() {
     assert_eq!(order, (1..=72).collect::<Vec<_>>(), "the batch's order");
     assert!(
         h0.iter()
-            .all(|(_, t)| but_time(t) == but_time(&big(t.origin.xid))),
+            .all(|(_, t)| common::but_time(t) == common::but_time(&big(t.origin.xid))),
         "each Txn applied as proposed"
     );
     for m in &members[1..] {

@@ -34,6 +34,25 @@ pub use netns::Netns;
 use peers::ZK_JAR;
 pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR};
 
+/// Copies a directory tree: what a `kill -9` leaves on disk, taken while the writer is
+/// still running, or a checked-in data directory to open without touching it.
+///
+/// # Panics
+/// On any I/O error (a test helper).
+#[allow(clippy::unwrap_used)]
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
 /// A free loopback port (bound then released), for a server that a test may kill and
 /// start again on the same port.
 ///

@@ -3,19 +3,10 @@
 
 pub mod rawclient;
 
-/// Copies a directory tree: what a `kill -9` leaves on disk, taken while the writer is
-/// still running.
-pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
+/// A Txn but for its time, which a Raft leader stamps again
+/// (`commit::raft::peer::write_as_leader`): what proposals and applied Txns are compared by.
+pub fn but_time(t: &zlock_core::Txn) -> (zlock_core::Origin, zlock_core::TxnBody) {
+    (t.origin, t.body.clone())
 }
 
 /// A test applier's snapshot: its applied (position, Txn) list, each as

@@ -25,21 +25,11 @@ use zlock_proto::{OpCode, Request as ZkRequest};
 
 use super::log::{open_wal, RaftLog};
 use super::sm::StateMachine;
-use super::types::{CommittedLeaderId, Entry, LogId, Membership, Proposal, Vote, Zraft};
+use super::types::{log_id, Entry, Membership, Proposal, Vote, Zraft};
 use crate::commit::{Apply, Entry as CommitEntry, SnapshotJob, Snapshots};
 
 fn data_dirs() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commit/raft/golden/data")
-}
-
-fn log_id(term: u64, node: u64, index: u64) -> LogId {
-    LogId::new(
-        CommittedLeaderId {
-            term,
-            node_id: node,
-        },
-        index,
-    )
 }
 
 /// The entry the snapshot is taken at, and the last one purged behind it.
@@ -296,24 +286,11 @@ async fn write(dir: &Path) {
     closer.close().await;
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 /// Opens a copy of `dir` (whose Txns are of `clock`) with today's code and checks what
 /// it finds; the problems.
 async fn check(dir: &Path, clock: TxnClock) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(dir, tmp.path());
+    zlock_testkit::copy_dir(dir, tmp.path());
     let dir = tmp.path();
     let entries = history(clock);
     let mut bad = Vec::new();

@@ -39,21 +39,11 @@ use super::members::ConfigView;
 use super::peer::{self, ForwardError, Hello, Reply, Request};
 use super::reconfig::{Change, ReconfigError};
 use super::rejoin::Standing;
-use super::types::{CommittedLeaderId, Entry, LogId, Membership, Proposal, SnapshotMeta, Vote};
+use super::types::{log_id, Entry, Membership, Proposal, SnapshotMeta, Vote};
 use crate::config::MemberSpec;
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/commit/raft/golden")
-}
-
-fn log_id(term: u64, node: u64, index: u64) -> LogId {
-    LogId::new(
-        CommittedLeaderId {
-            term,
-            node_id: node,
-        },
-        index,
-    )
 }
 
 fn origin(member: u64, session: i64, xid: i32) -> Origin {

@@ -156,6 +156,18 @@ impl<'de> Deserialize<'de> for Proposal {
     }
 }
 
+/// The log id of entry `index` written by leader `node` in `term` (for tests).
+#[cfg(test)]
+pub(crate) fn log_id(term: u64, node: u64, index: u64) -> LogId {
+    LogId::new(
+        CommittedLeaderId {
+            term,
+            node_id: node,
+        },
+        index,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,16 +268,6 @@ mod tests {
 
         fn old_log_id(term: u64, node: u64, index: u64) -> openraft09::LogId<u64> {
             openraft09::LogId::new(openraft09::CommittedLeaderId::new(term, node), index)
-        }
-
-        fn log_id(term: u64, node: u64, index: u64) -> LogId {
-            LogId::new(
-                CommittedLeaderId {
-                    term,
-                    node_id: node,
-                },
-                index,
-            )
         }
 
         fn reread<O: serde::Serialize, N: serde::de::DeserializeOwned>(old: &O) -> N {
