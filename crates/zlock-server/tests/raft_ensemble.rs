@@ -234,6 +234,18 @@ fn agreed_leader(commits: &[Option<RaftCommit>]) -> u64 {
     }
 }
 
+/// Waits (bounded) until `c` is in touch with its quorum, as a server waits before it
+/// serves a client (`Reporter::touch`).
+fn in_touch(c: &RaftCommit) {
+    let mut touch = c.reporter().touch();
+    runtime()
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), touch.wait_for(|t| *t)).await
+        })
+        .expect("the member is in touch within 30 s")
+        .expect("the member is running");
+}
+
 fn leader_of(c: &RaftCommit) -> Option<u64> {
     c.raft().metrics().borrow_watched().current_leader
 }
@@ -373,6 +385,9 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
         own >= highest,
         "the wiped member restarted with vote {own}, below the others' {highest}"
     );
+    // A member out of touch with its quorum takes no client (and so proposes nothing)
+    // until it is in touch: the wiped one is, once the snapshot makes it a member again.
+    in_touch(&c);
     let mut batch = vec![txn(leader, 1000)];
     acked.extend(batch.clone());
     c.propose(&mut batch).unwrap();
@@ -399,6 +414,7 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     let again = Member::default();
     let listener = std::net::TcpListener::bind(addrs[&leader].as_str()).unwrap();
     let mut c = start(leader, wiped.path(), &addrs, listener, again.clone());
+    in_touch(&c);
     let mut batch = vec![txn(leader, 1001)];
     acked.extend(batch.clone());
     c.propose(&mut batch).unwrap();
