@@ -219,6 +219,28 @@ fn settle(members: &[&Member], n: usize) {
     }
 }
 
+/// Waits (bounded) until `members` all hold one history of at least `n` Txns, and
+/// returns it. (A proposal that failed may still be committed a moment later, so how
+/// many there will be is not known in advance.)
+fn one_history(members: &[&Member], n: usize) -> Vec<(LogIndex, Txn)> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let hs: Vec<Vec<(LogIndex, Txn)>> = members
+            .iter()
+            .map(|m| m.history.lock().unwrap().clone())
+            .collect();
+        if hs[0].len() >= n && hs.iter().all(|h| *h == hs[0]) {
+            return hs.into_iter().next().unwrap();
+        }
+        let lens: Vec<usize> = hs.iter().map(Vec::len).collect();
+        assert!(
+            Instant::now() < until,
+            "no one history of {n} or more: {lens:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits (bounded) until every running member knows the same leader.
 fn agreed_leader(commits: &[Option<RaftCommit>]) -> u64 {
     let until = Instant::now() + Duration::from_secs(30);
@@ -284,38 +306,53 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     // Every member proposes once the ensemble is up; followers forward to the leader.
     // (Fresh members all campaign at once, and one that led for a moment may step down
     // with entries that the next leader truncates: those proposals would fail.)
+    //
+    // With no fault injected a proposal can still fail as Unavailable: a member that
+    // goes the silent time (600 ms here) without its quorum gives up on its batch
+    // (`RaftCommit::write`), and on a loaded machine (two CPU hogs beside the test, as
+    // in the flake hunt) the members, all in this one process, can be starved that long;
+    // the election timeout is shorter, so a new leader is usually elected then too.
+    // Such a proposal may or may not be applied, as a client's request in flight when
+    // its server loses the quorum; the history check below takes it as such.
     agreed_leader(&commits);
     let mut acked: Vec<Txn> = Vec::new();
+    let mut maybe: Vec<Txn> = Vec::new();
+    let mut unavailable = 0;
     for round in 0..30 {
         for (i, c) in commits.iter_mut().enumerate() {
             let m = i as u64 + 1;
             let mut batch = vec![txn(m, round * 2 + 1), txn(m, round * 2 + 2)];
             let sent = batch.clone();
-            c.as_mut().unwrap().propose(&mut batch).unwrap();
-            acked.extend(sent);
+            match c.as_mut().unwrap().propose(&mut batch) {
+                Ok(()) => acked.extend(sent),
+                Err(CommitError::Unavailable(_)) => {
+                    unavailable += 1;
+                    maybe.extend(sent)
+                }
+                Err(e) => panic!("{e}"),
+            }
         }
     }
-    settle(&members.iter().collect::<Vec<_>>(), acked.len());
-    let h0 = members[0].history.lock().unwrap().clone();
-    for m in &members[1..] {
-        assert_eq!(
-            *m.history.lock().unwrap(),
-            h0,
-            "one history on every member"
-        );
-    }
+    assert!(unavailable < 90, "no proposal went through");
+    let h0 = one_history(&members.iter().collect::<Vec<_>>(), acked.len());
+    // Each member's proposals applied in the order it made them (with no gap when
+    // none failed).
     for (i, m) in (1..=3u64).enumerate() {
         let mine: Vec<i32> = h0
             .iter()
             .filter(|(_, t)| t.origin.member == MemberId(m))
             .map(|(_, t)| t.origin.xid)
             .collect();
-        assert_eq!(
-            mine,
-            (1..=60).collect::<Vec<_>>(),
-            "member {m}'s order ({i})"
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "member {m}'s order ({i}): {mine:?}"
         );
+        if unavailable == 0 {
+            assert_eq!(mine, (1..=60).collect::<Vec<_>>(), "member {m} ({i})");
+        }
     }
+    let applied: Vec<Txn> = h0.iter().map(|(_, t)| t.clone()).collect();
+    check_history(&applied, &acked, &maybe);
 
     // The leader stops; the others elect a new one and keep taking proposals.
     let leader = leader_of(commits[0].as_ref().unwrap()).expect("a leader");
@@ -327,7 +364,6 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     // A proposal that meets the failover fails as Unavailable (it may or may not have
     // been committed, as a ZooKeeper client's request in flight when its server
     // dies); the proposer goes on with the next one, as a reconnecting client would.
-    let mut maybe: Vec<Txn> = Vec::new();
     let mut unavailable = 0;
     for round in 0..30 {
         for &i in &survivors {
