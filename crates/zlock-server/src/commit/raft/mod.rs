@@ -37,6 +37,9 @@ pub mod runtime;
 pub mod sm;
 #[cfg(test)]
 mod storage_suite_tests;
+mod stream;
+#[cfg(test)]
+mod stream_tests;
 pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -3,8 +3,10 @@
 //!
 //! A connection starts with a [`Hello`] naming the ensemble, the sender and the member
 //! it means to reach; the receiver refuses (with a reason, then closes) a stranger, a
-//! member of another ensemble, or a hello meant for another id. After that each frame
-//! is one request and its reply, in order. A frame is `u32 length (big-endian) |
+//! member of another ensemble, or a hello meant for another id. After that each request
+//! frame gets one reply frame, in order; appends may be several in flight (the leader
+//! writes the next before the last is answered, see [`super::stream`]), any other
+//! request is answered once the appends before it are. A frame is `u32 length (big-endian) |
 //! postcard`; one longer than [`MAX_FRAME`] or one that does not decode closes the
 //! connection with a log line. Nothing a peer sends can reach the tree except through
 //! openraft (which checks terms and log positions) or as a forwarded proposal, which is
@@ -334,19 +336,22 @@ pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Fra
     Ok(postcard::from_bytes(body)?)
 }
 
-pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<(), FrameError> {
+pub async fn write_frame<T: Serialize>(
+    s: &mut (impl tokio::io::AsyncWrite + Unpin),
+    msg: &T,
+) -> Result<(), FrameError> {
     s.write_all(&encode_frame(msg)?).await?;
     Ok(())
 }
 
 pub async fn read_frame<T: serde::de::DeserializeOwned>(
-    s: &mut TcpStream,
+    s: &mut (impl tokio::io::AsyncRead + Unpin),
 ) -> Result<T, FrameError> {
     decode_body(&read_body(s).await?)
 }
 
 /// The next frame's body.
-async fn read_body(s: &mut TcpStream) -> Result<Vec<u8>, FrameError> {
+async fn read_body<R: tokio::io::AsyncRead + Unpin>(s: &mut R) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len).await?;
     let n = u32::from_be_bytes(len) as usize;
@@ -501,14 +506,50 @@ async fn serve_requests(
     hooks: &Hooks,
     contact: &Contact,
 ) -> Result<(), FrameError> {
+    use super::stream::{Answered, Appends};
+    use futures_util::StreamExt as _;
     // The snapshot file being received on this connection, and its length so far.
     let mut receiving: Option<(tokio::fs::File, u64)> = None;
+    let (rd, mut wr) = s.split();
+    // The requests as they come (a stream keeps a frame half read when the select below
+    // takes another branch).
+    let mut frames = std::pin::pin!(futures_util::stream::unfold(rd, |mut rd| async move {
+        let r = read_frame::<Request>(&mut rd).await;
+        Some((r, rd))
+    }));
+    // Appends are answered as this member's Raft takes them, while the next ones are
+    // read (see `stream`).
+    let mut appends = Appends::new(raft.clone());
     loop {
-        let req: Request = read_frame(s).await?;
+        let req = tokio::select! {
+            biased;
+            (reply, answered) = appends.answer() => {
+                write_frame(&mut wr, &reply).await?;
+                match answered {
+                    Answered::More => continue,
+                    Answered::Close => return Ok(()),
+                }
+            }
+            next = frames.next(), if appends.room() => match next {
+                Some(r) => r?,
+                None => return Ok(()),
+            },
+        };
+        if !matches!(req, Request::Append(_)) {
+            // Any other request is answered after the appends before it, in order.
+            while appends.waiting() {
+                let (reply, answered) = appends.answer().await;
+                write_frame(&mut wr, &reply).await?;
+                if let Answered::Close = answered {
+                    return Ok(());
+                }
+            }
+        }
         let reply = match req {
             Request::Append(r) => {
                 contact.heard();
-                Reply::Append(raft.append_entries(r).await)
+                appends.take(r);
+                continue;
             }
             Request::Vote(r) => {
                 contact.asked(r.vote.leader_id().term);
@@ -557,7 +598,7 @@ async fn serve_requests(
             Request::Reconfig(change) => Reply::Reconfig(leader.apply(change).await),
             Request::Forget => Reply::Forgotten(local.forget(&raft, from)),
         };
-        write_frame(s, &reply).await?;
+        write_frame(&mut wr, &reply).await?;
     }
 }
 
@@ -653,6 +694,41 @@ impl Peer {
         self.target
     }
 
+    /// This member's id.
+    pub(super) fn me(&self) -> u64 {
+        self.id.me
+    }
+
+    /// Where replies to openraft's requests are counted (openraft's connections only).
+    pub(super) fn acks(&self) -> Option<Arc<Acks>> {
+        self.acks.clone()
+    }
+
+    /// The open connection, or a new one whose hello was answered within `ttl`; taken
+    /// out of `self` until [`Peer::put_back`]. Any failure here is
+    /// [`FrameError::NotSent`]: no request went out.
+    pub(super) async fn open(&mut self, ttl: Duration) -> Result<TcpStream, FrameError> {
+        match tokio::time::timeout(ttl, self.connect()).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(FrameError::NotSent(Box::new(e))),
+            Err(_) => Err(FrameError::NotSent(Box::new(FrameError::Io(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "member {} did not answer the hello within {ttl:?}",
+                        self.target
+                    ),
+                ),
+            )))),
+        }
+    }
+
+    /// Keeps `s` for the next call: only after whole exchanges, so that no reply is
+    /// still to come on it.
+    pub(super) fn put_back(&mut self, s: TcpStream) {
+        self.conn = Some(s);
+    }
+
     /// The open connection, taken out of `self` (a new one if there is none); put back
     /// by [`Peer::call`] only after a whole exchange.
     async fn connect(&mut self) -> Result<TcpStream, FrameError> {
@@ -691,21 +767,7 @@ impl Peer {
     /// read as the answer to the next request.
     pub async fn call(&mut self, req: &Request, ttl: Duration) -> Result<Reply, FrameError> {
         let deadline = tokio::time::Instant::now() + ttl;
-        let mut s = match tokio::time::timeout_at(deadline, self.connect()).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(FrameError::NotSent(Box::new(e))),
-            Err(_) => {
-                return Err(FrameError::NotSent(Box::new(FrameError::Io(
-                    std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!(
-                            "member {} did not answer the hello within {ttl:?}",
-                            self.target
-                        ),
-                    ),
-                ))))
-            }
-        };
+        let mut s = self.open(ttl).await?;
         let r = tokio::time::timeout_at(deadline, async {
             write_frame(&mut s, req).await?;
             read_frame::<Reply>(&mut s).await
@@ -780,7 +842,7 @@ impl RaftNetworkFactory<Zraft> for Network {
 /// busy to answer within a heartbeat once (all members writing a snapshot at once, on a
 /// loaded machine) must not be left without appends for 500 ms, which outlasts the
 /// election timeout.
-fn rpc_err(e: FrameError, me: u64, action: RPCTypes) -> RPCError<Zraft> {
+pub(super) fn rpc_err(e: FrameError, me: u64, action: RPCTypes) -> RPCError<Zraft> {
     match e {
         FrameError::Timeout { target, ttl } => RPCError::Timeout(Timeout {
             action,
@@ -826,7 +888,7 @@ impl Peer {
     /// Whether a reply to a request sent with `ticket` by the leader of `vote` may go to
     /// openraft ([`Acks::took`]), `matching` being what it acknowledges; if not, the
     /// error it goes as instead (a reply lost).
-    fn took(
+    pub(super) fn took(
         &self,
         ticket: Option<u64>,
         vote: &Vote,
@@ -895,6 +957,26 @@ impl Peer {
 
 impl RaftNetworkV2<Zraft> for Peer {
     type SnapshotData = tokio::fs::File;
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> openraft::base::BoxFuture<
+        's,
+        Result<
+            openraft::base::BoxStream<
+                's,
+                Result<openraft::raft::StreamAppendResult<Zraft>, RPCError<Zraft>>,
+            >,
+            RPCError<Zraft>,
+        >,
+    >
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
+    {
+        self.stream_appends(input, option)
+    }
 
     async fn append_entries(
         &mut self,
