@@ -107,12 +107,29 @@ impl Peer {
         Box::pin(async move {
             let ttl = option.hard_ttl();
             let me = self.me();
-            let s = self
-                .open(ttl)
-                .await
-                .map_err(|e| super::peer::rpc_err(e, me, RPCTypes::AppendEntries))?;
+            let mut input = input;
+            // The first request before the connection, as openraft's sequential stream
+            // does: openraft sleeps out its backoff (500 ms after an unreachable member)
+            // while it makes a request, so a member that refuses connections is tried
+            // again only then. Connecting first, a refused connection failed the stream
+            // before any request was asked for, and openraft started the next stream at
+            // once: a leader whose follower was down retried thousands of times a second
+            // and starved its own worker (the fault test of a blank member rejoining saw
+            // it, with the pipelined stream only).
+            let Some(first) = input.next().await else {
+                return Ok(Box::pin(futures_util::stream::empty()) as BoxStream<'s, Answer>);
+            };
+            let s = match self.open(ttl).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let e = super::peer::rpc_err(e, me, RPCTypes::AppendEntries);
+                    return Ok(Box::pin(futures_util::stream::once(async { Err(e) }))
+                        as BoxStream<'s, Answer>);
+                }
+            };
             let (rd, wr) = s.into_split();
             let (tx, sent) = mpsc::channel(APPENDS_IN_FLIGHT);
+            let input = futures_util::stream::iter([first]).chain(input);
             let writer = tokio::spawn(write_appends(
                 input,
                 wr,

@@ -202,3 +202,35 @@ async fn a_late_reply_ends_the_stream_with_a_timeout() {
     );
     assert_eq!(conns.load(Ordering::SeqCst), 2, "a new connection");
 }
+
+/// A member that refuses connections fails the stream as unreachable, and only after
+/// the stream asked openraft for its first request: openraft waits out its backoff
+/// while it makes one, and a stream that failed before asking had the leader retry a
+/// down member in a tight loop.
+#[tokio::test]
+async fn a_refused_connection_fails_after_the_first_request_is_asked_for() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    let mut p = peer(addr);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let input = futures_util::stream::iter((0..3).map(append)).inspect(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
+        p.stream_appends(input, option())
+            .await
+            .unwrap()
+            .collect::<Vec<_>>()
+            .await
+    })
+    .await
+    .unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "one request asked for");
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(
+        matches!(answers[0], Err(openraft::errors::RPCError::Unreachable(_))),
+        "{answers:?}"
+    );
+}
