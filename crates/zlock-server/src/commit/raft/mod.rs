@@ -688,16 +688,16 @@ async fn snapshots_when_due(
 
 /// The leader this member knows of, once it knows one.
 async fn known_leader(raft: &Raft) -> Result<u64, CommitError> {
-    let mut m = raft.metrics();
+    // Woken by openraft's server metrics, which change with the vote, the state, the
+    // leader or the membership: its full metrics change on every turn of its core loop,
+    // several times per write (see `on_leadership`).
+    let mut m = raft.server_metrics();
     loop {
-        {
-            let now = m.borrow_and_update();
-            if let Err(e) = &now.running_state {
-                return Err(CommitError::Raft(e.to_string()));
-            }
-            if let Some(l) = now.current_leader {
-                return Ok(l);
-            }
+        if let Err(e) = &raft.metrics().borrow_watched().running_state {
+            return Err(CommitError::Raft(e.to_string()));
+        }
+        if let Some(l) = m.borrow_and_update().current_leader {
+            return Ok(l);
         }
         if m.changed().await.is_err() {
             return Err(CommitError::Raft("raft stopped".into()));
@@ -708,7 +708,7 @@ async fn known_leader(raft: &Raft) -> Result<u64, CommitError> {
 /// Resolves once this member knows of a leader other than `leader` (elected in a later
 /// term: `leader` can commit nothing more of its own). Never, if openraft stops.
 async fn other_leader(raft: &Raft, leader: u64) {
-    let mut m = raft.metrics();
+    let mut m = raft.server_metrics();
     loop {
         if m.borrow_and_update()
             .current_leader
@@ -1038,7 +1038,10 @@ impl Reporter {
     /// Watches leadership: `f(true)` when this member becomes the leader, `f(false)`
     /// when it stops, until openraft stops.
     pub async fn on_leadership(&self, mut f: impl FnMut(bool)) {
-        let mut m = self.raft.metrics();
+        // openraft's server metrics change only with the vote, the state, the leader or
+        // the membership; its full metrics are rebuilt and sent on every turn of its core
+        // loop, and watching them woke this task several times per write on every member.
+        let mut m = self.raft.server_metrics();
         let mut leads = false;
         let mut seen: Option<(u64, Option<u64>)> = None;
         loop {
@@ -1046,7 +1049,7 @@ impl Reporter {
                 let x = m.borrow_and_update();
                 (
                     x.state == openraft::ServerState::Leader,
-                    x.current_term,
+                    x.vote.leader_id().term,
                     x.current_leader,
                     x.membership_config
                         .membership()
