@@ -56,8 +56,6 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use zlock::{Client, ConnectionState, CreateMode, Error, ErrorCode, EventType, LockPath};
-use zlock_proto::records::PathRequest;
-use zlock_proto::Request;
 use zlock_testkit::{ChildEnsemble, EnsembleOptions};
 
 use traffic::{verify, Traffic};
@@ -109,15 +107,7 @@ async fn connect(hosts: &str) -> Client {
 
 /// `sync("/")`: afterwards the client's member has applied everything committed before.
 async fn sync(zk: &Client) -> zlock::Result<()> {
-    let (h, _) = zk
-        .send(&Request::Sync(PathRequest { path: "/".into() }))
-        .await?;
-    match h.err {
-        0 => Ok(()),
-        e => {
-            Err(ErrorCode::from_i32(e).map_or(Error::Protocol(format!("code {e}")), Error::Server))
-        }
-    }
+    zk.sync("/").await
 }
 
 /// The counter's value and version.

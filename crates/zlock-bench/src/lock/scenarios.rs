@@ -210,7 +210,7 @@ pub async fn orders(t: &Target, clients: usize) -> anyhow::Result<Value> {
         sessions.push(s);
     }
     let wall_secs = started.elapsed().as_secs_f64();
-    let final_counter = sessions[0].get_counter().await?;
+    let final_counter = sessions[0].final_counter().await?;
     let mut seen = numbers.clone();
     seen.sort_unstable();
     seen.dedup();

@@ -132,6 +132,17 @@ impl Client {
         Ok((r.data.unwrap_or_default(), r.stat))
     }
 
+    /// ZooKeeper's `sync`: once it returns, the member this client is connected to has
+    /// applied every write committed before the sync reached the leader, so a read sent
+    /// after it sees them (reads are otherwise answered from the member's own state,
+    /// which may lag the leader's in an ensemble).
+    pub async fn sync(&self, path: &str) -> Result<()> {
+        self.call_empty(Request::Sync(PathRequest {
+            path: path.to_owned(),
+        }))
+        .await
+    }
+
     pub async fn set_data(&self, path: &str, data: &[u8], version: i32) -> Result<Stat> {
         let r: StatResponse = self
             .call(Request::SetData(SetDataRequest {
