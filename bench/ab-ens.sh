@@ -25,7 +25,9 @@
 # is on the leader, else its writes are forwarded).
 #
 # Settings: SECS=2 (seconds per A and B run), D_CLIENTS=101, D_CYCLES=20,
-# KEEP=<dir> (copy the raw JSON and the members' logs there).
+# KEEP=<dir> (copy the raw JSON and the members' logs there), OLD_ARGS / NEW_ARGS (extra
+# `zlock server` arguments of each side: one build against itself with a setting
+# changed, e.g. NEW_ARGS="--commit-spin-us 0").
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,9 +59,9 @@ sys_init "$TMP/sys"
 log() { printf '[%5ss] %s\n' "$SECONDS" "$*" >&2; }
 
 for name in old new; do
-    bin=$OLD
-    [[ $name == new ]] && bin=$NEW
-    SYS_ZLOCK_BIN="$bin" sys_start "$name" zlock-ens
+    bin=$OLD args="${OLD_ARGS:-}"
+    [[ $name == new ]] && bin=$NEW args="${NEW_ARGS:-}"
+    SYS_ZLOCK_BIN="$bin" SYS_ZLOCK_ARGS="$args" sys_start "$name" zlock-ens
 done
 for name in old new; do
     sys_wait "$name" 60 || { echo "$name ensemble did not come up" >&2; exit 1; }
