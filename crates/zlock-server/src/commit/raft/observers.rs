@@ -55,14 +55,17 @@ pub(super) async fn add_when_leading(
     if observers.is_empty() {
         return;
     }
-    let mut metrics = raft.metrics();
+    // openraft's server metrics: they change with the vote, the state, the leader and
+    // the membership, which is all this looks at (its full metrics change on every turn
+    // of its core loop, several times per write).
+    let mut metrics = raft.server_metrics();
     loop {
         let missing: Vec<(u64, BasicNode)> = {
-            let m = metrics.borrow_and_update();
-            if m.running_state.is_err() {
+            if raft.metrics().borrow_watched().running_state.is_err() {
                 return;
             }
-            let leads = super::types::leads(&m, me);
+            let m = metrics.borrow_and_update();
+            let leads = m.state == openraft::ServerState::Leader && m.current_leader == Some(me);
             let membership = m.membership_config.membership();
             let missing: Vec<(u64, BasicNode)> = observers
                 .iter()
