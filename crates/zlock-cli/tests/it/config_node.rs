@@ -54,8 +54,7 @@
 
 use std::time::Duration;
 
-use crate::common;
-use crate::common::{run, zlock_cmd, Out, RUN_BOUND};
+use crate::common::{run, zlock_cmd, Out, Scratch, RUN_BOUND};
 use zlock_testkit::{require, ChildEnsemble, EnsembleOptions, Peer, TestServer, ZooKeeper};
 
 /// Apache ZooKeeper's zkCli (`None`: ZooKeeper is missing and missing peers are allowed;
@@ -404,7 +403,7 @@ async fn reconfig_through_zlock_and_zkcli() {
         .strip_prefix("version=")
         .unwrap()
         .to_owned();
-    let scratch = common::Scratch::new("reconfig-file");
+    let scratch = Scratch::new("reconfig-file");
     let file = scratch.file("zoo.cfg.dynamic.next");
     std::fs::write(&file, &now).unwrap();
     let out = ok(
@@ -470,7 +469,7 @@ fn rand_u16() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ensemble_command_shows_how_to_add_a_member() {
     use tokio::io::AsyncBufReadExt;
-    let scratch = common::Scratch::new("ensemble-reconfig");
+    let scratch = Scratch::new("ensemble-reconfig");
     let (client, quorum) = (free_run(4), free_run(4));
     let digest = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
     let mut ens = zlock_cmd(&[
