@@ -219,6 +219,35 @@ fn settle(members: &[&Member], n: usize) {
     }
 }
 
+/// Waits (bounded) until each of `members` has applied `txn` (the last one proposed).
+/// Counting entries is not enough here: `propose` may return before the member
+/// compared against has applied the entry (Raft applies it once a majority has it), and
+/// that member then has as many entries as the others had before it.
+fn applied_by_all(members: &[&Member], txn: &Txn) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let missing = members
+            .iter()
+            .filter(|m| {
+                !m.history
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|(_, t)| t.origin == txn.origin)
+            })
+            .count();
+        if missing == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{missing} member(s) never applied {:?}",
+            txn.origin
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits (bounded) until every running member knows the same leader.
 fn agreed_leader(commits: &[Option<RaftCommit>]) -> u64 {
     let until = Instant::now() + Duration::from_secs(30);
@@ -393,8 +422,7 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     c.propose(&mut batch).unwrap();
     let mut all = surv.clone();
     all.push(&back);
-    let total = members[survivors[0]].history.lock().unwrap().len();
-    settle(&all, total);
+    applied_by_all(&all, &txn(leader, 1000));
     let h = members[survivors[0]].history.lock().unwrap().clone();
     assert_eq!(
         *back.history.lock().unwrap(),
@@ -418,8 +446,7 @@ fn three_members_one_history_through_failover_and_a_wiped_member() {
     let mut batch = vec![txn(leader, 1001)];
     acked.extend(batch.clone());
     c.propose(&mut batch).unwrap();
-    let total = members[survivors[0]].history.lock().unwrap().len();
-    settle(&[&again], total);
+    applied_by_all(&[&again, &members[survivors[0]]], &txn(leader, 1001));
     let h = members[survivors[0]].history.lock().unwrap().clone();
     assert_eq!(
         *again.history.lock().unwrap(),
