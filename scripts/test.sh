@@ -4,11 +4,11 @@
 #   scripts/test.sh
 #
 # 1. setup: apt packages (zookeeper, netcat-openbsd, libcurator-recipes-java and
-#    default-jdk-headless for javac: crates/zlock/tests/curator_interop.rs compiles
+#    default-jdk-headless for javac: crates/zlock/tests/it/curator_interop.rs compiles
 #    compat/curator/CuratorLockCheck.java; iproute2 for the network namespaces of the
 #    partition test, which also needs root; chromium and nodejs (>= 20) for the lock
-#    dashboard's browser test, crates/zlock-server/tests/dashboard_browser.rs;
-#    libfaketime to skew a member's clock, crates/zlock/tests/ensemble_faults/clock.rs) if
+#    dashboard's browser test, crates/zlock-server/tests/it/dashboard_browser.rs;
+#    libfaketime to skew a member's clock, crates/zlock/tests/it/ensemble_faults/clock.rs) if
 #    missing, a Python venv at .venv/ with kazoo[test]==2.11.0 + pytest-timeout, and
 #    compat/dashboard's npm packages (playwright-core, `npm ci` from the npm registry;
 #    no browser is downloaded: the test drives Debian's chromium)

@@ -10,7 +10,7 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 
 /**
  * Drives Apache Curator's InterProcessMutex against a ZooKeeper-protocol server, for
- * zlock's interop test (crates/zlock/tests/curator_interop.rs).
+ * zlock's interop test (crates/zlock/tests/it/curator_interop.rs).
  *
  * <pre>
  * CuratorLockCheck &lt;connect&gt; increment &lt;lockPath&gt; &lt;counterPath&gt; &lt;n&gt;

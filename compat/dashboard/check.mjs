@@ -1,5 +1,5 @@
 // The lock dashboard in a real browser: Debian's chromium, headless, driven by
-// playwright-core (no browser download). Run by crates/zlock-server/tests/dashboard_browser.rs,
+// playwright-core (no browser download). Run by crates/zlock-server/tests/it/dashboard_browser.rs,
 // which starts zlock, makes the locks through the protocol and releases the holder
 // when this script says it is ready:
 //

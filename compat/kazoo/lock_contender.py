@@ -1,5 +1,5 @@
 """A kazoo lock contender for zlock's mixed-contender test
-(crates/zlock/tests/curator_interop.rs, scenario `mixed`).
+(crates/zlock/tests/it/curator_interop.rs, scenario `mixed`).
 
     lock_contender.py <hosts> <lock_path> <counter_path> <log_path> <n>
 

@@ -1,6 +1,6 @@
 //! The decoding harnesses behind the fuzz targets, and the seed corpus they start from.
 //!
-//! This file is also compiled into `crates/zlock-server/tests/fuzz_corpus.rs` (through a
+//! This file is also compiled into `crates/zlock-server/tests/it/fuzz_corpus.rs` (through a
 //! `#[path]` module), so the corpus replay on every `cargo test` runs exactly the code the
 //! fuzzer runs. Keep it free of anything but `zlock_proto`, `zlock_core` and `std`.
 //!

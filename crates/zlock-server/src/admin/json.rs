@@ -6,7 +6,7 @@
 //!
 //! A field ZooKeeper has and zlock cannot fill truthfully is left out rather than
 //! invented (a monitoring tool then sees it missing, not wrong); the list, with the
-//! reasons, is the comparison test `tests/admin_http.rs`. Fields read from the disk or
+//! reasons, is the comparison test `tests/it/admin_http.rs`. Fields read from the disk or
 //! `/proc` (`data_dir_size`, file descriptors) are added by `admin::http`, off the
 //! core's lock.
 

@@ -29,7 +29,7 @@
 //!    still reach `apply`, as [`Entry::Blank`], so the state's log position advances
 //!    with the log.
 //!
-//! The conformance suite in `tests/commit_conformance.rs` checks these for every
+//! The conformance suite in `tests/it/commit_conformance.rs` checks these for every
 //! implementation.
 
 pub mod raft;

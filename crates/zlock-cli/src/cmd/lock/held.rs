@@ -11,7 +11,7 @@
 //! plain `zlock lock` already excludes `--shared` holders and the other way round,
 //! and the write side of the read-write lock is not needed; the Mutex keeps its node
 //! names, which Curator's `InterProcessMutex` on the same path recognises
-//! (`tests/lock_cli.rs` checks the exclusion both ways).
+//! (`tests/it/lock_cli.rs` checks the exclusion both ways).
 //!
 //! A semaphore keeps its nodes under `<path>/leases` (and `<path>/locks`), so it is
 //! its own queue: it does not exclude, nor is excluded by, the other two modes on the
