@@ -40,7 +40,8 @@ async fn scripted_member(first_delay: Duration) -> String {
     addr
 }
 
-fn peer(addr: String) -> Peer {
+/// A peer of member 1 to member 2 at `addr`.
+pub(super) fn peer(addr: String) -> Peer {
     let id = Arc::new(Identity {
         ensemble: "test".into(),
         me: 1,

@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +13,8 @@ use openraft::network::RPCOption;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendError};
 use tokio::net::TcpListener;
 
-use super::peer::{read_frame, write_frame, Hello, Identity, Peer, Reply, Request};
+use super::peer::{read_frame, write_frame, Hello, Peer, Reply, Request};
+use super::peer_tests::peer;
 use super::types::{log_id, Vote, Zraft};
 
 /// A follower that, on each connection it accepts (counted in the returned counter),
@@ -61,14 +61,21 @@ async fn follower(
     (addr, conns)
 }
 
-fn peer(addr: String) -> Peer {
-    let id = Arc::new(Identity {
-        ensemble: "test".into(),
-        me: 1,
-        members: BTreeSet::from([1, 2]),
-        open: false,
-    });
-    Peer::new(id, 2, addr)
+/// Every answer of one stream of `input`, within 30 s.
+async fn run_stream(
+    p: &mut Peer,
+    input: impl futures_util::Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
+    option: RPCOption,
+) -> Vec<Result<openraft::raft::StreamAppendResult<Zraft>, openraft::errors::RPCError<Zraft>>> {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        p.stream_appends(input, option)
+            .await
+            .unwrap()
+            .collect::<Vec<_>>()
+            .await
+    })
+    .await
+    .expect("the stream ends within 30 s")
 }
 
 /// The `i`-th of a run of entry-less appends (each one index after the last): what
@@ -94,15 +101,7 @@ async fn appends_are_in_flight_together_and_answered_in_order() {
     let (addr, conns) = follower(8, |_| AppendEntriesResponse::Success).await;
     let mut p = peer(addr);
     let input = futures_util::stream::iter((0..8).map(append));
-    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
-        p.stream_appends(input, option())
-            .await
-            .unwrap()
-            .collect::<Vec<_>>()
-            .await
-    })
-    .await
-    .expect("all eight answered: they were in flight together");
+    let answers = run_stream(&mut p, input, option()).await;
     let got: Vec<_> = answers.into_iter().map(|a| a.unwrap().unwrap()).collect();
     let want: Vec<_> = (0..8).map(|i| Some(log_id(1, 1, 10 + i))).collect();
     assert_eq!(got, want);
@@ -132,15 +131,7 @@ async fn a_conflict_ends_the_stream_and_its_connection() {
     .await;
     let mut p = peer(addr);
     let input = futures_util::stream::iter((0..4).map(append));
-    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
-        p.stream_appends(input, option())
-            .await
-            .unwrap()
-            .collect::<Vec<_>>()
-            .await
-    })
-    .await
-    .unwrap();
+    let answers = run_stream(&mut p, input, option()).await;
     let got: Vec<_> = answers.into_iter().map(|a| a.unwrap()).collect();
     assert_eq!(
         got,
@@ -150,15 +141,7 @@ async fn a_conflict_ends_the_stream_and_its_connection() {
         ]
     );
     let input = futures_util::stream::iter((4..8).map(append));
-    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
-        p.stream_appends(input, option())
-            .await
-            .unwrap()
-            .collect::<Vec<_>>()
-            .await
-    })
-    .await
-    .unwrap();
+    let answers = run_stream(&mut p, input, option()).await;
     assert_eq!(answers.len(), 4, "{answers:?}");
     assert_eq!(conns.load(Ordering::SeqCst), 2, "a new connection");
 }
@@ -171,30 +154,14 @@ async fn a_late_reply_ends_the_stream_with_a_timeout() {
     let (addr, conns) = follower(2, |_| AppendEntriesResponse::Success).await;
     let mut p = peer(addr);
     let input = futures_util::stream::iter([append(0)]);
-    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
-        p.stream_appends(input, RPCOption::new(Duration::from_millis(200)))
-            .await
-            .unwrap()
-            .collect::<Vec<_>>()
-            .await
-    })
-    .await
-    .unwrap();
+    let answers = run_stream(&mut p, input, RPCOption::new(Duration::from_millis(200))).await;
     assert_eq!(answers.len(), 1);
     assert!(
         matches!(answers[0], Err(openraft::errors::RPCError::Timeout(_))),
         "{answers:?}"
     );
     let input = futures_util::stream::iter([append(1), append(2)]);
-    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
-        p.stream_appends(input, option())
-            .await
-            .unwrap()
-            .collect::<Vec<_>>()
-            .await
-    })
-    .await
-    .unwrap();
+    let answers = run_stream(&mut p, input, option()).await;
     assert_eq!(answers.len(), 2, "{answers:?}");
     assert!(
         answers.iter().all(|a| matches!(a, Ok(Ok(_)))),
@@ -218,15 +185,7 @@ async fn a_refused_connection_fails_after_the_first_request_is_asked_for() {
     let input = futures_util::stream::iter((0..3).map(append)).inspect(move |_| {
         counted.fetch_add(1, Ordering::SeqCst);
     });
-    let answers: Vec<_> = tokio::time::timeout(Duration::from_secs(30), async {
-        p.stream_appends(input, option())
-            .await
-            .unwrap()
-            .collect::<Vec<_>>()
-            .await
-    })
-    .await
-    .unwrap();
+    let answers = run_stream(&mut p, input, option()).await;
     assert_eq!(asked.load(Ordering::SeqCst), 1, "one request asked for");
     assert_eq!(answers.len(), 1, "{answers:?}");
     assert!(
