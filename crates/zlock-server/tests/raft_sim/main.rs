@@ -5,7 +5,10 @@
 //! elections, partitions, message loss, delay, reordering and duplication, crashes
 //! (with torn log writes) and restarts, crashes that lose a member's whole disk (it
 //! restarts blank and rejoins through `commit::raft::rejoin`, one such member at a
-//! time), the clients' writes. After a faulty phase the
+//! time), the clients' writes. Appends go one at a time as messages in even seeds, and
+//! as pipelined streams in odd ones (several in flight on one simulated connection, in
+//! order, through the server's own follower side, `commit::raft::stream::Appends`; a
+//! loss breaks the connection). After a faulty phase the
 //! network heals, every member comes back, and the run waits for one history.
 //!
 //! Checked at every step or applied point: election safety as openraft defines it

@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use openraft::base::BoxStream;
 use openraft::entry::RaftEntry as _;
 use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
@@ -179,8 +180,225 @@ impl SimPeer {
     }
 }
 
+/// One append written on a simulated stream and not yet answered (see
+/// `SimPeer::pipelined`).
+struct Sent {
+    ticket: Option<u64>,
+    vote: Vote,
+    prev: Option<zlock_server::commit::raft::types::LogId>,
+    last: Option<zlock_server::commit::raft::types::LogId>,
+    due: tokio::time::Instant,
+}
+
+type Answer = Result<openraft::raft::StreamAppendResult<Zraft>, RpcErr>;
+
+/// Aborts the task when dropped (openraft drops a stream it no longer wants).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl SimPeer {
+    /// Appends as a pipelined stream over one simulated connection, as the server's
+    /// peer link sends them (`commit::raft::stream`): requests arrive in the order sent,
+    /// each no sooner than the one before, several in flight; the receiving member hands
+    /// them to its Raft through the server's own `stream::Appends`, which answers in
+    /// order; replies come back in order. A request or a reply lost, or a link cut,
+    /// breaks the connection: what is in flight gets no answer, and the stream ends (a
+    /// reply not in by its due time is a timeout, as on the peer link).
+    async fn pipelined<S>(
+        &mut self,
+        mut input: S,
+        option: RPCOption,
+    ) -> Result<BoxStream<'static, Answer>, RpcErr>
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
+    {
+        use futures_util::StreamExt;
+        let (world, from, to) = (self.world.clone(), self.from, self.to);
+        let ttl = option.hard_ttl();
+        // The first request before the connection, as the peer link does (openraft's
+        // backoff is slept while it makes one).
+        let Some(first) = input.next().await else {
+            return Ok(Box::pin(futures_util::stream::empty()));
+        };
+        let f = fate(&world, to);
+        let raft = reach(&world, from, to);
+        let Some(raft) = raft.filter(|_| !f.refused) else {
+            tokio::time::sleep(f.there + Duration::from_millis(1)).await;
+            let e = RPCError::Network(NetworkError::from_string(format!(
+                "member {to} is down or cut off"
+            )));
+            return Ok(Box::pin(futures_util::stream::once(async { Err(e) })));
+        };
+        let acks = lock(&world).locals.get(&from).map(|l| l.acks.clone());
+        let (sent_tx, sent_rx) = tokio::sync::mpsc::unbounded_channel::<Sent>();
+        let (req_tx, mut req_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (rep_tx, rep_rx) = tokio::sync::mpsc::unbounded_channel();
+        // The sender: each request on its way, in order.
+        let w = world.clone();
+        let sender = tokio::spawn(async move {
+            let mut input = futures_util::stream::iter([first]).chain(input);
+            let mut arrive = tokio::time::Instant::now();
+            while let Some(req) = input.next().await {
+                let f = fate(&w, to);
+                let ticket = acks.as_ref().map(|a| a.ticket(to));
+                let last = req.entries.last().map(|e| e.log_id()).or(req.prev_log_id);
+                let sent = Sent {
+                    ticket,
+                    vote: req.vote,
+                    prev: req.prev_log_id,
+                    last,
+                    due: tokio::time::Instant::now() + ttl,
+                };
+                if sent_tx.send(sent).is_err() {
+                    return;
+                }
+                arrive = arrive.max(tokio::time::Instant::now() + f.there);
+                tokio::time::sleep_until(arrive).await;
+                if f.request_lost || reach(&w, from, to).is_none() {
+                    lock(&w).event(format!("append stream {from}->{to} broken (request lost)"));
+                    return;
+                }
+                if req.vote.is_committed() {
+                    lock(&w).saw_leader(
+                        req.vote.leader_id.term,
+                        req.vote.leader_id.node_id,
+                        "append",
+                    );
+                }
+                if req_tx.send(req).is_err() {
+                    return;
+                }
+            }
+        });
+        // The receiving member's end of the connection.
+        let w = world.clone();
+        let receiver = tokio::spawn(async move {
+            use zlock_server::commit::raft::stream::{Answered, Appends};
+            let mut appends = Appends::new(raft);
+            let mut back = tokio::time::Instant::now();
+            let mut open = true;
+            loop {
+                let (reply, answered) = tokio::select! {
+                    biased;
+                    a = appends.answer() => a,
+                    r = req_rx.recv(), if open => {
+                        match r {
+                            Some(req) => appends.take(req),
+                            None => open = false,
+                        }
+                        continue;
+                    }
+                };
+                if let zlock_server::commit::raft::peer::Reply::Append(Ok(
+                    AppendEntriesResponse::Success
+                    | AppendEntriesResponse::PartialSuccess(_)
+                    | AppendEntriesResponse::Conflict,
+                )) = &reply
+                {
+                    let mut w = lock(&w);
+                    let now = w.now_ms();
+                    w.heard.insert(to, now);
+                }
+                let f = fate(&w, from);
+                back = back.max(tokio::time::Instant::now() + f.back);
+                if f.reply_lost || reach(&w, to, from).is_none() {
+                    lock(&w).event(format!("append stream {to}->{from} broken (reply lost)"));
+                    return;
+                }
+                if rep_tx.send((back, reply)).is_err() {
+                    return;
+                }
+                if matches!(answered, Answered::Close) || (!open && !appends.waiting()) {
+                    return;
+                }
+            }
+        });
+        let tasks = (AbortOnDrop(sender), AbortOnDrop(receiver));
+        let w = world.clone();
+        let state = Some((tasks, sent_rx, rep_rx));
+        let answers = futures_util::stream::unfold(state, move |st| {
+            let w = w.clone();
+            async move {
+                let (tasks, mut sent_rx, mut rep_rx) = st?;
+                let sent = sent_rx.recv().await?;
+                let timeout = RPCError::Timeout(openraft::errors::Timeout {
+                    action: openraft::network::RPCTypes::AppendEntries,
+                    id: from,
+                    target: to,
+                    timeout: ttl,
+                });
+                let (at, reply) = match tokio::time::timeout_at(sent.due, rep_rx.recv()).await {
+                    Ok(Some(r)) => r,
+                    Ok(None) => {
+                        // The connection broke: nothing more comes.
+                        tokio::time::sleep_until(sent.due).await;
+                        return Some((Err(timeout), None));
+                    }
+                    Err(_) => return Some((Err(timeout), None)),
+                };
+                if at > sent.due {
+                    tokio::time::sleep_until(sent.due).await;
+                    return Some((Err(timeout), None));
+                }
+                tokio::time::sleep_until(at).await;
+                let resp = match reply {
+                    zlock_server::commit::raft::peer::Reply::Append(Ok(r)) => r,
+                    other => {
+                        let e = NetworkError::from_string(format!("member {to}: {other:?}"));
+                        return Some((Err(RPCError::Network(e)), None));
+                    }
+                };
+                let matching = match &resp {
+                    AppendEntriesResponse::Success => sent.last,
+                    AppendEntriesResponse::PartialSuccess(m) => *m,
+                    _ => None,
+                };
+                let acks = lock(&w).locals.get(&from).map(|l| l.acks.clone());
+                if let (Some(acks), Some(t)) = (acks, sent.ticket) {
+                    if !acks.took(to, t, &sent.vote, matching) {
+                        lock(&w).event(format!(
+                            "append stream {to}->{from} reply dropped: {to} asked to be \
+                             forgotten since"
+                        ));
+                        let e =
+                            NetworkError::from_string(format!("member {to} started blank since"));
+                        return Some((Err(RPCError::Network(e)), None));
+                    }
+                }
+                let whole = matches!(resp, AppendEntriesResponse::Success);
+                let answer = resp.into_stream_result(sent.prev, sent.last);
+                let more = (whole && answer.is_ok()).then_some((tasks, sent_rx, rep_rx));
+                Some((Ok(answer), more))
+            }
+        });
+        Ok(Box::pin(answers))
+    }
+}
+
 impl RaftNetworkV2<Zraft> for SimPeer {
     type SnapshotData = tokio::fs::File;
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> openraft::base::BoxFuture<'s, Result<BoxStream<'s, Answer>, RpcErr>>
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
+    {
+        if !lock(&self.world).streams {
+            return openraft::network::stream_append_sequential(self, input, option);
+        }
+        Box::pin(async move {
+            let s = self.pipelined(input, option).await?;
+            Ok(s as BoxStream<'s, Answer>)
+        })
+    }
 
     async fn append_entries(
         &mut self,

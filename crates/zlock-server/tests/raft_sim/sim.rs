@@ -665,6 +665,8 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     let ids: Vec<u64> = (1..=n).collect();
     let world = World::new(StdRng::seed_from_u64(rng.gen()));
     lock(&world).voters = ids.len();
+    // From the seed's parity, not its RNG: every other draw of a seed stays as it was.
+    lock(&world).streams = seed % 2 == 1;
     let members = Arc::new(Mutex::new(Members {
         running: BTreeMap::new(),
     }));
@@ -705,13 +707,18 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     sim.event(format!(
         "seed {seed}: {n} members, crash {} partition {} weather {} (per mille per step), \
          wipe {}% of crashes, fsync up to {} us, late start {late:?}, the leader crashes \
-         after {}% of blank members' joins",
+         after {}% of blank members' joins, appends {}",
         sim.crash_odds,
         sim.partition_odds,
         sim.weather_odds,
         sim.wipe_odds,
         sim.fsync_us,
-        sim.leader_crash_odds
+        sim.leader_crash_odds,
+        if lock(&world).streams {
+            "pipelined"
+        } else {
+            "one at a time"
+        }
     ));
     for id in ids.clone() {
         if Some(id) == late {

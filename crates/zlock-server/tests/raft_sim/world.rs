@@ -108,6 +108,10 @@ pub struct World {
     pub stamps: BTreeMap<(u64, i64, i32), (u64, i64)>,
     /// The highest offset of any member's clock when it stamped a Txn as leader.
     pub max_stamp_offset: i64,
+    /// Whether appends go as pipelined streams (one simulated connection each, in
+    /// order, several in flight, as `commit::raft::stream` sends them) or one at a
+    /// time as messages (lost, late, duplicated independently): half the seeds each.
+    pub streams: bool,
 }
 
 /// Wall-clock time at the simulation's start (ms since the epoch).
@@ -135,6 +139,7 @@ impl World {
             clocks: BTreeMap::new(),
             stamps: BTreeMap::new(),
             max_stamp_offset: 0,
+            streams: false,
         }))
     }
 

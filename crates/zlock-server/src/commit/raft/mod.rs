@@ -37,7 +37,7 @@ pub mod runtime;
 pub mod sm;
 #[cfg(test)]
 mod storage_suite_tests;
-mod stream;
+pub mod stream;
 #[cfg(test)]
 mod stream_tests;
 pub mod types;
