@@ -4,9 +4,11 @@
 //! exact bytes). The values are built here; their encodings must equal the files, and
 //! the files must decode to the values again.
 //!
-//! These bytes are postcard encodings of openraft's serde types (and of zlock's own
-//! around them), so an openraft upgrade, or a change to one of those types, changes
-//! them silently; this test is what notices. When it fails, do not just regenerate the
+//! The disk records are zlock's own types (`codec::v1`), laid out as openraft's serde
+//! types were when zlock first wrote them; the frames are still postcard encodings of
+//! openraft's types inside zlock's own, fenced by the peer `PROTOCOL` version. Either
+//! can change by an edit here or, for frames, by an openraft upgrade; this test is what
+//! notices. When it fails, do not just regenerate the
 //! files: data already on disk, and members still running the older build, have the old
 //! bytes. Give the format a new version (the peer `PROTOCOL`; a version of the record
 //! in `codec.rs` with a reader for the old one), then regenerate the files:
@@ -287,6 +289,9 @@ fn disk_records(g: &mut Golden) {
         codec::encode_purged,
         codec::decode_purged,
     );
+    let (enc, dec) = (codec::encode_gate, codec::decode_gate);
+    g.disk("gate_closed", &Some(log_id(9, 3, 1200)), enc, dec);
+    g.disk("gate_open", &None, enc, dec);
     g.check(
         "snapshot_head",
         &snapshot_meta(),

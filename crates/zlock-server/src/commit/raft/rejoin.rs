@@ -346,7 +346,7 @@ impl Gate {
         let file = MetaFile::open(meta_dir, "rejoin").map_err(io_err)?;
         let target = match file.load().map_err(io_err)? {
             None => None,
-            Some(b) => postcard::from_bytes::<Option<LogId>>(&b).map_err(io_err)?,
+            Some(b) => super::codec::decode_gate(&b)?,
         };
         Ok(Gate {
             inner: Mutex::new(GateFile { file, target }),
@@ -407,7 +407,7 @@ impl Gate {
 
 impl GateFile {
     fn save(&mut self, target: Option<LogId>) -> std::io::Result<()> {
-        let bytes = postcard::to_allocvec(&target).map_err(io_err)?;
+        let bytes = super::codec::encode_gate(&target)?;
         self.file.store(&bytes).map_err(io_err)?;
         self.target = target;
         Ok(())

@@ -249,12 +249,13 @@ mod tests {
     }
 
     /// What a member running on openraft 0.9 wrote (log entries, the vote, the log's
-    /// purge point and snapshot metas, all postcard) reads the same on 0.10: a member
-    /// upgraded in place keeps its data.
+    /// purge point and snapshot metas, all postcard of 0.9's types) reads the same
+    /// through zlock's own records (`codec`): a member upgraded in place keeps its data.
     mod written_by_openraft_09 {
         use std::collections::{BTreeMap, BTreeSet};
 
         use super::*;
+        use crate::commit::raft::codec;
         use openraft::{BasicNode, EntryPayload};
 
         openraft09::declare_raft_types!(
@@ -270,9 +271,9 @@ mod tests {
             openraft09::LogId::new(openraft09::CommittedLeaderId::new(term, node), index)
         }
 
-        fn reread<O: serde::Serialize, N: serde::de::DeserializeOwned>(old: &O) -> N {
-            let bytes = postcard::to_allocvec(old).unwrap();
-            postcard::from_bytes(&bytes).unwrap()
+        /// `old` as 0.9 wrote it (postcard), read by today's reader of that record.
+        fn reread<O: serde::Serialize, N>(old: &O, read: fn(&[u8]) -> std::io::Result<N>) -> N {
+            read(&postcard::to_allocvec(old).unwrap()).unwrap()
         }
 
         fn nodes() -> BTreeMap<u64, String> {
@@ -293,7 +294,7 @@ mod tests {
                 log_id: old_log_id(3, 2, 41),
                 payload: openraft09::EntryPayload::Normal(p.clone()),
             };
-            let new: Entry = reread(&old);
+            let new: Entry = reread(&old, codec::decode_entry);
             assert_eq!(new.log_id, log_id(3, 2, 41));
             assert!(matches!(new.payload, EntryPayload::Normal(ref q) if *q == p));
 
@@ -301,7 +302,7 @@ mod tests {
                 log_id: old_log_id(4, 1, 42),
                 payload: openraft09::EntryPayload::Blank,
             };
-            let new: Entry = reread(&old);
+            let new: Entry = reread(&old, codec::decode_entry);
             assert_eq!(new.log_id, log_id(4, 1, 42));
             assert!(matches!(new.payload, EntryPayload::Blank));
 
@@ -318,7 +319,7 @@ mod tests {
                     old_nodes,
                 )),
             };
-            let new: Entry = reread(&old);
+            let new: Entry = reread(&old, codec::decode_entry);
             let EntryPayload::Membership(m) = new.payload else {
                 panic!("not a membership: {:?}", new.payload)
             };
@@ -332,12 +333,17 @@ mod tests {
 
         #[test]
         fn votes_and_log_ids_read_the_same() {
-            let new: Vote = reread(&openraft09::Vote::<u64>::new_committed(9, 3));
+            let new = reread(
+                &openraft09::Vote::<u64>::new_committed(9, 3),
+                codec::decode_vote,
+            );
             assert_eq!(new, Vote::new_committed(9, 3));
-            let new: Vote = reread(&openraft09::Vote::<u64>::new(10, 2));
+            let new = reread(&openraft09::Vote::<u64>::new(10, 2), codec::decode_vote);
             assert_eq!(new, Vote::new(10, 2));
-            let new: Option<LogId> = reread(&Some(old_log_id(9, 3, 1000)));
+            let new = reread(&Some(old_log_id(9, 3, 1000)), codec::decode_gate);
             assert_eq!(new, Some(log_id(9, 3, 1000)));
+            let new = reread(&old_log_id(9, 3, 1000), codec::decode_purged);
+            assert_eq!(new, log_id(9, 3, 1000));
         }
 
         #[test]
@@ -354,7 +360,12 @@ mod tests {
                 ),
                 snapshot_id: "5-300".into(),
             };
-            let new: SnapshotMeta = reread(&old);
+            // A snapshot file's head: the meta's length, then the meta.
+            let meta = postcard::to_allocvec(&old).unwrap();
+            let mut head = (meta.len() as u32).to_le_bytes().to_vec();
+            head.extend_from_slice(&meta);
+            let (new, rest) = codec::split_snapshot(&head).unwrap();
+            assert!(rest.is_empty());
             assert_eq!(new.last_log_id, Some(log_id(5, 1, 300)));
             assert_eq!(new.last_membership.log_id(), &Some(log_id(2, 1, 7)));
             let voters: Vec<u64> = new.last_membership.membership().voter_ids().collect();
