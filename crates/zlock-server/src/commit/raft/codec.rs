@@ -107,7 +107,7 @@ pub mod v1 {
     }
 }
 
-fn to_v1_id(l: &LogId) -> v1::LogId {
+pub(super) fn to_v1_id(l: &LogId) -> v1::LogId {
     v1::LogId {
         term: l.leader_id.term,
         leader: l.leader_id.node_id,
@@ -115,7 +115,7 @@ fn to_v1_id(l: &LogId) -> v1::LogId {
     }
 }
 
-fn from_v1_id(l: v1::LogId) -> LogId {
+pub(super) fn from_v1_id(l: v1::LogId) -> LogId {
     LogId::new(
         CommittedLeaderId {
             term: l.term,
@@ -147,22 +147,19 @@ fn from_v1_config(c: v1::Config) -> std::io::Result<Membership> {
     Membership::new(c.voters, nodes).map_err(io_err)
 }
 
-/// A log entry as its WAL record's payload.
-pub fn encode_entry(e: &Entry) -> std::io::Result<Vec<u8>> {
+pub(super) fn to_v1_entry(e: &Entry) -> v1::EntryRef<'_> {
     let payload = match &e.payload {
         EntryPayload::Blank => v1::PayloadRef::Blank,
         EntryPayload::Normal(p) => v1::PayloadRef::Batch(p),
         EntryPayload::Membership(m) => v1::PayloadRef::Config(to_v1_config(m)),
     };
-    let record = v1::EntryRef {
+    v1::EntryRef {
         log_id: to_v1_id(&e.log_id),
         payload,
-    };
-    postcard::to_allocvec(&record).map_err(io_err)
+    }
 }
 
-pub fn decode_entry(bytes: &[u8]) -> std::io::Result<Entry> {
-    let record: v1::EntryOwned = postcard::from_bytes(bytes).map_err(io_err)?;
+pub(super) fn from_v1_entry(record: v1::EntryOwned) -> std::io::Result<Entry> {
     let payload = match record.payload {
         v1::Payload::Blank => EntryPayload::Blank,
         v1::Payload::Batch(p) => EntryPayload::Normal(p),
@@ -174,23 +171,59 @@ pub fn decode_entry(bytes: &[u8]) -> std::io::Result<Entry> {
     })
 }
 
-/// The vote, as its file (`vote`) holds it.
-pub fn encode_vote(v: &Vote) -> std::io::Result<Vec<u8>> {
-    let record = v1::Vote {
+pub(super) fn to_v1_vote(v: &Vote) -> v1::Vote {
+    v1::Vote {
         term: v.leader_id.term,
         member: v.leader_id.node_id,
         committed: v.committed,
-    };
-    postcard::to_allocvec(&record).map_err(io_err)
+    }
 }
 
-pub fn decode_vote(bytes: &[u8]) -> std::io::Result<Vote> {
-    let v: v1::Vote = postcard::from_bytes(bytes).map_err(io_err)?;
-    Ok(if v.committed {
+pub(super) fn from_v1_vote(v: v1::Vote) -> Vote {
+    if v.committed {
         Vote::new_committed(v.term, v.member)
     } else {
         Vote::new(v.term, v.member)
+    }
+}
+
+pub(super) fn to_v1_meta(m: &SnapshotMeta) -> v1::SnapshotMeta {
+    v1::SnapshotMeta {
+        last: m.last_log_id.as_ref().map(to_v1_id),
+        config_at: m.last_membership.log_id().as_ref().map(to_v1_id),
+        config: to_v1_config(m.last_membership.membership()),
+        reserved: String::new(),
+    }
+}
+
+pub(super) fn from_v1_meta(m: v1::SnapshotMeta) -> std::io::Result<SnapshotMeta> {
+    Ok(SnapshotMeta {
+        last_log_id: m.last.map(from_v1_id),
+        last_membership: openraft::StoredMembership::new(
+            m.config_at.map(from_v1_id),
+            from_v1_config(m.config)?,
+        ),
     })
+}
+
+/// A log entry as its WAL record's payload.
+pub fn encode_entry(e: &Entry) -> std::io::Result<Vec<u8>> {
+    postcard::to_allocvec(&to_v1_entry(e)).map_err(io_err)
+}
+
+pub fn decode_entry(bytes: &[u8]) -> std::io::Result<Entry> {
+    from_v1_entry(postcard::from_bytes(bytes).map_err(io_err)?)
+}
+
+/// The vote, as its file (`vote`) holds it.
+pub fn encode_vote(v: &Vote) -> std::io::Result<Vec<u8>> {
+    postcard::to_allocvec(&to_v1_vote(v)).map_err(io_err)
+}
+
+pub fn decode_vote(bytes: &[u8]) -> std::io::Result<Vote> {
+    postcard::from_bytes(bytes)
+        .map(from_v1_vote)
+        .map_err(io_err)
 }
 
 /// The log's purge point, as its file (`purged`) holds it.
@@ -216,13 +249,7 @@ pub fn decode_gate(bytes: &[u8]) -> std::io::Result<Option<LogId>> {
 /// meta`, the snapshot's Raft meta (last log id, membership); the host's payload
 /// follows (see `sm.rs`).
 pub fn encode_snapshot_head(m: &SnapshotMeta) -> std::io::Result<Vec<u8>> {
-    let record = v1::SnapshotMeta {
-        last: m.last_log_id.as_ref().map(to_v1_id),
-        config_at: m.last_membership.log_id().as_ref().map(to_v1_id),
-        config: to_v1_config(m.last_membership.membership()),
-        reserved: String::new(),
-    };
-    let meta = postcard::to_allocvec(&record).map_err(io_err)?;
+    let meta = postcard::to_allocvec(&to_v1_meta(m)).map_err(io_err)?;
     let mut head = Vec::with_capacity(4 + meta.len());
     head.extend_from_slice(&(meta.len() as u32).to_le_bytes());
     head.extend_from_slice(&meta);
@@ -239,13 +266,6 @@ pub fn split_snapshot(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> 
     if rest.len() < n {
         return Err(io_err("snapshot meta cut short"));
     }
-    let record: v1::SnapshotMeta = postcard::from_bytes(&rest[..n]).map_err(io_err)?;
-    let meta = SnapshotMeta {
-        last_log_id: record.last.map(from_v1_id),
-        last_membership: openraft::StoredMembership::new(
-            record.config_at.map(from_v1_id),
-            from_v1_config(record.config)?,
-        ),
-    };
+    let meta = from_v1_meta(postcard::from_bytes(&rest[..n]).map_err(io_err)?)?;
     Ok((meta, &rest[n..]))
 }

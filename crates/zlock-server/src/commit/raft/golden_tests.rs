@@ -4,11 +4,10 @@
 //! exact bytes). The values are built here; their encodings must equal the files, and
 //! the files must decode to the values again.
 //!
-//! The disk records are zlock's own types (`codec::v1`), laid out as openraft's serde
-//! types were when zlock first wrote them; the frames are still postcard encodings of
-//! openraft's types inside zlock's own, fenced by the peer `PROTOCOL` version. Either
-//! can change by an edit here or, for frames, by an openraft upgrade; this test is what
-//! notices. When it fails, do not just regenerate the
+//! The disk records (`codec::v1`) and openraft's messages inside the frames (`wire`)
+//! are zlock's own types, laid out as openraft's serde types were when zlock first
+//! wrote and sent them, converted to openraft's in those two modules only. An edit to
+//! one of them changes these bytes; this test is what notices. When it fails, do not just regenerate the
 //! files: data already on disk, and members still running the older build, have the old
 //! bytes. Give the format a new version (the peer `PROTOCOL`; a version of the record
 //! in `codec.rs` with a reader for the old one), then regenerate the files:

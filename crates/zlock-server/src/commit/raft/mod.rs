@@ -41,6 +41,7 @@ pub mod stream;
 #[cfg(test)]
 mod stream_tests;
 pub mod types;
+mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;

@@ -68,8 +68,8 @@ struct HelloV1 {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
-    Append(AppendEntriesRequest<Zraft>),
-    Vote(VoteRequest<Zraft>),
+    Append(#[serde(with = "super::wire::append")] AppendEntriesRequest<Zraft>),
+    Vote(#[serde(with = "super::wire::vote_request")] VoteRequest<Zraft>),
     /// Part of a snapshot file, at `offset` (0 starts a new file on this connection).
     SnapshotChunk {
         offset: u64,
@@ -78,11 +78,13 @@ pub enum Request {
     },
     /// The snapshot file sent on this connection is whole: install it.
     SnapshotDone {
+        #[serde(with = "super::wire::vote")]
         vote: Vote,
+        #[serde(with = "super::wire::snapshot_meta")]
         meta: SnapshotMeta,
     },
     /// The leader hands leadership to the named member (see [`super::HandOver`]).
-    TransferLeader(TransferLeaderRequest<Zraft>),
+    TransferLeader(#[serde(with = "super::wire::transfer")] TransferLeaderRequest<Zraft>),
     /// Proposals from a member that is not the leader, in order.
     Forward(Vec<Proposal>),
     /// Sessions active at the sending member since its last report (to the leader,
@@ -107,12 +109,20 @@ pub enum Request {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
     Hello(Result<(), String>),
-    Append(Result<AppendEntriesResponse<Zraft>, RaftError<Zraft>>),
-    Vote(Result<VoteResponse<Zraft>, RaftError<Zraft>>),
+    Append(
+        #[serde(with = "super::wire::append_reply")]
+        Result<AppendEntriesResponse<Zraft>, RaftError<Zraft>>,
+    ),
+    Vote(#[serde(with = "super::wire::vote_reply")] Result<VoteResponse<Zraft>, RaftError<Zraft>>),
     /// A chunk written (`Ok`), or why not.
     SnapshotChunk(Result<(), String>),
-    Snapshot(Result<SnapshotResponse<Zraft>, String>),
-    TransferLeader(Result<TransferLeaderResponse<Zraft>, String>),
+    Snapshot(
+        #[serde(with = "super::wire::snapshot_reply")] Result<SnapshotResponse<Zraft>, String>,
+    ),
+    TransferLeader(
+        #[serde(with = "super::wire::transfer_reply")]
+        Result<TransferLeaderResponse<Zraft>, String>,
+    ),
     /// The last forwarded proposal's log index once all are committed and applied on the
     /// leader, or why not (possibly committed: the caller treats it as lost).
     Forward(Result<u64, ForwardError>),
@@ -124,7 +134,7 @@ pub enum Reply {
     Reconfig(Result<super::members::ConfigView, super::reconfig::ReconfigError>),
     /// The leader vote under which none of the asker's earlier acknowledgements are
     /// needed; `None`: they may be (see [`super::rejoin`]).
-    Forgotten(Option<Vote>),
+    Forgotten(#[serde(with = "super::wire::opt_vote")] Option<Vote>),
 }
 
 /// What the peer server hands to the member's host.

@@ -93,7 +93,9 @@ use super::types::{LogId, Vote};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Standing {
     /// Its current vote; `None` while it is blank itself.
+    #[serde(with = "super::wire::opt_vote")]
     pub vote: Option<Vote>,
+    #[serde(with = "super::wire::opt_log_id")]
     pub last_log_id: Option<LogId>,
     /// Whether it leads now.
     pub leads: bool,
