@@ -2,8 +2,11 @@
 //! member's handshake does) and sends batches of Txns, one batch at a time, to the
 //! member it believes leads, through zlock's own leader-side write
 //! (`peer::write_as_leader`). The writes: sequential creates, native lock acquires
-//! (zlock-core's lock op), releases (deleting its lock node) and, now and then, closing
-//! its session. A batch is acknowledged when the write returns Ok.
+//! (zlock-core's lock op), releases (deleting its lock node), TTL nodes made, touched
+//! (setData) and asked to be removed as expired (a `DeleteExpired` naming them, as a
+//! leader's ticker proposes one, early or not: the state machine decides at apply
+//! time, by the Txn's time) and, now and then, closing its session. A batch is
+//! acknowledged when the write returns Ok.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +16,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use zlock_core::{MemberId, Origin, SessionId, Txn, TxnBody};
 use zlock_proto::records::{
-    lock_mode, Acl, CreateRequest, DeleteRequest, LockRequest, LockResponse,
+    lock_mode, Acl, CreateRequest, CreateTtlRequest, DeleteRequest, LockRequest, LockResponse,
+    SetDataRequest,
 };
 use zlock_proto::{OpCode, Reader, Record, Request};
 use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
@@ -60,6 +64,9 @@ pub struct Client {
     xid: i32,
     /// Lock nodes this client's session made (holding or waiting).
     nodes: Vec<String>,
+    /// The TTL nodes this client asked for (made, or perhaps made, or perhaps
+    /// removed since: a request on one that is gone fails harmlessly).
+    ttl_nodes: Vec<String>,
 }
 
 impl Client {
@@ -81,6 +88,7 @@ impl Client {
             session: None,
             xid: 0,
             nodes: Vec::new(),
+            ttl_nodes: Vec::new(),
         }
     }
 
@@ -111,7 +119,13 @@ impl Client {
         let n = self.rng.gen_range(1..=3);
         let mut out = Vec::new();
         for _ in 0..n {
-            let roll = self.rng.gen_range(0..100);
+            let roll = self.rng.gen_range(0..112);
+            if roll >= 100 {
+                if let Some(t) = self.ttl_write(now, roll - 100) {
+                    out.push(t);
+                }
+                continue;
+            }
             let req = if roll < 40 {
                 Request::Create(
                     OpCode::Create,
@@ -155,6 +169,38 @@ impl Client {
             out.push(self.request(now, req));
         }
         out
+    }
+
+    /// A write on TTL nodes (`roll` in 0..12): make one (TTL 20-800 ms), touch one
+    /// (setData resets the time it expires from) or name them all in a DeleteExpired.
+    fn ttl_write(&mut self, now: i64, roll: u32) -> Option<Txn> {
+        if roll < 5 || self.ttl_nodes.is_empty() {
+            let path = format!("/t{}-{}", self.id, self.xid + 1);
+            self.ttl_nodes.push(path.clone());
+            if self.ttl_nodes.len() > 8 {
+                self.ttl_nodes.remove(0);
+            }
+            let req = Request::CreateTtl(CreateTtlRequest {
+                path,
+                data: None,
+                acl: Acl::open_unsafe(),
+                flags: 5, // PERSISTENT_WITH_TTL
+                ttl: self.rng.gen_range(20..=800),
+            });
+            return Some(self.request(now, req));
+        }
+        if roll < 8 {
+            let path = self.ttl_nodes[self.rng.gen_range(0..self.ttl_nodes.len())].clone();
+            let req = Request::SetData(SetDataRequest {
+                path,
+                data: Some(vec![1]),
+                version: -1,
+            });
+            return Some(self.request(now, req));
+        }
+        let paths = self.ttl_nodes.clone();
+        let origin = self.origin();
+        Some(Txn::new(origin, now, TxnBody::DeleteExpired { paths }))
     }
 
     /// The member to write to: the leader as a random member sees it (stale at times,

@@ -1,7 +1,8 @@
 //! A member's state-machine host: the real `zlock_core::State`, behind zlock's Raft
 //! state machine (`commit::raft::sm`), so lock grants and fencing tokens are the core's
 //! own. At every applied point it checks lock exclusion and rising fencing tokens, and
-//! that the position holds what every other member applied there.
+//! that the position holds what every other member applied there; at each lock-delay's
+//! end and each TTL node's expiry, that it lasted long enough in true time.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,6 +50,20 @@ pub struct Inner {
     /// Lock-delays ended by a grant since the last check: lock path, length, the
     /// origins of the Txns that started it and that granted the lock.
     ended: Vec<(String, i64, Key, Key)>,
+    /// The TTL nodes this incarnation saw made: each one's TTL (ms) and the origin of
+    /// the Txn that last set its mtime (its create or a setData).
+    ttls: BTreeMap<String, (Key, i64)>,
+    /// TTL nodes removed as expired since the last check: path, TTL, the origins of
+    /// the Txn that last set its mtime and of the one that removed it.
+    expired: Vec<(String, i64, Key, Key)>,
+}
+
+/// Every member's state machine runs with TTL nodes allowed, so the simulation's
+/// clients can make them.
+fn config() -> Config {
+    Config {
+        extended_types: true,
+    }
 }
 
 /// A Txn's origin as `(member, session, xid)`.
@@ -83,7 +98,7 @@ impl SimHost {
         SimHost {
             inner: Arc::new(Mutex::new(Inner {
                 member,
-                state: State::new(Config::default()),
+                state: State::new(config()),
                 history: Vec::new(),
                 replies: BTreeMap::new(),
                 created: BTreeMap::new(),
@@ -91,6 +106,8 @@ impl SimHost {
                 tokens: BTreeMap::new(),
                 delays: BTreeMap::new(),
                 ended: Vec::new(),
+                ttls: BTreeMap::new(),
+                expired: Vec::new(),
             })),
             world,
         }
@@ -132,7 +149,17 @@ impl Inner {
         };
         for (pos, t) in txns.iter().enumerate() {
             let before = lock_delays(&self.state);
+            // The TTL nodes a DeleteExpired names that exist before it.
+            let named: Vec<String> = match &t.body {
+                TxnBody::DeleteExpired { paths } => paths
+                    .iter()
+                    .filter(|p| self.state.tree.contains(p))
+                    .cloned()
+                    .collect(),
+                _ => Vec::new(),
+            };
             let a = self.state.apply_txn(t);
+            self.track_ttls(t, &a, named);
             // A lock-delay that starts here (one already running, or running in the
             // snapshot this member started from, is not one this member saw start).
             for (lock, until) in lock_delays(&self.state) {
@@ -160,6 +187,38 @@ impl Inner {
                     outcome: outcome(&a),
                 },
             });
+        }
+    }
+
+    /// Follows the TTL nodes: made or touched by `t`, or removed by it as expired
+    /// (`named`: the paths it named that existed before it).
+    fn track_ttls(&mut self, t: &Txn, a: &Applied, named: Vec<String>) {
+        match &t.body {
+            TxnBody::Request {
+                request: Request::CreateTtl(r),
+                ..
+            } if a.reply.err == 0 => {
+                self.ttls.insert(r.path.clone(), (key(t), r.ttl));
+            }
+            TxnBody::Request {
+                request: Request::SetData(r),
+                ..
+            } if a.reply.err == 0 => {
+                if let Some(at) = self.ttls.get_mut(&r.path) {
+                    at.0 = key(t);
+                }
+            }
+            TxnBody::DeleteExpired { .. } => {
+                for path in named {
+                    if self.state.tree.contains(&path) {
+                        continue;
+                    }
+                    if let Some((start, ttl)) = self.ttls.remove(&path) {
+                        self.expired.push((path, ttl, start, key(t)));
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -244,10 +303,14 @@ impl Apply for SimHost {
         h.history.extend(recs.iter().cloned());
         let member = h.member;
         let ended = std::mem::take(&mut h.ended);
+        let expired = std::mem::take(&mut h.expired);
         drop(h);
         let mut w = wlock(&self.world);
         for (lock, length, start, grant) in ended {
-            w.check_lock_delay(&lock, length, start, grant);
+            w.check_lasted("lock-delay", &format!("on {lock}"), length, start, grant);
+        }
+        for (path, ttl, touched, removed) in expired {
+            w.check_lasted("TTL", &format!("of {path}"), ttl, touched, removed);
         }
         for rec in recs {
             w.event(format!(
@@ -290,7 +353,7 @@ impl Snapshots for SimHost {
 
     fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
         let mut state =
-            zlock_core::snapshot::decode(payload, Config::default()).map_err(|e| e.to_string())?;
+            zlock_core::snapshot::decode(payload, config()).map_err(|e| e.to_string())?;
         state.applied = index;
         let mut h = lock(&self.inner);
         h.state = state;

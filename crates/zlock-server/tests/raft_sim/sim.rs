@@ -50,6 +50,9 @@ pub struct Outcome {
     /// Crashes that lost the member's whole disk.
     pub wipes: usize,
     pub partitions: usize,
+    /// Lock-delays and TTL nodes whose length was checked against true time (a
+    /// member counts each it saw end).
+    pub lasted_checks: BTreeMap<&'static str, usize>,
 }
 
 /// A failed run: what broke, and the latest events before it.
@@ -844,5 +847,6 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         crashes: sim.crashes,
         wipes: sim.wipes,
         partitions: sim.partitions,
+        lasted_checks: w.lasted_checks.clone(),
     })
 }

@@ -108,6 +108,8 @@ pub struct World {
     pub stamps: BTreeMap<(u64, i64, i32), (u64, i64)>,
     /// The highest offset of any member's clock when it stamped a Txn as leader.
     pub max_stamp_offset: i64,
+    /// How many ends [`World::check_lasted`] checked, by kind.
+    pub lasted_checks: BTreeMap<&'static str, usize>,
     /// Whether appends go as pipelined streams (one simulated connection each, in
     /// order, several in flight, as `commit::raft::stream` sends them) or one at a
     /// time as messages (lost, late, duplicated independently): half the seeds each.
@@ -139,6 +141,7 @@ impl World {
             clocks: BTreeMap::new(),
             stamps: BTreeMap::new(),
             max_stamp_offset: 0,
+            lasted_checks: BTreeMap::new(),
             streams: false,
         }))
     }
@@ -164,31 +167,34 @@ impl World {
         self.max_stamp_offset = self.max_stamp_offset.max(offset);
     }
 
-    /// A lock-delay of `delay` ms started by the Txn of origin `start` on `lock`, and
-    /// the lock granted by the Txn of origin `grant`: the grant must come no sooner
-    /// than the delay after the start, in simulated (true) time, less what the
-    /// leaders' clocks being ahead of the start's stamper can take off it (a follower's
-    /// clock takes nothing off: leaders stamp every Txn). A lock-delay ended early is
-    /// the hazard the lock-delay exists to prevent: a paused holder acting under a lock
-    /// already given to the next one.
-    pub fn check_lock_delay(
+    /// Something that must last `length` ms of the leaders' time (a lock-delay, until a
+    /// grant; a TTL node, from its last change until its removal as expired), started
+    /// by the Txn of origin `start` and ended by the Txn of origin `end`: the end must
+    /// come no sooner than `length` after the start, in simulated (true) time, less what
+    /// the leaders' clocks being ahead of the start's stamper can take off it (a
+    /// follower's clock takes nothing off: leaders stamp every Txn). Ended early, a
+    /// lock-delay lets the next holder in while a paused holder may still act; a TTL
+    /// node goes while its owner still counts on it.
+    pub fn check_lasted(
         &mut self,
-        lock: &str,
-        delay: i64,
+        kind: &'static str,
+        what: &str,
+        length: i64,
         start: (u64, i64, i32),
-        grant: (u64, i64, i32),
+        end: (u64, i64, i32),
     ) {
-        let (Some(&(started, off)), Some(&(granted, _))) =
-            (self.stamps.get(&start), self.stamps.get(&grant))
+        let (Some(&(started, off)), Some(&(ended, _))) =
+            (self.stamps.get(&start), self.stamps.get(&end))
         else {
             return;
         };
+        *self.lasted_checks.entry(kind).or_default() += 1;
         let slack = (self.max_stamp_offset - off).max(0);
-        let waited = granted as i64 - started as i64;
-        if waited < delay - slack {
+        let lasted = ended as i64 - started as i64;
+        if lasted < length - slack {
             self.violation(format!(
-                "lock-delay of {delay} ms on {lock} ended after {waited} ms (the leaders' \
-                 clocks allow {slack} ms less)"
+                "{kind} {what} of {length} ms ended after {lasted} ms (the leaders' clocks allow \
+                 {slack} ms less)"
             ));
         }
     }
