@@ -9,7 +9,10 @@
 # Source it, then:
 #   sys_init DIR               where the instances' directories go (created)
 #   sys_start NAME KIND        start an instance; KIND is one of
-#                                zlock  zlock-ens  zk  zk-ens  redis  redis-aof  etcd  etcd-ens
+#                                zlock  zlock-ens  zk  zk-ens  redis  redis-aof  redis-repl
+#                                etcd  etcd-ens
+#                              (redis-repl: a primary and one replica, both `appendonly yes`,
+#                              `appendfsync always`; SYS_HOSTS names the primary only)
 #                              (-ens: SYS_MEMBERS members, default 3). Sets, for NAME:
 #                                SYS_HOSTS[NAME]  host:port,... of every member's client port
 #                                SYS_PORT[NAME]   the first member's client port
@@ -19,7 +22,8 @@
 #                              for their children.
 #   sys_wait NAME [SECS]       until it serves (default 60 s): standalone zlock/ZooKeeper
 #                              answer `srvr` with a Mode, an ensemble has one leader and
-#                              the rest followers, Redis answers PING, every etcd member
+#                              the rest followers, Redis answers PING (redis-repl: and the
+#                              primary lists its replica online), every etcd member
 #                              /health
 #   sys_wait_port PORT [PID] [SECS]   until 127.0.0.1:PORT accepts (PID: fail if it exits)
 #   sys_leader NAME            prints the leader's member number (zlock/ZooKeeper: `srvr`;
@@ -128,7 +132,7 @@ sys_start() { # name kind
     SYS_KIND[$name]=$kind SYS_DIR[$name]=$d SYS_LOG[$name]=${SYS_LOG_PREFIX:-}
     SYS_NAMES+=("$name")
     local n=1 i hosts=() port
-    case $kind in *-ens) n=${SYS_MEMBERS:-3} ;; esac
+    case $kind in *-ens) n=${SYS_MEMBERS:-3} ;; redis-repl) n=2 ;; esac
     SYS_N[$name]=$n
     case $kind in
     zlock | zk)
@@ -168,6 +172,27 @@ sys_start() { # name kind
                 } >"$d/m$i/zoo.cfg"
             done
         fi
+        ;;
+    redis-repl)
+        for ((i = 1; i <= n; i++)); do
+            port=$(sys_free_port)
+            echo "$port" >"$d/port.$i"
+            mkdir -p "$d/m$i/data"
+        done
+        hosts=("127.0.0.1:$(cat "$d/port.1")")
+        for ((i = 1; i <= n; i++)); do
+            {
+                echo "port $(cat "$d/port.$i")"
+                echo "bind 127.0.0.1"
+                echo "daemonize no"
+                echo "dir $d/m$i/data"
+                echo "save \"\""
+                echo "maxclients 15000"
+                echo "appendonly yes"
+                echo "appendfsync always"
+                ((i == 1)) || echo "replicaof 127.0.0.1 $(cat "$d/port.1")"
+            } >"$d/redis-m$i.conf"
+        done
         ;;
     redis | redis-aof)
         port=$(sys_free_port)
@@ -274,6 +299,7 @@ sys_spawn() { # name i
             "$d/m$i/zoo.cfg" >>"$log" 2>&1 &
         ;;
     redis | redis-aof) redis-server "$d/redis.conf" >>"$log" 2>&1 & ;;
+    redis-repl) redis-server "$d/redis-m$i.conf" >>"$log" 2>&1 & ;;
     etcd | etcd-ens) etcd --config-file "$d/etcd-m$i.yml" >>"$log" 2>&1 & ;;
     esac
     SYS_PID[$name.$i]=$!
@@ -340,6 +366,11 @@ EOF
         esac
     done
     case $kind in *-ens) [[ $kind == etcd-ens ]] || ((leaders == 1 && others == n - 1)) || return 1 ;; esac
+    if [[ $kind == redis-repl ]]; then
+        # The replica has synced: the primary lists it online.
+        redis-cli -p "$(cat "${SYS_DIR[$name]}/port.1")" info replication 2>/dev/null \
+            | grep -q '^slave0:.*state=online' || return 1
+    fi
     return 0
 }
 
@@ -437,6 +468,7 @@ sys_config() { # name
     case ${SYS_KIND[$1]} in
     zlock | zk | zlock-ens) cat "$d/zoo.cfg" ;;
     zk-ens) cat "$d/m1/zoo.cfg" ;;
+    redis-repl) cat "$d/redis-m1.conf" "$d/redis-m2.conf" ;;
     redis*) cat "$d/redis.conf" ;;
     etcd*) cat "$d/etcd-m1.yml" ;;
     esac

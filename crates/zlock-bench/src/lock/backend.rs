@@ -5,7 +5,10 @@
 //! - ZooKeeper protocol (zlock or Apache ZooKeeper) through the zlock client, with the
 //!   fair [`zlock::Mutex`] (Curator's InterProcessMutex) or the [`zlock::NaiveLock`].
 //! - Redis: acquire `SET key token NX PX ttl`, release by a Lua compare-and-delete;
-//!   waiters retry with an exponential backoff with jitter (what most Redis users run).
+//!   waiters retry with an exponential backoff with jitter (what most Redis users run);
+//!   with `--redis-wait-replicas N`, each lock write is followed by `WAIT N` (a primary
+//!   with replicas, as Redisson runs it: the write is on N replicas before the lock is
+//!   taken or given up, though a replica does not fsync before it acknowledges).
 //! - etcd (with the `etcd` feature): the v3 Lock API, each session's lock keys attached
 //!   to its own lease (kept alive while the session is open).
 
@@ -69,7 +72,33 @@ pub struct Target {
     pub ns: String,
     pub redis_backoff_min: Duration,
     pub redis_backoff_max: Duration,
+    /// Redis: replicas each lock write waits for (`WAIT n`), 0 for none.
+    pub redis_wait_replicas: u32,
     pub stats: Arc<Stats>,
+}
+
+/// How long a Redis lock write waits for its replicas (`WAIT`) before the run fails.
+const REDIS_WAIT_MS: u64 = 5_000;
+
+/// After a Redis lock write: `WAIT` until `t.redis_wait_replicas` replicas have every
+/// write of this connection so far (nothing when 0). Fewer within [`REDIS_WAIT_MS`]
+/// fails the run: the lock would not survive the primary's loss.
+async fn redis_wait(con: &mut redis::aio::MultiplexedConnection, t: &Target) -> anyhow::Result<()> {
+    let want = t.redis_wait_replicas;
+    if want == 0 {
+        return Ok(());
+    }
+    t.stats.lock_requests.fetch_add(1, Ordering::Relaxed);
+    let got: i64 = redis::cmd("WAIT")
+        .arg(want)
+        .arg(REDIS_WAIT_MS)
+        .query_async(con)
+        .await?;
+    anyhow::ensure!(
+        got >= i64::from(want),
+        "WAIT {want}: only {got} replicas acknowledged a lock write within {REDIS_WAIT_MS} ms"
+    );
+    Ok(())
 }
 
 /// One connection (one ZooKeeper session, one Redis connection, one etcd client+lease).
@@ -336,6 +365,7 @@ impl Lock {
                         .query_async(con)
                         .await?;
                     if ok.is_some() {
+                        redis_wait(con, t).await?;
                         return Ok(Held::Redis(token));
                     }
                     // Full jitter in [delay/2, delay], then double up to the maximum.
@@ -411,6 +441,7 @@ impl Lock {
                     .invoke_async(con)
                     .await?;
                 anyhow::ensure!(deleted == 1, "redis lock {key} expired before release");
+                redis_wait(con, t).await?;
             }
             #[cfg(feature = "etcd")]
             (Lock::Etcd(c, _, _), Held::Etcd(key)) => {

@@ -113,6 +113,11 @@ pub struct LockArgs {
     /// Redis waiters: longest retry delay, milliseconds
     #[arg(long, default_value_t = 20)]
     pub redis_backoff_max_ms: u64,
+    /// Redis: after each lock write (an acquire that took the lock, a release), `WAIT`
+    /// until this many replicas have it (as Redisson does with replicas), failing the
+    /// run if fewer do within 5 s. 0: no WAIT
+    #[arg(long, default_value_t = 0)]
+    pub redis_wait_replicas: u32,
     /// Print one line of JSON instead of an indented object
     #[arg(long)]
     pub json: bool,
@@ -135,6 +140,7 @@ pub async fn run(a: LockArgs) -> anyhow::Result<()> {
         ns,
         redis_backoff_min: Duration::from_micros(a.redis_backoff_min_us.max(1)),
         redis_backoff_max: Duration::from_millis(a.redis_backoff_max_ms.max(1)),
+        redis_wait_replicas: a.redis_wait_replicas,
         stats: Arc::default(),
     };
     let mut out = match a.scenario {
