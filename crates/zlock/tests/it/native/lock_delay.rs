@@ -44,6 +44,9 @@ pub async fn lock_delay_after_the_holder_dies(t: &Target) {
     else {
         panic!("behind the holder: queued")
     };
+    // The observer's member may not have applied the holder's node yet (a read is
+    // served by the member it reaches): a sync first, as a ZooKeeper client would.
+    observer.sync(P).await.unwrap();
     let (Some(_), gone) = observer.exists_watch(&held).await.unwrap() else {
         panic!("the holder's node exists")
     };
@@ -142,8 +145,19 @@ pub async fn paused_recipe_holder_sees_lost_and_its_fenced_write_is_refused(t: &
             (g, Instant::now())
         }
     });
+    // The observer reads from its own member, which may not have applied the lock's
+    // parent yet (a read is served by the member it reaches, as in ZooKeeper): NoNode
+    // there is "nobody queued yet".
     within("the waiter queued", async {
-        while observer.get_children(P, false).await.unwrap().len() < 2 {
+        loop {
+            let queued = match observer.get_children(P, false).await {
+                Ok(children) => children.len(),
+                Err(e) if e.code() == Some(zlock_proto::ErrorCode::NoNode) => 0,
+                Err(e) => panic!("listing {P}: {e}"),
+            };
+            if queued >= 2 {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
