@@ -124,6 +124,18 @@ sys_zoo_cfg() { # file [dataDir clientPort]
     } >"$1"
 }
 
+# A Redis config: loopback, no RDB snapshots; AOF yes means `appendfsync always`.
+sys_redis_conf() { # port dir aof(yes|no)
+    echo "port $1"
+    echo "bind 127.0.0.1"
+    echo "daemonize no"
+    echo "dir $2"
+    echo "save \"\""
+    echo "maxclients 15000"
+    echo "appendonly $3"
+    [[ $3 != yes ]] || echo "appendfsync always"
+}
+
 sys_start() { # name kind
     local name=$1 kind=$2 d
     [[ -n "$SYS_WORK" ]] || { sys_log "sys_init first"; return 1; }
@@ -180,39 +192,20 @@ sys_start() { # name kind
             mkdir -p "$d/m$i/data"
         done
         hosts=("127.0.0.1:$(cat "$d/port.1")")
-        for ((i = 1; i <= n; i++)); do
-            {
-                echo "port $(cat "$d/port.$i")"
-                echo "bind 127.0.0.1"
-                echo "daemonize no"
-                echo "dir $d/m$i/data"
-                echo "save \"\""
-                echo "maxclients 15000"
-                echo "appendonly yes"
-                echo "appendfsync always"
-                ((i == 1)) || echo "replicaof 127.0.0.1 $(cat "$d/port.1")"
-            } >"$d/redis-m$i.conf"
-        done
+        sys_redis_conf "$(cat "$d/port.1")" "$d/m1/data" yes >"$d/redis-m1.conf"
+        {
+            sys_redis_conf "$(cat "$d/port.2")" "$d/m2/data" yes
+            echo "replicaof 127.0.0.1 $(cat "$d/port.1")"
+        } >"$d/redis-m2.conf"
         ;;
     redis | redis-aof)
         port=$(sys_free_port)
         echo "$port" >"$d/port.1"
         hosts=("127.0.0.1:$port")
         mkdir -p "$d/data"
-        {
-            echo "port $port"
-            echo "bind 127.0.0.1"
-            echo "daemonize no"
-            echo "dir $d/data"
-            echo "save \"\""
-            echo "maxclients 15000"
-            if [[ $kind == redis ]]; then
-                echo "appendonly no"
-            else
-                echo "appendonly yes"
-                echo "appendfsync always"
-            fi
-        } >"$d/redis.conf"
+        local aof=yes
+        [[ $kind != redis ]] || aof=no
+        sys_redis_conf "$port" "$d/data" "$aof" >"$d/redis.conf"
         ;;
     etcd | etcd-ens)
         local cluster=() peers=()

@@ -33,11 +33,6 @@ fn from_id(l: Option<v1::LogId>) -> Option<LogId> {
     l.map(codec::from_v1_id)
 }
 
-/// Serializes `value` as the wire type `to` makes of it.
-fn put<S: Serializer, W: Serialize>(s: S, w: W) -> Result<S::Ok, S::Error> {
-    w.serialize(s)
-}
-
 /// Reads a wire type and makes openraft's of it with `from`.
 fn take<'de, D: Deserializer<'de>, W: Deserialize<'de>, T>(
     d: D,
@@ -51,7 +46,7 @@ pub mod vote {
     use super::*;
 
     pub fn serialize<S: Serializer>(v: &Vote, s: S) -> Result<S::Ok, S::Error> {
-        put(s, codec::to_v1_vote(v))
+        codec::to_v1_vote(v).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vote, D::Error> {
@@ -63,7 +58,7 @@ pub mod opt_vote {
     use super::*;
 
     pub fn serialize<S: Serializer>(v: &Option<Vote>, s: S) -> Result<S::Ok, S::Error> {
-        put(s, v.as_ref().map(codec::to_v1_vote))
+        v.as_ref().map(codec::to_v1_vote).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vote>, D::Error> {
@@ -75,7 +70,7 @@ pub mod opt_log_id {
     use super::*;
 
     pub fn serialize<S: Serializer>(l: &Option<LogId>, s: S) -> Result<S::Ok, S::Error> {
-        put(s, to_id(l))
+        to_id(l).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LogId>, D::Error> {
@@ -89,7 +84,7 @@ pub mod snapshot_meta {
     use crate::commit::raft::types::SnapshotMeta;
 
     pub fn serialize<S: Serializer>(m: &SnapshotMeta, s: S) -> Result<S::Ok, S::Error> {
-        put(s, codec::to_v1_meta(m))
+        codec::to_v1_meta(m).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SnapshotMeta, D::Error> {
@@ -101,7 +96,7 @@ pub mod snapshot_meta {
 struct AppendOut<'a> {
     vote: v1::Vote,
     prev: Option<v1::LogId>,
-    entries: Vec<v1::EntryRef<'a>>,
+    entries: EntriesOut<'a>,
     commit: Option<v1::LogId>,
 }
 
@@ -109,8 +104,45 @@ struct AppendOut<'a> {
 struct AppendIn {
     vote: v1::Vote,
     prev: Option<v1::LogId>,
-    entries: Vec<v1::EntryOwned>,
+    entries: EntriesIn,
     commit: Option<v1::LogId>,
+}
+
+/// An append's entries, written as a sequence of [`v1::EntryRef`]s straight from
+/// openraft's (no copy of the list on the request path).
+struct EntriesOut<'a>(&'a [Entry]);
+
+impl Serialize for EntriesOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(codec::to_v1_entry))
+    }
+}
+
+/// An append's entries, each made openraft's as it is read (one list, not two).
+struct EntriesIn(Vec<Entry>);
+
+impl<'de> Deserialize<'de> for EntriesIn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = EntriesIn;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence of log entries")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<EntriesIn, A::Error> {
+                // The hint comes from the peer: bounded, as serde's own Vec does.
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(e) = seq.next_element::<v1::EntryOwned>()? {
+                    out.push(codec::from_v1_entry(e).map_err(serde::de::Error::custom)?);
+                }
+                Ok(EntriesIn(out))
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
 }
 
 pub mod append {
@@ -120,26 +152,23 @@ pub mod append {
         r: &AppendEntriesRequest<Zraft>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        put(
-            s,
-            AppendOut {
-                vote: codec::to_v1_vote(&r.vote),
-                prev: to_id(&r.prev_log_id),
-                entries: r.entries.iter().map(codec::to_v1_entry).collect(),
-                commit: to_id(&r.leader_commit),
-            },
-        )
+        AppendOut {
+            vote: codec::to_v1_vote(&r.vote),
+            prev: to_id(&r.prev_log_id),
+            entries: EntriesOut(&r.entries),
+            commit: to_id(&r.leader_commit),
+        }
+        .serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<AppendEntriesRequest<Zraft>, D::Error> {
         take(d, |a: AppendIn| {
-            let entries = a.entries.into_iter().map(codec::from_v1_entry);
             Ok(AppendEntriesRequest {
                 vote: codec::from_v1_vote(a.vote),
                 prev_log_id: from_id(a.prev),
-                entries: entries.collect::<std::io::Result<Vec<Entry>>>()?,
+                entries: a.entries.0,
                 leader_commit: from_id(a.commit),
             })
         })
@@ -218,7 +247,7 @@ pub mod append_reply {
             }
             Err(e) => Err(to_failure(e)),
         };
-        put(s, w)
+        w.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
@@ -249,14 +278,12 @@ pub mod vote_request {
     use super::*;
 
     pub fn serialize<S: Serializer>(r: &VoteRequest<Zraft>, s: S) -> Result<S::Ok, S::Error> {
-        put(
-            s,
-            VoteAsk {
-                vote: codec::to_v1_vote(&r.vote),
-                last: to_id(&r.last_log_id),
-                transfer: r.leadership_transfer,
-            },
-        )
+        VoteAsk {
+            vote: codec::to_v1_vote(&r.vote),
+            last: to_id(&r.last_log_id),
+            transfer: r.leadership_transfer,
+        }
+        .serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<VoteRequest<Zraft>, D::Error> {
@@ -291,7 +318,7 @@ pub mod vote_reply {
             }),
             Err(e) => Err(to_failure(e)),
         };
-        put(s, w)
+        w.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
@@ -318,7 +345,7 @@ pub mod snapshot_reply {
             Ok(r) => Ok(codec::to_v1_vote(&r.vote)),
             Err(e) => Err(e),
         };
-        put(s, w)
+        w.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
@@ -342,14 +369,12 @@ pub mod transfer {
         r: &TransferLeaderRequest<Zraft>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        put(
-            s,
-            Transfer {
-                from: codec::to_v1_vote(r.from_leader()),
-                to: *r.to_node_id(),
-                last: r.last_log_id().map(codec::to_v1_id),
-            },
-        )
+        Transfer {
+            from: codec::to_v1_vote(r.from_leader()),
+            to: *r.to_node_id(),
+            last: r.last_log_id().map(codec::to_v1_id),
+        }
+        .serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
@@ -399,7 +424,7 @@ pub mod transfer_reply {
             }
             Err(e) => Err(e),
         };
-        put(s, w)
+        w.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
