@@ -165,7 +165,7 @@ pub(crate) async fn start(
         observer = e.is_observer(),
         "starting as an ensemble member"
     );
-    let raft = match timings {
+    let mut raft = match timings {
         None => RaftCommit::start_with(opts, apply, wal, records, listener, hooks).await,
         Some(t) => {
             let wal = crate::commit::Timed::new(wal, t.fsync.clone(), t.batch.clone());
@@ -220,6 +220,19 @@ pub(crate) async fn start(
             .await
         })
     };
+    // What the writer could not carry through reaches the sequencer in order with the
+    // items queued meanwhile (see `Item::Trouble`).
+    let troubles = {
+        let mut rx = raft.troubles();
+        let items = items.clone();
+        tokio::spawn(async move {
+            while let Some(e) = rx.recv().await {
+                if items.send(Item::Trouble(e)).await.is_err() {
+                    return; // stopping
+                }
+            }
+        })
+    };
     let (touch_tx, touch) = watch::channel(Touch {
         in_touch: false,
         silent: raft.reporter().silent(),
@@ -263,7 +276,7 @@ pub(crate) async fn start(
     };
     Ok(Member {
         raft,
-        tasks: [leadership, reports, quorum]
+        tasks: [leadership, reports, quorum, troubles]
             .into_iter()
             .chain(config_view)
             .collect(),

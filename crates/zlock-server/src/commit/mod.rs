@@ -94,6 +94,19 @@ pub trait Commit: Send + 'static {
     /// once a majority has the entries).
     fn propose(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError>;
 
+    /// Proposes `batch` (emptied) without waiting for it where the implementation
+    /// pipelines (Raft: several batches replicate at once, and what fails one is
+    /// reported later, on the implementation's own channel); the order and durability
+    /// rules are [`Commit::propose`]'s. By default, `propose`.
+    fn submit(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
+        self.propose(batch)
+    }
+
+    /// Every client connection was dropped: the requests in batches submitted before
+    /// now have nobody waiting for them (a pipelining implementation that stopped
+    /// taking batches after an unknown outcome takes them again from here).
+    fn dropped_all(&mut self) {}
+
     /// Drops entries through `index` that a snapshot has made unnecessary. Failing to
     /// drop them loses nothing.
     fn purge_through(&mut self, index: LogIndex) -> Result<(), CommitError>;

@@ -311,6 +311,14 @@ impl Core {
                 txns.clear();
                 self.router.drop_all();
             }
+            Item::Trouble(why) => {
+                // Committed or not, nobody can say: drop every client here (they
+                // reconnect and resume), and none of their requests sequenced before
+                // this is proposed.
+                tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
+                txns.clear();
+                self.router.drop_all();
+            }
             // The sequencer takes the log's own items as it gathers a batch.
             Item::Purge { .. } => {}
             Item::Shutdown => return Flow::Stop,

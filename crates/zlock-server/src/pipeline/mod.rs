@@ -133,6 +133,10 @@ pub(crate) enum Item {
     /// move to another member, and no write of theirs may still be on its way from
     /// this one when they write again there.
     OutOfTouch,
+    /// From the commit stage: it could not tell what became of batches it was handed
+    /// ([`CommitError::Unavailable`](crate::commit::CommitError)), which is handled as
+    /// [`Item::OutOfTouch`]; or it failed, and the server stops.
+    Trouble(crate::commit::CommitError),
     /// Flush and stop.
     Shutdown,
 }

@@ -297,11 +297,17 @@ impl Router {
             return;
         };
         if at != 0 {
+            // The earlier writes were not taken (a leader refused their batch and took
+            // the next one: see `commit::raft::write`): answering this one would answer
+            // out of order, and the earlier ones will never be. The client is told
+            // ConnectionLoss for all of them, as for any outcome nobody can tell.
             tracing::warn!(
                 session = %origin.session,
                 xid = origin.xid,
-                "a write was applied before an earlier write of its session"
+                "a write was applied before an earlier write of its session; closing its connection"
             );
+            self.end_session(origin.session);
+            return;
         }
         let Some(Waiting::Write(asker)) = q.remove(at) else {
             return;

@@ -54,6 +54,9 @@ impl<C: Commit> Sequencer<C> {
                 match it {
                     // The log's own business: nothing to sequence.
                     Item::Purge { through } => self.purge(through),
+                    Item::Trouble(e) if !matches!(e, CommitError::Unavailable(_)) => {
+                        return self.fail(e)
+                    }
                     it => batch.push(it),
                 }
                 if batch.len() < MAX_BATCH {
@@ -64,12 +67,14 @@ impl<C: Commit> Sequencer<C> {
                 continue;
             }
             let mut flow = Flow::Go;
+            let mut dropped = false;
             // In chunks, as the core applies: a connection task waiting for the lock
             // waits for a few items, not a whole batch.
             let mut items = batch.drain(..);
             while flow == Flow::Go && items.len() > 0 {
                 with_core(&self.core, &mut dirty, |c| {
                     for it in items.by_ref().take(APPLY_CHUNK) {
+                        dropped |= matches!(it, Item::OutOfTouch | Item::Trouble(_));
                         if c.sequence(it, &mut txns) == Flow::Stop {
                             flow = Flow::Stop;
                             break;
@@ -79,7 +84,13 @@ impl<C: Commit> Sequencer<C> {
                 crate::net::out::flush(&mut dirty);
             }
             drop(items);
-            match self.commit.propose(&mut txns) {
+            if dropped {
+                // Every client was dropped: the batches handed over before hold
+                // nothing anybody waits for (a pipelining log that stopped taking
+                // batches takes them again from here).
+                self.commit.dropped_all();
+            }
+            match self.commit.submit(&mut txns) {
                 Ok(()) => {}
                 Err(CommitError::Unavailable(why)) => {
                     // Committed or not, nobody can say: drop every client here (they

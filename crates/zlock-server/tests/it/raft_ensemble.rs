@@ -508,3 +508,189 @@ fn a_follower_batch_larger_than_a_peer_frame_is_forwarded_in_order() {
         runtime().block_on(c.take().unwrap().shutdown());
     }
 }
+
+/// What one member submitted without waiting (`Commit::submit`), cut into epochs where
+/// its writer reported an unknown outcome (the server drops every client then, and the
+/// test, standing in for the sequencer, says so with `dropped_all`).
+#[derive(Default)]
+struct Submitted {
+    epochs: Vec<Vec<i32>>,
+    troubles: usize,
+}
+
+impl Submitted {
+    /// Submits one single-Txn batch `seq` on member `m`, after taking in any trouble
+    /// its writer reported.
+    fn submit(
+        &mut self,
+        c: &mut RaftCommit,
+        troubles: &mut tokio::sync::mpsc::UnboundedReceiver<CommitError>,
+        m: u64,
+        seq: i32,
+    ) {
+        while let Ok(e) = troubles.try_recv() {
+            assert!(matches!(e, CommitError::Unavailable(_)), "{e}");
+            self.troubles += 1;
+            c.dropped_all();
+            self.epochs.push(Vec::new());
+        }
+        if self.epochs.is_empty() {
+            self.epochs.push(Vec::new());
+        }
+        c.submit(&mut vec![txn(m, seq)]).expect("submitted");
+        self.epochs.last_mut().unwrap().push(seq);
+    }
+
+    /// Member `m`'s Txns in `history` are in the order it submitted them, and within
+    /// each epoch what was applied is a prefix of what was submitted: a batch is never
+    /// applied after a batch before it was lost.
+    fn check(&self, m: u64, history: &[(LogIndex, Txn)]) {
+        let applied: Vec<i32> = history
+            .iter()
+            .filter(|(_, t)| t.origin.member == MemberId(m))
+            .map(|(_, t)| t.origin.xid)
+            .collect();
+        assert!(
+            applied.windows(2).all(|w| w[0] < w[1]),
+            "member {m}'s order: {applied:?}"
+        );
+        for e in &self.epochs {
+            let got: Vec<bool> = e.iter().map(|s| applied.contains(s)).collect();
+            assert!(
+                !got.windows(2).any(|w| !w[0] && w[1]),
+                "member {m}: a batch applied after an earlier one of its epoch was lost: \
+                 submitted {e:?}, applied {applied:?}"
+            );
+        }
+    }
+}
+
+/// The pipelined write path: every member hands batches to its writer without waiting
+/// (`Commit::submit`, as the server's sequencer does), several in flight at once on the
+/// leader and on the followers' forwarding connections; one history on all three, each
+/// member's batches in order. Then the leader stops while the two others have batches in
+/// flight: each survivor's applied batches are still in order, and where an outcome was
+/// unknown, what was applied of that epoch is a prefix of what was submitted.
+#[test]
+fn pipelined_batches_keep_each_members_order_through_a_failover() {
+    let Three {
+        dirs: _dirs,
+        members,
+        mut commits,
+        ..
+    } = three(1000, HEARTBEAT_MS);
+    let leader = agreed_leader(&commits);
+    let mut troubles: Vec<_> = commits
+        .iter_mut()
+        .map(|c| c.as_mut().unwrap().troubles())
+        .collect();
+    let mut submitted: Vec<Submitted> = (0..3).map(|_| Submitted::default()).collect();
+    const FIRST: i32 = 300;
+    for seq in 1..=FIRST {
+        for i in 0..3 {
+            let c = commits[i].as_mut().unwrap();
+            submitted[i].submit(c, &mut troubles[i], i as u64 + 1, seq);
+        }
+    }
+    // A synchronous proposal after them returns once everything before it is settled.
+    for (i, c) in commits.iter_mut().enumerate() {
+        let m = i as u64 + 1;
+        let _ = c.as_mut().unwrap().propose(&mut vec![txn(m, FIRST + 1)]);
+    }
+    let all: Vec<&Member> = members.iter().collect();
+    let n = members
+        .iter()
+        .map(|m| m.history.lock().unwrap().len())
+        .max()
+        .unwrap();
+    let h = one_history(&all, n);
+    for (i, s) in submitted.iter().enumerate() {
+        s.check(i as u64 + 1, &h);
+        if s.troubles == 0 {
+            let mine = h
+                .iter()
+                .filter(|(_, t)| t.origin.member == MemberId(i as u64 + 1))
+                .count();
+            assert_eq!(
+                mine,
+                FIRST as usize + 1,
+                "member {}: every batch applied",
+                i + 1
+            );
+        }
+    }
+
+    // The leader stops a quarter of the way through the survivors' next batches.
+    let li = (leader - 1) as usize;
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != li).collect();
+    const SECOND: i32 = 400;
+    let mut old = None;
+    for seq in FIRST + 2..=FIRST + 1 + SECOND {
+        if seq == FIRST + 1 + SECOND / 4 {
+            // Stopped while the survivors go on submitting.
+            let c = commits[li].take().unwrap();
+            old = Some(runtime().spawn(async move {
+                c.shutdown().await;
+                c
+            }));
+        }
+        for &i in &survivors {
+            let c = commits[i].as_mut().unwrap();
+            submitted[i].submit(c, &mut troubles[i], i as u64 + 1, seq);
+        }
+    }
+    drop(
+        runtime()
+            .block_on(old.expect("the leader stopped"))
+            .unwrap(),
+    );
+    // Settled: a synchronous proposal from each survivor, retried until one goes
+    // through (the first ones may meet the election).
+    let until = Instant::now() + Duration::from_secs(60);
+    for &i in &survivors {
+        let m = i as u64 + 1;
+        let mut seq = 10_000;
+        loop {
+            let c = commits[i].as_mut().unwrap();
+            while troubles[i].try_recv().is_ok() {
+                submitted[i].troubles += 1;
+                c.dropped_all();
+                submitted[i].epochs.push(Vec::new());
+            }
+            match c.propose(&mut vec![txn(m, seq)]) {
+                Ok(()) => break,
+                Err(CommitError::Unavailable(_)) => {}
+                Err(e) => panic!("{e}"),
+            }
+            assert!(
+                Instant::now() < until,
+                "member {m} never wrote after the failover"
+            );
+            seq += 1;
+        }
+    }
+    let surv: Vec<&Member> = survivors.iter().map(|i| &members[*i]).collect();
+    let n = surv
+        .iter()
+        .map(|m| m.history.lock().unwrap().len())
+        .max()
+        .unwrap();
+    let h = one_history(&surv, n);
+    for &i in &survivors {
+        let s = &submitted[i];
+        let applied = h
+            .iter()
+            .filter(|(_, t)| t.origin.member == MemberId(i as u64 + 1))
+            .count();
+        eprintln!(
+            "member {}: {} epochs, {} troubles, {applied} of its Txns applied",
+            i + 1,
+            s.epochs.len(),
+            s.troubles
+        );
+        s.check(i as u64 + 1, &h);
+    }
+    for c in commits.into_iter().flatten() {
+        runtime().block_on(c.shutdown());
+    }
+}

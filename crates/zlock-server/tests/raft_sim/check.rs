@@ -45,6 +45,30 @@ pub fn histories(histories: &[(u64, Vec<Rec>)], ledger: &Ledger) -> Result<usize
             return Err(format!("acknowledged write lost: {t:?}"));
         }
     }
+    let key = |t: &zlock_core::Txn| (t.origin.member.0, t.origin.session.0, t.origin.xid);
+    if let Some(v) = ledger.violations.first() {
+        return Err(v.clone());
+    }
+    // Refused means not taken (the writer sends a refused batch again elsewhere).
+    for t in &ledger.refused_txns {
+        if seen.contains_key(&key(t)) {
+            return Err(format!("a refused write was applied: {t:?}"));
+        }
+    }
+    // Batches in flight together: what was applied of them is a prefix.
+    for g in &ledger.groups {
+        let applied: Vec<bool> = g
+            .iter()
+            .map(|b| b.iter().any(|t| seen.contains_key(&key(t))))
+            .collect();
+        if applied.windows(2).any(|w| !w[0] && w[1]) {
+            return Err(format!(
+                "a group's later batch was applied without an earlier one: {applied:?} \
+                 (first Txn {:?})",
+                g[0].first().map(|t| t.origin)
+            ));
+        }
+    }
     // A client sends one batch at a time, so even the writes whose outcome it never
     // learned must keep their order (a later leader's log can hold an earlier one
     // only before the later writes).

@@ -23,6 +23,7 @@ use zlock_proto::{OpCode, Reader, Record, Request};
 use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::types::WatchReceiver as _;
+use zlock_server::commit::raft::write::Submitter;
 
 use crate::host;
 use crate::world::{lock, Shared};
@@ -42,6 +43,14 @@ pub struct Ledger {
     pub unknown: Vec<Txn>,
     /// Batches refused by a non-leader (not in the history).
     pub refused: usize,
+    /// Their Txns: none may be in the history.
+    pub refused_txns: Vec<Txn>,
+    /// Batches sent together through one pinned submitter (`write::Submitter`), in
+    /// order: the ones applied must be a prefix of each group.
+    pub groups: Vec<Vec<Vec<Txn>>>,
+    /// A group's outcomes broke the submitter's rule (a batch taken after an earlier
+    /// one was refused).
+    pub violations: Vec<String>,
 }
 
 /// Where a client finds the members.
@@ -248,6 +257,12 @@ impl Client {
                 let w = lock(&self.world);
                 (w.clock_of(asked), w.clock_of(to))
             };
+            // A third of the time, several batches in flight at once, as a member's
+            // writer keeps them.
+            if self.session.is_some() && self.rng.gen_range(0..3) == 0 {
+                self.group(to, raft, host, (own, leaders)).await;
+                continue;
+            }
             let batch = self.batch(own);
             lock(&self.world).stamp(to, &batch);
             let props = Proposal::split(batch.iter().cloned());
@@ -265,10 +280,74 @@ impl Client {
             ));
             match r {
                 Ok(Ok(_)) => self.acked(&batch, &host),
-                Ok(Err(ForwardError::NotLeader(_))) => self.ledger.lock().unwrap().refused += 1,
+                Ok(Err(ForwardError::NotLeader(_))) => {
+                    let mut l = self.ledger.lock().unwrap();
+                    l.refused += 1;
+                    l.refused_txns.extend(batch.iter().cloned());
+                }
                 _ => self.unknown(batch),
             }
         }
+    }
+
+    /// 2-4 batches handed to one pinned submitter at `to` before any outcome is
+    /// awaited, their outcomes then read in order (as `write::Writer` does).
+    async fn group(
+        &mut self,
+        to: u64,
+        raft: zlock_server::commit::raft::types::Raft,
+        host: host::SimHost,
+        (own, leaders): (i64, i64),
+    ) {
+        let k = self.rng.gen_range(2..=4);
+        let batches: Vec<Vec<Txn>> = (0..k)
+            .map(|_| {
+                let b = self.batch(own);
+                lock(&self.world).stamp(to, &b);
+                b
+            })
+            .collect();
+        let mut submitter = Submitter::new(raft, to);
+        let mut pending = Vec::new();
+        for b in &batches {
+            let props = Proposal::split(b.iter().cloned());
+            pending.push(submitter.submit(props, leaders).await);
+        }
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut refused_before = false;
+        for (i, (b, p)) in batches.iter().zip(pending).enumerate() {
+            let r = tokio::time::timeout_at(deadline, p).await;
+            let what = match &r {
+                Ok(Ok(i)) => format!("acked through {i}"),
+                Ok(Err(e)) => format!("failed: {e}"),
+                Err(_) => "no answer".to_string(),
+            };
+            lock(&self.world).event(format!(
+                "client {} group batch {i} of {k} ({} Txns) to {to}: {what}",
+                self.id,
+                b.len()
+            ));
+            match r {
+                Ok(Ok(_)) => {
+                    if refused_before {
+                        self.ledger.lock().unwrap().violations.push(format!(
+                            "client {}: batch {i} of a group at member {to} was taken after \
+                             an earlier one was refused",
+                            self.id
+                        ));
+                    }
+                    self.acked(b, &host)
+                }
+                Ok(Err(ForwardError::NotLeader(_))) => {
+                    refused_before = true;
+                    let mut l = self.ledger.lock().unwrap();
+                    l.refused += 1;
+                    l.refused_txns.extend(b.iter().cloned());
+                }
+                _ => self.unknown(b.clone()),
+            }
+        }
+        self.ledger.lock().unwrap().groups.push(batches);
     }
 
     /// Reads what the acknowledged batch did from the member that applied it (it

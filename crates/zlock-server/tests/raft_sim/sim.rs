@@ -43,6 +43,10 @@ pub struct Outcome {
     pub acked: usize,
     pub unknown: usize,
     pub applied: usize,
+    /// Batches sent several at a time through one pinned submitter, and batches
+    /// refused (in a group or alone).
+    pub groups: usize,
+    pub refused: usize,
     /// Leaders elected, and terms that had more than one (openraft allows it).
     pub leaders: usize,
     pub shared_terms: usize,
@@ -839,6 +843,8 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         acked: ledger.acked.len(),
         unknown: ledger.unknown.len(),
         applied,
+        groups: ledger.groups.len(),
+        refused: ledger.refused,
         leaders: w.leaders.len(),
         shared_terms: {
             let terms: BTreeSet<u64> = w.leaders.iter().map(|(t, _)| *t).collect();

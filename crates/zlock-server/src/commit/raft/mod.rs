@@ -42,8 +42,9 @@ pub mod stream;
 mod stream_tests;
 pub mod types;
 mod wire;
+pub mod write;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +54,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use zlock_core::{LogIndex, Txn};
 
-use self::peer::{ForwardError, Identity, Peer, Reply, Request};
+use self::peer::{Identity, Peer, Reply, Request};
 use self::types::WatchReceiver as _;
 use self::types::{Proposal, Raft};
 use super::{Commit, CommitError, LogStore, Snapshots};
@@ -144,16 +145,18 @@ impl RaftOptions {
 pub struct RaftCommit {
     raft: Raft,
     rt: tokio::runtime::Handle,
-    me: u64,
     id: Arc<Identity>,
     addrs: members::Addrs,
     /// Carries `reconfig` requests to the leader.
     reconfigurer: Arc<reconfig::Reconfigurer>,
-    /// Connections to the leader(s) for forwarding, by member.
-    forward: HashMap<u64, Peer>,
+    /// Batches for the writer task ([`write::Writer`]).
+    orders: tokio::sync::mpsc::Sender<write::Order>,
+    /// What the writer reports (taken by the server, [`RaftCommit::troubles`]).
+    troubles: tokio::sync::mpsc::UnboundedReceiver<CommitError>,
     applied: watch::Receiver<u64>,
     patience: Duration,
-    failed: bool,
+    /// Set once this member's Raft failed (by the writer, or a proposal here).
+    failed: Arc<std::sync::atomic::AtomicBool>,
     /// Barrier waits (syncs, session checks) in progress on this member.
     pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
     /// The lease plus the longest election timeout (see [`Reporter::touch`]).
@@ -358,17 +361,35 @@ impl RaftCommit {
                 tracing::debug!(error = %e, "ensemble already initialized");
             }
         }
+        let (orders, orders_rx) = tokio::sync::mpsc::channel(2);
+        let (troubles_tx, troubles) = tokio::sync::mpsc::unbounded_channel();
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        tokio::spawn(
+            write::Writer {
+                raft: raft.clone(),
+                me: opts.me,
+                id: id.clone(),
+                addrs: addrs.clone(),
+                patience: opts.patience(),
+                silent,
+                touch: touch.clone(),
+                orders: orders_rx,
+                troubles: troubles_tx,
+                failed: failed.clone(),
+            }
+            .run(),
+        );
         Ok(RaftCommit {
             raft,
             rt: tokio::runtime::Handle::current(),
-            me: opts.me,
             id,
             addrs,
             reconfigurer,
-            forward: HashMap::new(),
+            orders,
+            troubles,
             applied,
             patience: opts.patience(),
-            failed: false,
+            failed,
             pending_syncs: Arc::default(),
             silent,
             touch,
@@ -447,149 +468,23 @@ impl RaftCommit {
         }
     }
 
-    async fn leader(&self) -> Result<u64, CommitError> {
-        tokio::time::timeout(self.patience, known_leader(&self.raft))
-            .await
-            .unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
+    /// What the writer reports that fails requests: an unknown outcome
+    /// ([`CommitError::Unavailable`]: the server drops its clients) or a failed Raft
+    /// (it stops). Taken once, by the server.
+    pub fn troubles(&mut self) -> tokio::sync::mpsc::UnboundedReceiver<CommitError> {
+        // A second call gets a channel that never carries anything.
+        std::mem::replace(&mut self.troubles, tokio::sync::mpsc::unbounded_channel().1)
     }
 
-    /// Resolves once this member is out of touch with its quorum ([`in_touch`]), looked
-    /// at every 20 ms, and no sooner than the silent time after `since`. A leader that
-    /// has just stepped down for a rival campaign (fresh members all campaign at once)
-    /// has heard no append yet and is out of touch at once; the batch it took is not lost
-    /// for that: the next leader commits or truncates it, and its answer comes then.
-    fn out_of_touch(
-        &self,
-        since: tokio::time::Instant,
-    ) -> impl std::future::Future<Output = ()> + 'static {
-        let (mut touch, silent) = (self.touch.clone(), self.silent);
-        async move {
-            tokio::time::sleep_until(since + silent).await;
-            if touch.wait_for(|t| !*t).await.is_err() {
-                // Stopping: the write ends on its own.
-                std::future::pending::<()>().await;
-            }
+    fn stopped(&self) -> Result<(), CommitError> {
+        if self.failed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CommitError::Stopped);
         }
+        Ok(())
     }
 
-    fn stopped(&self) -> Option<String> {
-        match &self.raft.metrics().borrow_watched().running_state {
-            Err(e) => Some(e.to_string()),
-            Ok(()) => None,
-        }
-    }
-
-    /// Forwards `batch` to member `leader`. Gives up as soon as this member learns of
-    /// another leader: the old one may have gone silent (stopped, cut off) holding the
-    /// batch, and its answer would only come when it wakes up, or never.
-    async fn forward_to(&mut self, leader: u64, batch: &[Proposal]) -> Result<u64, ForwardError> {
-        // The address is looked up (in the membership) only for a new connection.
-        let p = match self.forward.entry(leader) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let Some(addr) = self.addrs.get(leader) else {
-                    return Err(ForwardError::Failed(format!("unknown leader {leader}")));
-                };
-                e.insert(Peer::new(self.id.clone(), leader, addr))
-            }
-        };
-        let raft = self.raft.clone();
-        let req = Request::Forward(batch.to_vec());
-        let answered = tokio::select! {
-            r = p.call(&req, self.patience) => Some(r),
-            () = other_leader(&raft, leader) => None,
-        };
-        match answered {
-            Some(Ok(Reply::Forward(r))) => r,
-            Some(Ok(_)) => Err(ForwardError::Failed("unexpected reply".into())),
-            Some(Err(peer::FrameError::NotSent(e))) => Err(ForwardError::NotSent(e.to_string())),
-            Some(Err(e)) => Err(ForwardError::Failed(e.to_string())),
-            None => Err(ForwardError::Failed(format!(
-                "member {leader} was replaced as leader while it held a forwarded batch"
-            ))),
-        }
-    }
-
-    /// Writes `batch` (see [`RaftCommit::write_in_touch`]), giving up once this member
-    /// is out of touch with its quorum. A leader cut off from the others stays leader
-    /// and its batch waits for a commit that cannot come; a follower cut off waits for a
-    /// leader, or for the answer to a forwarded batch, or for the commit index that
-    /// lets it apply; the sequencer waits with it, and so would the OutOfTouch item
-    /// queued behind it that closes this member's clients (so that they move to a
-    /// member in touch). Once out of touch, the batch's outcome is unknown: give up on
-    /// it, and the sequencer closes the clients now.
-    async fn write(&mut self, batch: Vec<Proposal>) -> Result<(), CommitError> {
-        let cut_off = self.out_of_touch(tokio::time::Instant::now());
-        tokio::select! {
-            r = self.write_in_touch(batch) => r,
-            () = cut_off => Err(CommitError::Unavailable(
-                "out of touch with the quorum".into(),
-            )),
-        }
-    }
-
-    /// `batch` holds what is not committed yet: a follower forwards it in frames of
-    /// [`FORWARD_PROPOSALS`], each sent once the one before is committed (so the log
-    /// keeps the batch's order), and drops each frame from `batch` once it is; a leader
-    /// change between frames sends the rest to the new leader.
-    async fn write_in_touch(&mut self, mut batch: Vec<Proposal>) -> Result<(), CommitError> {
-        let deadline = tokio::time::Instant::now() + self.patience;
-        let mut leader = self.leader().await?;
-        let last = loop {
-            let sent = if leader == self.me {
-                let now = crate::clock::now_ms();
-                peer::write_as_leader(&self.raft, self.me, batch.clone(), now).await
-            } else {
-                // Expiries are the leader's decisions, from its own view of the sessions;
-                // this member, no longer leading (or refused as leader), does not hand
-                // them to the member that leads now, which expires what it finds idle
-                // itself. A leader cut off from the others expires every session it
-                // stops hearing of: forwarded after the heal, those expiries would close
-                // sessions that were alive on the majority all along. (The sessions stay
-                // tracked here, and get a full timeout if this member leads again.)
-                for p in &mut batch {
-                    p.0.retain(|t| !t.is_expiry());
-                }
-                batch.retain(|p| !p.0.is_empty());
-                if batch.is_empty() {
-                    return Ok(());
-                }
-                let frame = batch.len().min(FORWARD_PROPOSALS);
-                match self.forward_to(leader, &batch[..frame]).await {
-                    Ok(_) if frame < batch.len() => {
-                        batch.drain(..frame);
-                        continue;
-                    }
-                    r => r,
-                }
-            };
-            match sent {
-                // Nothing was taken: send it to the next leader, as soon as this member
-                // learns of one (or again after 20 ms: the same member may lead still,
-                // its connection broken for a moment).
-                Err(ForwardError::NotLeader(_)) | Err(ForwardError::NotSent(_))
-                    if tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::select! {
-                        () = other_leader(&self.raft, leader) => {}
-                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                    }
-                    leader = self.leader().await?;
-                }
-                r => break r,
-            }
-        };
-        let last = match last {
-            Ok(l) => l,
-            Err(ForwardError::Fatal(e)) if leader == self.me => return Err(CommitError::Raft(e)),
-            Err(e) => {
-                return Err(match self.stopped() {
-                    Some(s) => CommitError::Raft(s),
-                    None => CommitError::Unavailable(e.to_string()),
-                })
-            }
-        };
-        // Committed; wait until it is applied here too (at once on the leader).
+    /// Waits until this member has applied through `last`.
+    async fn applied_through(&self, last: u64) -> Result<(), CommitError> {
         let mut applied = self.applied.clone();
         let waited = tokio::time::timeout(self.patience, async {
             applied.wait_for(|a| *a >= last).await.map(|_| ())
@@ -1088,28 +983,58 @@ impl Reporter {
 }
 
 impl Commit for RaftCommit {
+    /// Waits for the batch's outcome and for this member to apply it (tests, tools):
+    /// the server uses [`Commit::submit`].
     fn propose(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
-        if self.failed {
-            return Err(CommitError::Stopped);
-        }
+        self.stopped()?;
         if batch.is_empty() {
             return Ok(());
         }
-        let props = Proposal::split(batch.drain(..));
-        let rt = self.rt.clone();
-        let r = rt.block_on(self.write(props));
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let order = write::Order::Batch {
+            props: Proposal::split(batch.drain(..)),
+            done: Some(done),
+        };
+        self.orders
+            .blocking_send(order)
+            .map_err(|_| CommitError::Stopped)?;
+        let r = match outcome.blocking_recv() {
+            Ok(Ok(last)) => {
+                let rt = self.rt.clone();
+                rt.block_on(self.applied_through(last))
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(CommitError::Stopped),
+        };
         if let Err(CommitError::Raft(_)) = &r {
-            self.failed = true;
+            self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         r
     }
 
+    /// Hands the batch to the writer task and returns: several batches replicate at
+    /// once, and what fails them comes back through [`RaftCommit::troubles`].
+    fn submit(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
+        self.stopped()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let order = write::Order::Batch {
+            props: Proposal::split(batch.drain(..)),
+            done: None,
+        };
+        self.orders
+            .blocking_send(order)
+            .map_err(|_| CommitError::Stopped)
+    }
+
+    fn dropped_all(&mut self) {
+        let _ = self.orders.blocking_send(write::Order::Dropped);
+    }
+
     fn purge_through(&mut self, _index: LogIndex) -> Result<(), CommitError> {
         // openraft purges its log behind its own snapshots.
-        if self.failed {
-            return Err(CommitError::Stopped);
-        }
-        Ok(())
+        self.stopped()
     }
 }
 

@@ -517,6 +517,7 @@ async fn serve_requests(
     contact: &Contact,
 ) -> Result<(), FrameError> {
     use super::stream::{Answered, Appends};
+    use super::write::Forwards;
     use futures_util::StreamExt as _;
     // The snapshot file being received on this connection, and its length so far.
     let mut receiving: Option<(tokio::fs::File, u64)> = None;
@@ -530,6 +531,9 @@ async fn serve_requests(
     // Appends are answered as this member's Raft takes them, while the next ones are
     // read (see `stream`).
     let mut appends = Appends::new(raft.clone());
+    // Forwarded batches are taken into the log as they are read, and answered in order
+    // (see `write`).
+    let mut forwards = Forwards::new(raft.clone(), id.me);
     loop {
         let req = tokio::select! {
             biased;
@@ -540,7 +544,11 @@ async fn serve_requests(
                     Answered::Close => return Ok(()),
                 }
             }
-            next = frames.next(), if appends.room() => match next {
+            reply = forwards.answer() => {
+                write_frame(&mut wr, &reply).await?;
+                continue;
+            }
+            next = frames.next(), if appends.room() && forwards.room() => match next {
                 Some(r) => r?,
                 None => return Ok(()),
             },
@@ -555,10 +563,21 @@ async fn serve_requests(
                 }
             }
         }
+        if !matches!(req, Request::Forward(_)) {
+            // And after the forwarded batches before it.
+            while forwards.waiting() {
+                let reply = forwards.answer().await;
+                write_frame(&mut wr, &reply).await?;
+            }
+        }
         let reply = match req {
             Request::Append(r) => {
                 contact.heard();
                 appends.take(r);
+                continue;
+            }
+            Request::Forward(batch) => {
+                forwards.take(batch).await;
                 continue;
             }
             Request::Vote(r) => {
@@ -589,10 +608,6 @@ async fn serve_requests(
                     .await
                     .map_err(|e: Fatal<Zraft>| e.to_string()),
             ),
-            Request::Forward(batch) => {
-                let now = crate::clock::now_ms();
-                Reply::Forward(write_as_leader(&raft, id.me, batch, now).await)
-            }
             Request::Touch(sessions) => {
                 (hooks.touch)(sessions);
                 Reply::Touch
@@ -626,36 +641,11 @@ async fn serve_requests(
 pub async fn write_as_leader(
     raft: &Raft,
     me: u64,
-    mut batch: Vec<Proposal>,
+    batch: Vec<Proposal>,
     now_ms: i64,
 ) -> Result<u64, ForwardError> {
-    use futures_util::StreamExt;
-    for txn in batch.iter_mut().flat_map(|p| p.0.iter_mut()) {
-        txn.time_ms = now_ms;
-        txn.clock = zlock_core::TxnClock::Leader;
-    }
-    let n = batch.len();
-    let mut results = raft
-        .client_write_many(batch)
-        .await
-        .map_err(|e| ForwardError::Fatal(e.to_string()))?;
-    let (mut last, mut refused, mut failed) = (0, 0, None);
-    while let Some(r) = results.next().await {
-        match r {
-            Ok(Ok(resp)) => last = resp.log_id.index,
-            Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_))) => refused += 1,
-            Ok(Err(e)) => failed = Some(e.to_string()),
-            Err(e) => failed = Some(e.to_string()),
-        }
-    }
-    match failed {
-        Some(e) => Err(ForwardError::Failed(e)),
-        None if refused == n => Err(ForwardError::NotLeader(me)),
-        None if refused > 0 => Err(ForwardError::Failed(format!(
-            "member {me} lost the lead during a batch"
-        ))),
-        None => Ok(last),
-    }
+    let mut s = super::write::Submitter::new(raft.clone(), me);
+    s.submit(batch, now_ms).await.await
 }
 
 /// This member's committed position once a quorum has confirmed that it still leads

@@ -1,0 +1,677 @@
+//! A member's write path, pipelined: the sequencer hands batches over and goes on
+//! sequencing while earlier batches replicate.
+//!
+//! Three parts, one per end of the path:
+//!
+//! - [`Submitter`]: how a leader takes batches into its Raft log, in order. Every batch
+//!   goes to openraft pinned to the leadership this member held when the submitter took
+//!   its first batch (`with_leader`: openraft checks it before it appends), so that once
+//!   one is refused every later one is refused too (a member that lost the lead and won
+//!   it back between two batches would otherwise take the second after refusing the
+//!   first). A submitter that found this member not leading refuses everything.
+//! - [`Forwards`]: the leader's side of a follower's forwarding connection: each batch
+//!   read is submitted at once, and the answers go back in the order the batches came.
+//! - [`Writer`]: the member's own writer task. It takes the sequencer's batches, cuts
+//!   them into frames of at most [`super::FORWARD_PROPOSALS`] proposals and keeps up to
+//!   [`IN_FLIGHT`] of them in flight: to its own Raft while it leads, else over one
+//!   connection to the leader. It reads their outcomes in order.
+//!
+//! # Order, and what a failure fails
+//!
+//! Frames are submitted in order on one route (this member's Raft, or one connection
+//! to one leader); the route changes only when nothing is in flight on it. Outcomes are
+//! read in order, and:
+//!
+//! - a frame refused untaken (not the leader) is sent again, with every later frame,
+//!   to the leader this member knows next, once every frame in flight on the old route
+//!   has been answered, and only if every one of them was refused too;
+//! - anything else (no answer in time, a broken connection, an entry the next leader
+//!   discarded, a later frame taken after an earlier one was refused, this member out
+//!   of touch with its quorum) leaves the outcome unknown: the writer reports
+//!   [`CommitError::Unavailable`], drops everything in flight and queued, and discards
+//!   every batch that reaches it until the sequencer says it has dropped every client
+//!   connection ([`Order::Dropped`]). Nobody waits for the discarded requests: their
+//!   clients were told ConnectionLoss, and reconnect and resume their sessions. A
+//!   request is never proposed after its client was told so (it would land after the
+//!   client decided it had not).
+//!
+//! One case is reported rather than prevented: openraft refuses a write for a moment
+//! while its leader's lease has lapsed (no quorum heard for an election timeout) and
+//! takes writes again under the same leadership once it hears its quorum, so a frame
+//! can be refused and the next one taken. The writer then reports the outcome unknown
+//! as above, and the router never answers a session's later write before an earlier
+//! one (it closes the connection instead, `pipeline::router`); the refused frame is not
+//! sent again.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use openraft::base::BoxFuture;
+use openraft::errors::ClientWriteError;
+use openraft::impls::ProgressResponder;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::members::Addrs;
+use super::peer::Request;
+use super::peer::{read_frame, write_frame, ForwardError, FrameError, Identity, Peer, Reply};
+use super::types::{Proposal, Raft, WatchReceiver as _, Zraft};
+use super::FORWARD_PROPOSALS;
+use crate::commit::CommitError;
+
+/// Frames a member keeps in flight before it waits for the oldest one's outcome.
+pub const IN_FLIGHT: usize = 8;
+
+/// Forwarded frames the leader takes from one connection before it answers some: a
+/// member sends at most [`IN_FLIGHT`]; this bounds what a peer that does not follow the
+/// rule can make the leader hold.
+const FORWARDS_HELD: usize = 4 * IN_FLIGHT;
+
+type CommittedLeaderId = openraft::type_config::alias::CommittedLeaderIdOf<Zraft>;
+
+/// The outcome of one submitted batch: the last entry's index once all are committed
+/// and applied on the leader, or why not.
+pub type Outcome = Result<u64, ForwardError>;
+
+/// A submitted batch's outcome, to be awaited.
+pub type Pending = BoxFuture<'static, Outcome>;
+
+/// Takes batches into this member's Raft as leader, pinned to one leadership (see the
+/// module's documentation).
+pub struct Submitter {
+    raft: Raft,
+    me: u64,
+    /// The leadership every batch is pinned to, taken with the first batch; `Err`: this
+    /// member did not lead then, and refuses every batch.
+    pin: Option<Result<CommittedLeaderId, ()>>,
+}
+
+impl Submitter {
+    pub fn new(raft: Raft, me: u64) -> Submitter {
+        Submitter {
+            raft,
+            me,
+            pin: None,
+        }
+    }
+
+    /// Hands `batch` to openraft, every Txn stamped with `now_ms` (this member's wall
+    /// clock: the time in the log is the leader's alone; see [`super::peer::write_as_leader`]),
+    /// and returns its outcome to await. [`ForwardError::NotLeader`] only when no
+    /// entry of the batch was taken (so that it is safe to send it elsewhere).
+    pub async fn submit(&mut self, mut batch: Vec<Proposal>, now_ms: i64) -> Pending {
+        let me = self.me;
+        let raft = &self.raft;
+        let pin = self.pin.get_or_insert_with(|| {
+            raft.as_leader()
+                .map(|l| l.to_committed_leader_id())
+                .map_err(|_| ())
+        });
+        let Ok(pin) = *pin else {
+            return Box::pin(async move { Err(ForwardError::NotLeader(me)) });
+        };
+        for txn in batch.iter_mut().flat_map(|p| p.0.iter_mut()) {
+            txn.time_ms = now_ms;
+            txn.clock = zlock_core::TxnClock::Leader;
+        }
+        let mut answers = Vec::with_capacity(batch.len());
+        for p in batch {
+            let (responder, answer) = ProgressResponder::complete_only();
+            let sent = self
+                .raft
+                .write(p)
+                .with_leader(pin)
+                .responder(responder)
+                .await;
+            if let Err(e) = sent {
+                // openraft stopped: what was handed over before is lost with it.
+                let e = e.to_string();
+                return Box::pin(async move { Err(ForwardError::Fatal(e)) });
+            }
+            answers.push(answer);
+        }
+        Box::pin(async move {
+            let n = answers.len();
+            let (mut last, mut refused, mut failed) = (0, 0, None);
+            for a in answers {
+                match a.await {
+                    Ok(Ok(resp)) => last = resp.log_id.index,
+                    Ok(Err(ClientWriteError::ForwardToLeader(_))) => refused += 1,
+                    Ok(Err(e)) => failed = Some(e.to_string()),
+                    Err(_) => failed = Some(format!("member {me}'s Raft stopped")),
+                }
+            }
+            match failed {
+                Some(e) => Err(ForwardError::Failed(e)),
+                None if refused == n => Err(ForwardError::NotLeader(me)),
+                None if refused > 0 => Err(ForwardError::Failed(format!(
+                    "member {me} lost the lead during a batch"
+                ))),
+                None => Ok(last),
+            }
+        })
+    }
+}
+
+/// The leader's side of one forwarding connection: batches submitted as they are read,
+/// answered in the order they came.
+pub struct Forwards {
+    submitter: Submitter,
+    waiting: VecDeque<Pending>,
+}
+
+impl Forwards {
+    pub fn new(raft: Raft, me: u64) -> Forwards {
+        Forwards {
+            submitter: Submitter::new(raft, me),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Whether batches wait for their answers.
+    pub fn waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Whether another batch may be read before some are answered.
+    pub fn room(&self) -> bool {
+        self.waiting.len() < FORWARDS_HELD
+    }
+
+    /// Submits `batch` (stamped with this member's clock now).
+    pub async fn take(&mut self, batch: Vec<Proposal>) {
+        let p = self.submitter.submit(batch, crate::clock::now_ms()).await;
+        self.waiting.push_back(p);
+    }
+
+    /// The oldest waiting batch's answer (cancel-safe: it stays first until it is
+    /// answered). Pending forever if none waits.
+    pub async fn answer(&mut self) -> Reply {
+        let Some(front) = self.waiting.front_mut() else {
+            return std::future::pending().await;
+        };
+        let r = front.as_mut().await;
+        self.waiting.pop_front();
+        Reply::Forward(r)
+    }
+}
+
+/// What the sequencer hands the writer.
+pub enum Order {
+    /// A batch, in order after every earlier one; `done` (a synchronous proposer's)
+    /// hears its outcome.
+    Batch {
+        props: Vec<Proposal>,
+        done: Option<oneshot::Sender<Result<u64, CommitError>>>,
+    },
+    /// The sequencer dropped every client connection: the batches before this one hold
+    /// requests nobody waits for any more.
+    Dropped,
+}
+
+/// One frame: proposals sent together, in order.
+struct Unit {
+    props: Vec<Proposal>,
+    /// When its batch reached the writer (its patience runs from then).
+    since: Instant,
+    /// Told the outcome, if it ends a synchronous proposer's batch.
+    done: Option<oneshot::Sender<Result<u64, CommitError>>>,
+}
+
+/// Where frames go.
+enum Route {
+    /// This member's own Raft, while it leads.
+    Local(Submitter),
+    /// The leader, over one connection.
+    Remote(Link),
+}
+
+/// A connection to the leader for forwarded frames: written as they come, the replies
+/// read in order.
+struct Link {
+    leader: u64,
+    wr: OwnedWriteHalf,
+    replies: std::pin::Pin<Box<dyn Stream<Item = Result<Reply, FrameError>> + Send>>,
+}
+
+/// A frame in flight and how its outcome comes.
+struct Sent {
+    unit: Unit,
+    /// `None`: the next reply on the link.
+    pending: Option<Pending>,
+    /// When it was sent: a reply is due within the patience.
+    at: Instant,
+}
+
+/// Why the writer stopped taking frames on its route.
+#[derive(Debug, PartialEq, Eq)]
+enum Held {
+    /// Nothing: frames go.
+    No,
+    /// A frame was refused: the rest in flight drain, then the refused ones go again.
+    Refused,
+}
+
+/// The member's writer task (see the module's documentation).
+pub struct Writer {
+    pub raft: Raft,
+    pub me: u64,
+    pub id: Arc<Identity>,
+    pub addrs: Addrs,
+    pub patience: Duration,
+    /// The silent time, and whether this member is in touch with its quorum.
+    pub silent: Duration,
+    pub touch: watch::Receiver<bool>,
+    pub orders: mpsc::Receiver<Order>,
+    /// Where outcomes that fail requests are reported (to the sequencer).
+    pub troubles: mpsc::UnboundedSender<CommitError>,
+    /// Set when this member's Raft failed: nothing more is taken.
+    pub failed: Arc<AtomicBool>,
+}
+
+impl Writer {
+    pub async fn run(mut self) {
+        let mut queue: VecDeque<Unit> = VecDeque::new();
+        let mut in_flight: VecDeque<Sent> = VecDeque::new();
+        let mut refused: Vec<Unit> = Vec::new();
+        let mut route: Option<Route> = None;
+        let mut held = Held::No;
+        let mut poisoned = false;
+        loop {
+            // Send what may go.
+            while held == Held::No && !poisoned && in_flight.len() < IN_FLIGHT {
+                let Some(unit) = queue.pop_front() else { break };
+                match self.send(unit, &mut route, in_flight.is_empty()).await {
+                    Ok(Some(sent)) => in_flight.push_back(sent),
+                    Ok(None) => {}
+                    Err(Failure::Unknown(why, unit)) => {
+                        if let Some(u) = unit {
+                            queue.push_front(u);
+                        }
+                        self.poison(why, &mut queue, &mut in_flight, &mut refused);
+                        (route, held, poisoned) = (None, Held::No, true);
+                    }
+                    Err(Failure::Fatal(e)) => return self.fatal(e, queue, in_flight, refused),
+                }
+            }
+            let since = in_flight
+                .front()
+                .map(|s| s.unit.since)
+                .or_else(|| queue.front().map(|u| u.since));
+            let remote = match &route {
+                Some(Route::Remote(l)) if !in_flight.is_empty() => Some(l.leader),
+                _ => None,
+            };
+            let can_take = queue.is_empty() && held == Held::No && in_flight.len() < IN_FLIGHT;
+            let retry = held == Held::Refused && in_flight.is_empty();
+            let refused_by = match &route {
+                Some(Route::Remote(l)) => Some(l.leader),
+                Some(Route::Local(s)) => Some(s.me),
+                None => None,
+            };
+            let (raft, touch, silent) = (self.raft.clone(), self.touch.clone(), self.silent);
+            tokio::select! {
+                biased;
+                outcome = next_outcome(&mut in_flight, &mut route, self.patience), if !in_flight.is_empty() => {
+                    let Some(sent) = in_flight.pop_front() else { continue };
+                    match outcome {
+                        Ok(last) if refused.is_empty() => {
+                            if let Some(d) = sent.unit.done {
+                                let _ = d.send(Ok(last));
+                            }
+                        }
+                        Ok(_) => {
+                            queue.push_front(sent.unit);
+                            self.poison(
+                                "a frame was taken after an earlier one was refused".into(),
+                                &mut queue, &mut in_flight, &mut refused,
+                            );
+                            (route, held, poisoned) = (None, Held::No, true);
+                        }
+                        Err(ForwardError::NotLeader(_) | ForwardError::NotSent(_)) => {
+                            refused.push(sent.unit);
+                            held = Held::Refused;
+                        }
+                        Err(ForwardError::Fatal(e)) if matches!(route, Some(Route::Local(_))) => {
+                            queue.push_front(sent.unit);
+                            return self.fatal(e, queue, in_flight, refused);
+                        }
+                        Err(e) => {
+                            queue.push_front(sent.unit);
+                            self.poison(e.to_string(), &mut queue, &mut in_flight, &mut refused);
+                            (route, held, poisoned) = (None, Held::No, true);
+                        }
+                    }
+                }
+                () = other_leader(&raft, remote.unwrap_or(0)), if remote.is_some() => {
+                    let l = remote.unwrap_or(0);
+                    self.poison(
+                        format!("member {l} was replaced as leader while it held forwarded batches"),
+                        &mut queue, &mut in_flight, &mut refused,
+                    );
+                    (route, held, poisoned) = (None, Held::No, true);
+                }
+                () = out_of_touch(touch, since.unwrap_or_else(Instant::now) + silent), if since.is_some() => {
+                    self.poison(
+                        "out of touch with the quorum".into(),
+                        &mut queue, &mut in_flight, &mut refused,
+                    );
+                    (route, held, poisoned) = (None, Held::No, true);
+                }
+                () = next_leader(&raft, refused_by), if retry => {
+                    // Every frame on the old route was refused: they go again, first.
+                    for u in refused.drain(..).rev() {
+                        queue.push_front(u);
+                    }
+                    (route, held) = (None, Held::No);
+                    if queue.front().is_some_and(|u| u.since.elapsed() > self.patience) {
+                        self.poison(
+                            "no leader took the batch in time".into(),
+                            &mut queue, &mut in_flight, &mut refused,
+                        );
+                        poisoned = true;
+                    }
+                }
+                order = self.orders.recv(), if can_take => match order {
+                    None => return, // stopping
+                    Some(Order::Dropped) => poisoned = false,
+                    Some(Order::Batch { props, done }) => {
+                        // A synchronous proposer heard every earlier failure itself.
+                        if done.is_some() {
+                            poisoned = false;
+                        }
+                        if poisoned {
+                            // Its clients were dropped, or are being dropped: nobody
+                            // waits for it.
+                            if let Some(d) = done {
+                                let _ = d.send(Err(CommitError::Unavailable("discarded".into())));
+                            }
+                        } else {
+                            cut(props, done, &mut queue);
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Sends `unit` on the route (opening one if there is none, or if the leader
+    /// changed and nothing is in flight). `Ok(None)`: nothing was left to send.
+    async fn send(
+        &mut self,
+        mut unit: Unit,
+        route: &mut Option<Route>,
+        idle: bool,
+    ) -> Result<Option<Sent>, Failure> {
+        if idle {
+            // Nothing in flight: the route may change (and a leader's pin is taken
+            // afresh: every earlier outcome is known).
+            let leader = self.leader(unit.since).await;
+            let leader = match leader {
+                Ok(l) => l,
+                Err(CommitError::Unavailable(why)) => {
+                    return Err(Failure::Unknown(why, Some(unit)))
+                }
+                Err(e) => return Err(Failure::Fatal(e.to_string())),
+            };
+            let keep = matches!(route, Some(Route::Remote(l)) if l.leader == leader);
+            if !keep {
+                *route = None;
+            }
+            if route.is_none() {
+                *route = Some(if leader == self.me {
+                    Route::Local(Submitter::new(self.raft.clone(), self.me))
+                } else {
+                    match self.link(leader).await {
+                        Ok(l) => Route::Remote(l),
+                        Err(e) => {
+                            // Not sent: the next leader may take it.
+                            tracing::debug!(leader, error = %e, "no connection to the leader");
+                            return Ok(Some(Sent {
+                                unit,
+                                pending: Some(Box::pin(async move {
+                                    Err(ForwardError::NotSent(e.to_string()))
+                                })),
+                                at: Instant::now(),
+                            }));
+                        }
+                    }
+                });
+            }
+        }
+        let Some(route) = route.as_mut() else {
+            // No connection to the leader (the first frame found none): not sent.
+            return Ok(Some(Sent {
+                unit,
+                pending: Some(Box::pin(async {
+                    Err(ForwardError::NotSent("no connection to the leader".into()))
+                })),
+                at: Instant::now(),
+            }));
+        };
+        match route {
+            Route::Local(s) => {
+                let pending = s.submit(unit.props.clone(), crate::clock::now_ms()).await;
+                Ok(Some(Sent {
+                    unit,
+                    pending: Some(pending),
+                    at: Instant::now(),
+                }))
+            }
+            Route::Remote(link) => {
+                // Expiries are the leader's decisions, from its own view of the
+                // sessions; this member, not leading, does not hand them to the member
+                // that leads now, which expires what it finds idle itself. (A leader cut
+                // off from the others expires every session it stops hearing of:
+                // forwarded after the heal, those expiries would close sessions that
+                // were alive on the majority all along.)
+                for p in &mut unit.props {
+                    p.0.retain(|t| !t.is_expiry());
+                }
+                unit.props.retain(|p| !p.0.is_empty());
+                if unit.props.is_empty() {
+                    if let Some(d) = unit.done.take() {
+                        let _ = d.send(Ok(0));
+                    }
+                    return Ok(None);
+                }
+                let req = Request::Forward(unit.props.clone());
+                match write_frame(&mut link.wr, &req).await {
+                    Ok(()) => Ok(Some(Sent {
+                        unit,
+                        pending: None,
+                        at: Instant::now(),
+                    })),
+                    Err(e) => Err(Failure::Unknown(
+                        format!("forwarding to member {}: {e}", link.leader),
+                        Some(unit),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The leader this member knows of, waiting for one until `since` plus the
+    /// patience.
+    async fn leader(&self, since: Instant) -> Result<u64, CommitError> {
+        tokio::time::timeout_at(since + self.patience, super::known_leader(&self.raft))
+            .await
+            .unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
+    }
+
+    /// A new forwarding connection to `leader`.
+    async fn link(&self, leader: u64) -> Result<Link, FrameError> {
+        let Some(addr) = self.addrs.get(leader) else {
+            return Err(FrameError::Io(std::io::Error::other(format!(
+                "unknown leader {leader}"
+            ))));
+        };
+        let mut peer = Peer::new(self.id.clone(), leader, addr);
+        let s = peer.open(self.patience).await?;
+        let (rd, wr) = s.into_split();
+        let replies = futures_util::stream::unfold(rd, |mut rd| async move {
+            let r = read_frame::<Reply>(&mut rd).await;
+            Some((r, rd))
+        });
+        Ok(Link {
+            leader,
+            wr,
+            replies: Box::pin(replies),
+        })
+    }
+
+    /// The outcome of everything in flight and queued is unknown: report it, and drop
+    /// it all (see the module's documentation).
+    fn poison(
+        &self,
+        why: String,
+        queue: &mut VecDeque<Unit>,
+        in_flight: &mut VecDeque<Sent>,
+        refused: &mut Vec<Unit>,
+    ) {
+        let why = match stopped(&self.raft) {
+            Some(e) => {
+                // Not unknown: this member's Raft failed.
+                self.failed.store(true, Ordering::SeqCst);
+                let _ = self.troubles.send(CommitError::Raft(e.clone()));
+                e
+            }
+            None => {
+                let _ = self.troubles.send(CommitError::Unavailable(why.clone()));
+                why
+            }
+        };
+        let units = in_flight
+            .drain(..)
+            .map(|s| s.unit)
+            .chain(refused.drain(..))
+            .chain(queue.drain(..));
+        for u in units {
+            if let Some(d) = u.done {
+                let _ = d.send(Err(CommitError::Unavailable(why.clone())));
+            }
+        }
+    }
+
+    /// This member's Raft failed: nothing more is taken, and the server stops.
+    fn fatal(
+        &mut self,
+        e: String,
+        queue: VecDeque<Unit>,
+        in_flight: VecDeque<Sent>,
+        refused: Vec<Unit>,
+    ) {
+        self.failed.store(true, Ordering::SeqCst);
+        let _ = self.troubles.send(CommitError::Raft(e.clone()));
+        let units = in_flight
+            .into_iter()
+            .map(|s| s.unit)
+            .chain(refused)
+            .chain(queue);
+        for u in units {
+            if let Some(d) = u.done {
+                let _ = d.send(Err(CommitError::Raft(e.clone())));
+            }
+        }
+    }
+}
+
+/// Why a frame could not be sent.
+enum Failure {
+    /// Its outcome (and every later one's) is unknown; the frame, if it is still here.
+    Unknown(String, Option<Unit>),
+    /// This member's Raft failed.
+    Fatal(String),
+}
+
+/// Cuts a batch into frames, queued in order; the last frame carries `done`.
+fn cut(
+    mut props: Vec<Proposal>,
+    done: Option<oneshot::Sender<Result<u64, CommitError>>>,
+    queue: &mut VecDeque<Unit>,
+) {
+    let since = Instant::now();
+    while props.len() > FORWARD_PROPOSALS {
+        let rest = props.split_off(FORWARD_PROPOSALS);
+        queue.push_back(Unit {
+            props,
+            since,
+            done: None,
+        });
+        props = rest;
+    }
+    queue.push_back(Unit { props, since, done });
+}
+
+/// The outcome of the oldest frame in flight (cancel-safe: a local one's future stays
+/// in place; a reply half read stays in the link's stream).
+async fn next_outcome(
+    in_flight: &mut VecDeque<Sent>,
+    route: &mut Option<Route>,
+    patience: Duration,
+) -> Outcome {
+    let Some(front) = in_flight.front_mut() else {
+        return std::future::pending().await;
+    };
+    if let Some(p) = front.pending.as_mut() {
+        return p.as_mut().await;
+    }
+    let Some(Route::Remote(link)) = route.as_mut() else {
+        return Err(ForwardError::Failed(
+            "no connection for a forwarded frame".into(),
+        ));
+    };
+    let due = front.at + patience;
+    match tokio::time::timeout_at(due, link.replies.next()).await {
+        Ok(Some(Ok(Reply::Forward(r)))) => r,
+        Ok(Some(Ok(_))) => Err(ForwardError::Failed("unexpected reply".into())),
+        Ok(Some(Err(e))) => Err(ForwardError::Failed(format!(
+            "forwarding to member {}: {e}",
+            link.leader
+        ))),
+        Ok(None) => Err(ForwardError::Failed("connection closed".into())),
+        Err(_) => Err(ForwardError::Failed(format!(
+            "member {} did not answer a forwarded frame within {patience:?}",
+            link.leader
+        ))),
+    }
+}
+
+/// Resolves once the member is out of touch with its quorum, and no sooner than
+/// `not_before` (see `RaftCommit::out_of_touch`).
+async fn out_of_touch(mut touch: watch::Receiver<bool>, not_before: Instant) {
+    tokio::time::sleep_until(not_before).await;
+    if touch.wait_for(|t| !*t).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Resolves when the refused frames may go again: once this member learns of a leader
+/// other than the one that refused them, or after 20 ms (the same member may lead
+/// still, its connection broken for a moment, or its lease lapsed).
+async fn next_leader(raft: &Raft, refused_by: Option<u64>) {
+    let wait = tokio::time::sleep(Duration::from_millis(20));
+    match refused_by {
+        Some(l) => tokio::select! {
+            () = other_leader(raft, l) => {}
+            () = wait => {}
+        },
+        None => wait.await,
+    }
+}
+
+async fn other_leader(raft: &Raft, leader: u64) {
+    super::other_leader(raft, leader).await
+}
+
+/// The reason this member's Raft stopped, if it did.
+fn stopped(raft: &Raft) -> Option<String> {
+    match &raft.metrics().borrow_watched().running_state {
+        Err(e) => Some(e.to_string()),
+        Ok(()) => None,
+    }
+}
