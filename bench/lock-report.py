@@ -297,6 +297,45 @@ if "zlock-ens" in ENS and "redis-repl" in ENS:
     ens_goals.append("- Issue 25, the 3-member zlock ensemble (native path) ahead of Redis with a replica "
                      "and WAIT 1 on A, B and D. This run: "
                      + verdict([(sc, times("zlock-ens", "redis-repl", sc, p), 1.0001) for sc, p in THROUGHPUT]))
+
+# ---- the floor model (inputs from `zlock-bench floor`, run by bench/compare)
+floor_in = load(os.path.join(raw, "floor.json"))
+floor_rows = []
+if floor_in:
+    r, f, f3 = floor_in["rtt_us"], floor_in["fsync_us"], floor_in["fsync3_us"]
+    # Per write, in µs. Standalone: the request's way in and the reply's way out (one
+    # round trip) and one fsync. Ensemble (three logs on this disk at once: f3): client to
+    # member, the leader sends to the followers, a follower's fsync (the leader's own runs
+    # meanwhile), its ack, the reply: 2 round trips; a client on a follower adds the
+    # forward and the commit notice: 3.
+    lead, follow = 2 * r + f3, 3 * r + f3
+    spread = (lead + 2 * follow) / 3  # sessions spread over the three members
+    model = {
+        # (system, scenario): (floor as a rate, how)
+        ("zlock", "A"): (1e6 / (2 * (r + f)), "2 writes of r + f"),
+        ("zlock", "B"): (16e6 / (2 * (r + f)), "16 clients x 2 writes of r + f (latency only: CPU not modelled)"),
+        ("zlock", "D"): (1e6 / (r + f), "release to grant: r + f"),
+        ("zlock-ens", "A"): (1e6 / (2 * follow), "2 writes from a follower, 3r + f3 each "
+                             "(from the leader: 2r + f3, floor " + fmt(1e6 / (2 * lead)) + ")"),
+        ("zlock-ens", "B"): (16e6 / (2 * spread), "16 clients spread over 3 members x 2 writes "
+                             "(latency only: CPU not modelled)"),
+        ("zlock-ens", "D"): (1e6 / (3 * r + f3), "release to grant, members spread: about 3r + f3"),
+    }
+    for (sy, sc), (fl, how) in model.items():
+        if sy not in SYSTEMS:
+            continue
+        path = dict((a, b) for a, b in THROUGHPUT)[sc]
+        m = med(sy, sc, path)
+        floor_rows.append(f"| {NAME[sy]} | {sc} | {fmt(fl)} | {fmt(m)} | "
+                          f"{'n/a' if m is None else f'{m / fl:.2f}'} | {how} |")
+    if "zlock-ens" in SYSTEMS:
+        parts = []
+        for sc in "ABD":
+            fl = model[("zlock-ens", sc)][0]
+            m = med("zlock-ens", sc, dict(THROUGHPUT)[sc])
+            parts.append((sc, None if m is None else m / fl * 1.5, 1))
+        ens_goals.append("- Issue 25, each figure of the 3-member zlock ensemble (native path) within 1.5x "
+                         "of its floor (see Floor). This run, 1.5 x measured / floor: " + verdict(parts))
 goals += ens_goals
 goal_line = ("Goals (targets, not thresholds):\n\n" + "\n".join(goals)) if goals else None
 viol = {s: sum(r.get("violations", 0) for sc in "ABCD" for r in runs[s].get(sc, [])) for s in SYSTEMS}
@@ -482,6 +521,20 @@ md.append("ZooKeeper's connect time in C: 101 sessions connecting at once overfl
           "1 s; zlock's backlog is 1024. With connects spread out (A, B) ZooKeeper connects in "
           "milliseconds.")
 md.append("")
+if floor_rows:
+    md.append("## Floor")
+    md.append("")
+    md.append(f"What a lock write cannot go below on this machine, from `zlock-bench floor` at the start of "
+              f"the run (medians of {floor_in['samples']} samples each): fdatasync of a small record in "
+              f"zlock's log f = {floor_in['fsync_us']:.0f} µs alone, f3 = {floor_in['fsync3_us']:.0f} µs with "
+              f"three logs syncing at once on this disk (an ensemble's members), and a loopback round trip "
+              f"r = {floor_in['rtt_us']:.1f} µs between two threads (thread wake-ups, parsing and the "
+              "state machine are not in it). Each figure as a fraction of its floor:")
+    md.append("")
+    md.append("| system | scenario | floor | measured | measured / floor | floor from |")
+    md.append("|---|---|---|---|---|---|")
+    md += floor_rows
+    md.append("")
 md.append("## E: herd (one lock, every contender in a loop, through a counting proxy)")
 md.append("")
 md.append(f"{params.get('e_clients')} clients on one lock ({int(params.get('e_clients', 33)) - 1} waiting "

@@ -17,6 +17,7 @@
 //! - `failover`: one failover round.
 
 mod failover;
+mod floor;
 mod lock;
 
 use anyhow::Context;
@@ -35,6 +36,9 @@ enum Cmd {
     Lock(lock::LockArgs),
     /// One failover round: traffic, kill -9 of the leader, time to the next write and grant
     Failover(failover::FailoverArgs),
+    /// The machine's floor for a write: fdatasync of a small log record (alone and three
+    /// at once) and a loopback round trip, as JSON
+    Floor(floor::FloorArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +47,6 @@ fn main() -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Lock(a) => rt.block_on(lock::run(a)),
         Cmd::Failover(a) => rt.block_on(failover::run(a)),
+        Cmd::Floor(a) => floor::run(a),
     }
 }
