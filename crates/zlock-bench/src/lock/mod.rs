@@ -57,6 +57,10 @@ pub enum Scenario {
     D,
     E,
     F,
+    /// The seeds' scale: 1,000 sessions on 1,000 locks, for `--secs`.
+    G,
+    /// 1,000 sessions on 10 locks (100 contenders on each), for `--secs`.
+    H,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -66,9 +70,11 @@ pub enum Scenario {
     zlock-bench lock --scenario e --recipe naive --clients 33\n  \
     zlock-bench lock --scenario f --clients 10000 --server-pid 1234\n\n\
     Defaults per scenario: A 1 client, B 16, C 101, D 101 x 20 cycles, E 33 clients\n\
-    (32 waiters) x 5 cycles, F 10000 sessions and 200 measured hand-overs.")]
+    (32 waiters) x 5 cycles, F 10000 sessions and 200 measured hand-overs, G 1000\n\
+    sessions on 1000 locks, H 1000 sessions on 10 locks (--locks changes B's, G's and\n\
+    H's number of locks).")]
 pub struct LockArgs {
-    /// Scenario: a, b, c, d, e, f
+    /// Scenario: a, b, c, d, e, f, g, h
     #[arg(long, value_enum)]
     pub scenario: Scenario,
     /// System under test
@@ -94,7 +100,11 @@ pub struct LockArgs {
     /// Clients (sessions); the default depends on the scenario
     #[arg(long, short = 'c')]
     pub clients: Option<usize>,
-    /// Seconds to run A and B
+    /// Locks the sessions spread over in B, G and H (default: B and G one per session,
+    /// H 10)
+    #[arg(long)]
+    pub locks: Option<usize>,
+    /// Seconds to run A, B, G and H
     #[arg(long, default_value_t = 3.0)]
     pub secs: f64,
     /// Cycles per client for D (default 20); E: hand-overs counted = cycles x clients
@@ -147,7 +157,15 @@ pub async fn run(a: LockArgs) -> anyhow::Result<()> {
         Scenario::A => scenarios::throughput(&target, a.clients.unwrap_or(1), 1, a.secs).await?,
         Scenario::B => {
             let n = a.clients.unwrap_or(16);
-            scenarios::throughput(&target, n, n, a.secs).await?
+            scenarios::throughput(&target, n, a.locks.unwrap_or(n), a.secs).await?
+        }
+        Scenario::G => {
+            let n = a.clients.unwrap_or(1000);
+            scenarios::throughput(&target, n, a.locks.unwrap_or(n), a.secs).await?
+        }
+        Scenario::H => {
+            let n = a.clients.unwrap_or(1000);
+            scenarios::throughput(&target, n, a.locks.unwrap_or(10), a.secs).await?
         }
         Scenario::C => scenarios::orders(&target, a.clients.unwrap_or(101)).await?,
         Scenario::D => {
