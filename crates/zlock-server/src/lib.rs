@@ -42,6 +42,7 @@ mod metrics;
 mod net;
 mod pipeline;
 mod snapshot;
+pub mod stages;
 mod stats;
 
 use std::future::Future;
@@ -108,6 +109,7 @@ pub async fn serve(
     config.check_standalone()?;
     let config = Arc::new(config);
     check_data_dir(&config)?;
+    stages::start(config.ensemble.as_ref().map_or(0, |e| e.me));
 
     let (commit_tx, commit_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
@@ -351,6 +353,7 @@ pub async fn serve(
         // openraft's tasks apply into the core: they stop before serve returns.
         let _ = raft.shutdown().await;
     }
+    stages::dump();
     match fatal {
         Some(e) => Err(ServerError::Log(e)),
         None => Ok(()),

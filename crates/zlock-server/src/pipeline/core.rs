@@ -263,6 +263,11 @@ impl Core {
                         request => TxnBody::Request { auth, request },
                     };
                     txns.push(Txn::new(self.origin(session, asker.xid), now_ms(), body));
+                    if crate::stages::on() {
+                        let ago = asker.received.elapsed();
+                        crate::stages::mark("in", session.0, asker.xid, ago);
+                        crate::stages::mark("seq", session.0, asker.xid, Default::default());
+                    }
                     self.router.expect_write(session, asker);
                 } else {
                     let w = Waiting::Read { asker, auth, req };

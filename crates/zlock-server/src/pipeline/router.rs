@@ -266,6 +266,9 @@ impl Router {
     /// One applied Txn, as this member sees it: watch events and grants for local
     /// sessions, then the answer to its request if it came from here.
     pub fn applied(&mut self, state: &mut State, origin: Origin, a: &Applied) {
+        if origin.session != SessionId::NONE {
+            crate::stages::mark("applied", origin.session.0, origin.xid, Default::default());
+        }
         self.deliver(&a.events);
         for (s, g) in &a.grants {
             self.stats.lock_grants.fetch_add(1, Ordering::Relaxed);

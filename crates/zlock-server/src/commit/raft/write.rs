@@ -184,6 +184,7 @@ impl Forwards {
 
     /// Submits `batch` (stamped with this member's clock now).
     pub async fn take(&mut self, batch: Vec<Proposal>) {
+        crate::stages::mark_txns("fwd", batch.iter().flat_map(|p| p.0.iter()));
         let p = self.submitter.submit(batch, crate::clock::now_ms()).await;
         self.waiting.push_back(p);
     }
@@ -455,6 +456,7 @@ impl Writer {
         };
         match route {
             Route::Local(s) => {
+                crate::stages::mark_txns("sent", unit.props.iter().flat_map(|p| p.0.iter()));
                 let pending = s.submit(unit.props.clone(), crate::clock::now_ms()).await;
                 Ok(Some(Sent {
                     unit,
@@ -479,6 +481,7 @@ impl Writer {
                     }
                     return Ok(None);
                 }
+                crate::stages::mark_txns("sent", unit.props.iter().flat_map(|p| p.0.iter()));
                 let req = Request::Forward(unit.props.clone());
                 match write_frame(&mut link.wr, &req).await {
                     Ok(()) => Ok(Some(Sent {

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Where one write's time goes in a three-member zlock ensemble: a per-stage breakdown,
+# from the client's frame in to the reply queued, for a client on the leader and for a
+# client on a follower.
+#
+#   bench/stages.sh [ZLOCK]        (default target/release/zlock; zlock-bench beside it)
+#
+# Starts a 3-member ensemble (bench/lib/systems.sh, loopback, fresh temp dirs) with
+# ZLOCK_STAGES set, so each member marks every write at each stage in memory and writes
+# the marks out when it stops (crates/zlock-server/src/stages.rs). Runs scenario A (one
+# client, acquire and release, one write at a time) for SECS seconds (default 3) with
+# the client's session on the leader, then on a follower, stops the members (SIGTERM)
+# and prints the median and p90 of each stage over the writes of each run:
+#   in -> seq        the frame read, to the sequencer's Txn (queue, batch)
+#   seq -> sent      to the writer task's hand-over to openraft, or to the forward frame
+#   sent -> fwd      (follower) the forward frame read by the leader's peer server
+#   sent|fwd -> L    the leader's Raft: append, replicate, a quorum's fsync, commit, apply
+#   L -> O           (follower) the commit notice to the client's member, and its apply
+#   in -> reply      the whole, at the member that holds the client's connection
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ZLOCK="${1:-$REPO/target/release/zlock}"
+BENCH="$(cd "$(dirname "$ZLOCK")" && pwd)/zlock-bench"
+SECS="${SECS:-3}"
+[[ -x "$ZLOCK" && -x "$BENCH" ]] || { echo "build first: cargo build --release -p zlock-cli -p zlock-bench" >&2; exit 1; }
+# shellcheck source=lib/systems.sh
+source "$REPO/bench/lib/systems.sh"
+TMP="$(mktemp -d /tmp/zlock-stages.XXXXXX)"
+trap 'sys_cleanup; rm -rf "$TMP"' EXIT
+sys_init "$TMP/sys"
+log() { printf '[%5ss] %s\n' "$SECONDS" "$*" >&2; }
+
+declare -A LEADER
+for where in leader follower; do
+    mkdir -p "$TMP/$where"
+    ZLOCK_STAGES="$TMP/$where" SYS_ZLOCK_BIN="$ZLOCK" sys_start "$where" zlock-ens
+    sys_wait "$where" 60 || { echo "the ensemble did not come up" >&2; exit 1; }
+    l=$(sys_leader "$where")
+    LEADER[$where]=$l
+    IFS=, read -r -a hosts <<<"${SYS_HOSTS[$where]}"
+    if [[ $where == leader ]]; then at=$l; else at=$(( l % 3 + 1 )); fi
+    log "$where run: leader member $l, client on member $at (${hosts[$((at - 1))]})"
+    "$BENCH" lock --system zk --server "${hosts[$((at - 1))]}" --scenario a --secs "$SECS" \
+        --lock-path auto --json >"$TMP/$where/a.json"
+    echo "$at" >"$TMP/$where/client-member"
+    sys_stop "$where" 30
+done
+
+python3 - "$TMP" <<'PY'
+import csv, glob, os, statistics, sys, json
+tmp = sys.argv[1]
+for where in ("leader", "follower"):
+    d = os.path.join(tmp, where)
+    at = int(open(os.path.join(d, "client-member")).read())
+    marks = {}  # (session, xid) -> {(member, stage): ns}
+    leader = None
+    for p in glob.glob(os.path.join(d, "stages-*.csv")):
+        for m, stage, s, x, ns in csv.reader(open(p)):
+            marks.setdefault((s, x), {})[(int(m), stage)] = int(ns)
+    # the leader: the member that read forwarded frames, or the client's own member
+    for k, v in marks.items():
+        for (m, st) in v:
+            if st == "fwd":
+                leader = m
+    if leader is None:
+        leader = at
+    stages = {}
+    def add(name, a, b):
+        if a is not None and b is not None:
+            stages.setdefault(name, []).append((b - a) / 1000)
+    for k, v in marks.items():
+        g = lambda m, st: v.get((m, st))
+        if g(at, "in") is None or g(at, "applied") is None:
+            continue
+        add("in -> seq", g(at, "in"), g(at, "seq"))
+        add("seq -> sent", g(at, "seq"), g(at, "sent"))
+        if at != leader:
+            add("sent -> fwd (leader)", g(at, "sent"), g(leader, "fwd"))
+            add("fwd -> applied on leader", g(leader, "fwd"), g(leader, "applied"))
+            add("leader applied -> applied here", g(leader, "applied"), g(at, "applied"))
+        else:
+            add("sent -> applied (leader's Raft)", g(at, "sent"), g(at, "applied"))
+        add("in -> reply queued (whole)", g(at, "in"), g(at, "applied"))
+    a = json.load(open(os.path.join(d, "a.json")))
+    print(f"\n### Client on the {where} (member {at}; leader member {leader}); scenario A "
+          f"{a['cycles_per_sec']:.0f} cycles/s, acquire p50 {a['acquire_us']['p50'] / 1000:.3f} ms\n")
+    print("| stage | writes | p50 µs | p90 µs |")
+    print("|---|---:|---:|---:|")
+    for name, v in stages.items():
+        v.sort()
+        print(f"| {name} | {len(v)} | {statistics.median(v):.0f} | {v[int(len(v) * 0.9)]:.0f} |")
+PY
