@@ -49,21 +49,27 @@ done
 python3 - "$TMP" <<'PY'
 import csv, glob, os, statistics, sys, json
 tmp = sys.argv[1]
+MIN = -2147483648
 for where in ("leader", "follower"):
     d = os.path.join(tmp, where)
     at = int(open(os.path.join(d, "client-member")).read())
-    marks = {}  # (session, xid) -> {(member, stage): ns}
-    leader = None
+    marks = {}    # (session, xid) -> {(member, stage): ns}
+    flushed = {}  # member -> {entry index: ns}
+    members = set()
     for p in glob.glob(os.path.join(d, "stages-*.csv")):
         for m, stage, s, x, ns in csv.reader(open(p)):
-            marks.setdefault((s, x), {})[(int(m), stage)] = int(ns)
-    # the leader: the member that read forwarded frames, or the client's own member
-    for k, v in marks.items():
+            m, x, ns = int(m), int(x), int(ns)
+            members.add(m)
+            if x == MIN:
+                flushed.setdefault(m, {}).setdefault(int(s), ns)
+            else:
+                marks.setdefault((s, x), {})[(m, stage)] = ns
+    leader = at
+    for v in marks.values():
         for (m, st) in v:
             if st == "fwd":
                 leader = m
-    if leader is None:
-        leader = at
+    followers = sorted(members - {leader})
     stages = {}
     def add(name, a, b):
         if a is not None and b is not None:
@@ -72,14 +78,27 @@ for where in ("leader", "follower"):
         g = lambda m, st: v.get((m, st))
         if g(at, "in") is None or g(at, "applied") is None:
             continue
-        add("in -> seq", g(at, "in"), g(at, "seq"))
-        add("seq -> sent", g(at, "seq"), g(at, "sent"))
+        fl = lambda m: flushed.get(m, {}).get(g(m, "ix"))
+        add("in -> seq (to the sequencer, batched)", g(at, "in"), g(at, "seq"))
+        add("seq -> sent (to the writer task, handed over)", g(at, "seq"), g(at, "sent"))
         if at != leader:
-            add("sent -> fwd (leader)", g(at, "sent"), g(leader, "fwd"))
-            add("fwd -> applied on leader", g(leader, "fwd"), g(leader, "applied"))
-            add("leader applied -> applied here", g(leader, "applied"), g(at, "applied"))
+            add("sent -> fwd (forward frame read by the leader)", g(at, "sent"), g(leader, "fwd"))
+            start = g(leader, "fwd")
         else:
-            add("sent -> applied (leader's Raft)", g(at, "sent"), g(at, "applied"))
+            start = g(at, "sent")
+        add("-> leader's log append (openraft's core)", start, g(leader, "append"))
+        add("leader append -> its fsync done", g(leader, "append"), fl(leader))
+        firsts = sorted(x for x in (g(f, "append") for f in followers) if x is not None)
+        if firsts:
+            add("leader append -> first follower append (replication)", g(leader, "append"), firsts[0])
+        ffl = sorted(x for x in (fl(f) for f in followers) if x is not None)
+        for f in followers:
+            add(f"follower {f}: append -> its fsync done", g(f, "append"), fl(f))
+        quorum = sorted(x for x in [fl(leader)] + ffl if x is not None)
+        if len(quorum) >= 2:
+            add("quorum durable (2nd fsync done) -> applied on leader", quorum[1], g(leader, "applied"))
+        if at != leader:
+            add("leader applied -> applied here (commit notice, apply)", g(leader, "applied"), g(at, "applied"))
         add("in -> reply queued (whole)", g(at, "in"), g(at, "applied"))
     a = json.load(open(os.path.join(d, "a.json")))
     print(f"\n### Client on the {where} (member {at}; leader member {leader}); scenario A "

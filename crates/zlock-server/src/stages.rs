@@ -8,8 +8,10 @@
 //! The stages, for a write whose client is connected to member O, led by member L:
 //! `in` (O read its frame), `seq` (O's sequencer made it a Txn), `sent` (O's writer
 //! handed it to its Raft, or wrote it to the leader), `fwd` (L read it from O's
-//! forwarding connection; only when O is not L), `applied` (each member applied it; on
-//! O the reply is queued then).
+//! forwarding connection; only when O is not L), `append` (each member's Raft appended
+//! it to its log; `ix` says which entry holds it), `flushed` (marked by entry: the
+//! member's fsync of it ended), `applied` (each member applied it; on O the reply is
+//! queued then).
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,6 +75,33 @@ pub fn mark_txns<'a>(stage: &'static str, txns: impl IntoIterator<Item = &'a Txn
     for t in txns {
         if t.origin.session.0 != 0 {
             mark(stage, t.origin.session.0, t.origin.xid, Duration::ZERO);
+        }
+    }
+}
+
+/// Marks log entry `index` at `stage` (appended, flushed), on this member.
+pub fn mark_index(stage: &'static str, index: u64) {
+    if on() {
+        mark(stage, index as i64, i32::MIN, Duration::ZERO);
+    }
+}
+
+/// Marks every client write in log entry `index` as appended to this member's log, and
+/// which entry holds it (stage `ix`, whose time field is the index).
+pub fn mark_appended(index: u64, txns: &[Txn]) {
+    if !on() {
+        return;
+    }
+    for t in txns.iter().filter(|t| t.origin.session.0 != 0) {
+        let (s, x) = (t.origin.session.0, t.origin.xid);
+        mark("append", s, x, Duration::ZERO);
+        if let Ok(mut m) = MARKS.lock() {
+            m.push(Mark {
+                stage: "ix",
+                session: s,
+                xid: x,
+                ns: index,
+            });
         }
     }
 }

@@ -218,6 +218,7 @@ impl RaftLog {
             rx,
             failed: failed.clone(),
             waiting: Vec::new(),
+            appended: Vec::new(),
             broken: None,
         };
         let log = RaftLog {
@@ -285,6 +286,8 @@ pub struct Writer<D: LogStore> {
     failed: Arc<AtomicBool>,
     /// Appends written but not synced yet.
     waiting: Vec<IOFlushed<Zraft>>,
+    /// Their disk indexes, while stage marks are taken (`crate::stages`).
+    appended: Vec<u64>,
     /// The first failure: nothing is written after it, every later callback fails.
     broken: Option<String>,
 }
@@ -324,6 +327,9 @@ impl<D: LogStore> Writer<D> {
                     return false;
                 }
                 Op::Append { records, done } => {
+                    if crate::stages::on() {
+                        self.appended.extend(records.iter().map(|(i, _)| *i));
+                    }
                     if self.broken.is_none() {
                         for (index, payload) in &records {
                             if let Err(e) = self.disk.append(*index, payload) {
@@ -378,6 +384,10 @@ impl<D: LogStore> Writer<D> {
                 tracing::error!(error = %e, "raft log sync failed");
                 self.broken = Some(e.to_string());
             }
+        }
+        for i in self.appended.drain(..) {
+            // A disk record's index is the Raft index plus one.
+            crate::stages::mark_index("flushed", i.saturating_sub(1));
         }
         // Newest first: openraft keeps only the newest flushed position (an older one
         // reported after it changes nothing), so one fsync wakes its forwarder once.
@@ -469,6 +479,9 @@ impl RaftLogStorage<Zraft> for RaftLog {
                 }
             }
             for e in entries {
+                if let openraft::EntryPayload::Normal(p) = &e.payload {
+                    crate::stages::mark_appended(e.log_id.index, &p.0);
+                }
                 let bytes = codec::encode_entry(&e)?;
                 records.push((disk_index(e.log_id.index), bytes));
                 t.entries.insert(e.log_id.index, e);
