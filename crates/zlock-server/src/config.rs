@@ -303,9 +303,10 @@ pub struct ServerConfig {
     /// flushes data only (see `zlock_store::WalOptions::preallocate_bytes`). 0 = off.
     /// Default 4 MiB (ZooKeeper's is 64 MiB, for a log it never cuts at a roll).
     pub wal_preallocate_bytes: u64,
-    /// `zlock.commitSpinMicros` (zlock's own key): after a batch, how long the commit
-    /// thread keeps polling for the next write (yielding the CPU between polls) before it
-    /// sleeps. Waking a sleeping thread costs 15-20 µs on a small VM, on the path of
+    /// `zlock.commitSpinMicros` (zlock's own key): after a batch, how long a standalone
+    /// server's commit thread keeps polling for the next write (yielding the CPU between
+    /// polls) before it sleeps (an ensemble member sequences on its runtime, and does
+    /// not poll). Waking a sleeping thread costs 15-20 µs on a small VM, on the path of
     /// every write that arrives while the server is not busy; polling trades that for CPU
     /// time that is otherwise idle (at most this long after each batch). `None`: 100 µs
     /// with 2 or more CPUs, 0 (never poll) with one.

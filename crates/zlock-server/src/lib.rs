@@ -220,8 +220,8 @@ pub async fn serve(
     let mut raft_handle = None;
     let mut handover = None;
     let mut held = Vec::new();
-    let commit_thread = match recovered {
-        Some((wal, last)) => match &timings {
+    let mut commit_thread = match recovered {
+        Some((wal, last)) => Sequencing::Thread(match &timings {
             None => spawn_sequencer(
                 commit::WalCommit::new(wal, last, apply),
                 commit_rx,
@@ -240,7 +240,7 @@ pub async fn serve(
                 spin,
                 fatal_tx,
             )?,
-        },
+        }),
         None => {
             // Until the member runs (a blank one waits for its peers), the client port
             // answers four-letter words as a member that serves nobody, and holds the
@@ -272,7 +272,14 @@ pub async fn serve(
             reconfig = Some(raft.reconfigurer());
             raft_handle = Some(raft.raft().clone());
             handover = Some(raft.hand_over_handle());
-            spawn_sequencer(raft, commit_rx, core.clone(), spin, fatal_tx)?
+            // On the member's runtime: see `RaftSequencer`.
+            let sequencer = pipeline::sequencer::RaftSequencer {
+                commit: raft,
+                rx: commit_rx,
+                core: core.clone(),
+                fatal: fatal_tx,
+            };
+            Sequencing::Task(tokio::spawn(sequencer.run()))
         }
     };
 
@@ -344,8 +351,13 @@ pub async fn serve(
     for t in &member_tasks {
         t.abort();
     }
+    if let Sequencing::Task(t) = &mut commit_thread {
+        let _ = t.await;
+    }
     let _ = tokio::task::spawn_blocking(move || {
-        let _ = commit_thread.join();
+        if let Sequencing::Thread(t) = commit_thread {
+            let _ = t.join();
+        }
         let _ = ticker.join();
     })
     .await;
@@ -378,6 +390,13 @@ fn check_data_dir(config: &ServerConfig) -> Result<(), ServerError> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// Where the sequencer runs: its own thread beside the WAL (the fused fast path), or a
+/// task on an ensemble member's runtime.
+enum Sequencing {
+    Thread(std::thread::JoinHandle<()>),
+    Task(tokio::task::JoinHandle<()>),
 }
 
 fn spawn_sequencer<C: commit::Commit>(

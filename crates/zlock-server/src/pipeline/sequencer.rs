@@ -42,61 +42,32 @@ impl<C: Commit> Sequencer<C> {
     }
 
     fn serve(&mut self) {
-        let mut dirty = Vec::new();
-        let mut txns: Vec<Txn> = Vec::with_capacity(16);
-        let mut batch: Vec<Item> = Vec::with_capacity(16);
+        let mut step = Step::default();
         loop {
             let Some(first) = self.next_item() else {
                 break;
             };
-            let mut next = Some(first);
-            while let Some(it) = next.take() {
-                match it {
-                    // The log's own business: nothing to sequence.
-                    Item::Purge { through } => self.purge(through),
-                    Item::Trouble(e) if !matches!(e, CommitError::Unavailable(_)) => {
-                        return self.fail(e)
-                    }
-                    it => batch.push(it),
-                }
-                if batch.len() < MAX_BATCH {
-                    next = self.rx.try_recv().ok();
-                }
+            if let Err(e) = step.gather(first, &mut self.rx, |t| self.commit.purge_through(t)) {
+                return self.fail(e);
             }
-            if batch.is_empty() {
+            if step.batch.is_empty() {
                 continue;
             }
-            let mut flow = Flow::Go;
-            let mut dropped = false;
-            // In chunks, as the core applies: a connection task waiting for the lock
-            // waits for a few items, not a whole batch.
-            let mut items = batch.drain(..);
-            while flow == Flow::Go && items.len() > 0 {
-                with_core(&self.core, &mut dirty, |c| {
-                    for it in items.by_ref().take(APPLY_CHUNK) {
-                        dropped |= matches!(it, Item::OutOfTouch | Item::Trouble(_));
-                        if c.sequence(it, &mut txns) == Flow::Stop {
-                            flow = Flow::Stop;
-                            break;
-                        }
-                    }
-                });
-                crate::net::out::flush(&mut dirty);
-            }
-            drop(items);
+            let (flow, dropped) = step.sequence(&self.core);
             if dropped {
                 // Every client was dropped: the batches handed over before hold
                 // nothing anybody waits for (a pipelining log that stopped taking
                 // batches takes them again from here).
                 self.commit.dropped_all();
             }
-            match self.commit.submit(&mut txns) {
+            match self.commit.submit(&mut step.txns) {
                 Ok(()) => {}
                 Err(CommitError::Unavailable(why)) => {
                     // Committed or not, nobody can say: drop every client here (they
                     // reconnect and resume), and go on with the next batch.
                     tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
-                    txns.clear();
+                    step.txns.clear();
+                    let mut dirty = Vec::new();
                     with_core(&self.core, &mut dirty, |c| c.router.drop_all());
                     crate::net::out::flush(&mut dirty);
                 }
@@ -128,15 +99,117 @@ impl<C: Commit> Sequencer<C> {
         self.rx.blocking_recv()
     }
 
-    fn purge(&mut self, through: u64) {
-        if let Err(e) = self.commit.purge_through(LogIndex(through)) {
-            // Failing to delete old segments loses nothing; keep serving.
-            tracing::warn!(error = %e, "could not remove old log segments");
-        }
-    }
-
     fn fail(&self, e: CommitError) {
         tracing::error!(error = %e, "write-ahead log failed; stopping the server");
         let _ = self.fatal.send(Some(e.to_string()));
+    }
+}
+
+/// One batch's way through the sequencer, the same whichever loop runs it (the thread
+/// beside the WAL, or the ensemble's task).
+#[derive(Default)]
+struct Step {
+    batch: Vec<Item>,
+    txns: Vec<Txn>,
+    dirty: Vec<crate::net::ConnHandle>,
+}
+
+impl Step {
+    /// Takes `first` and every item queued behind it (up to [`MAX_BATCH`]); the log's
+    /// own items are handled here (`purge`). Err: the commit stage failed.
+    fn gather(
+        &mut self,
+        first: Item,
+        rx: &mut mpsc::Receiver<Item>,
+        mut purge: impl FnMut(LogIndex) -> Result<(), CommitError>,
+    ) -> Result<(), CommitError> {
+        let mut next = Some(first);
+        while let Some(it) = next.take() {
+            match it {
+                // The log's own business: nothing to sequence.
+                Item::Purge { through } => {
+                    if let Err(e) = purge(LogIndex(through)) {
+                        // Failing to delete old segments loses nothing; keep serving.
+                        tracing::warn!(error = %e, "could not remove old log segments");
+                    }
+                }
+                Item::Trouble(e) if !matches!(e, CommitError::Unavailable(_)) => return Err(e),
+                it => self.batch.push(it),
+            }
+            if self.batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        Ok(())
+    }
+
+    /// Sequences the batch into `txns`, in chunks under the core's lock (a connection
+    /// task waiting for the lock waits for a few items, not a whole batch). Returns
+    /// whether an item stopped the server, and whether every client was dropped
+    /// (`OutOfTouch`, `Trouble`).
+    fn sequence(&mut self, core: &Arc<Mutex<Core>>) -> (Flow, bool) {
+        let mut flow = Flow::Go;
+        let mut dropped = false;
+        let txns = &mut self.txns;
+        let mut items = self.batch.drain(..);
+        while flow == Flow::Go && items.len() > 0 {
+            with_core(core, &mut self.dirty, |c| {
+                for it in items.by_ref().take(APPLY_CHUNK) {
+                    dropped |= matches!(it, Item::OutOfTouch | Item::Trouble(_));
+                    if c.sequence(it, txns) == Flow::Stop {
+                        flow = Flow::Stop;
+                        break;
+                    }
+                }
+            });
+            crate::net::out::flush(&mut self.dirty);
+        }
+        (flow, dropped)
+    }
+}
+
+/// The ensemble's sequencer: the same steps as [`Sequencer`], run as a task on the
+/// member's runtime, where the connections, openraft and the writer run. A write then
+/// reaches the sequencer and the writer without waking another thread (on a thread of
+/// its own, each write woke the sequencer, and the sequencer woke the runtime for the
+/// writer).
+pub(crate) struct RaftSequencer {
+    pub commit: crate::commit::raft::RaftCommit,
+    pub rx: mpsc::Receiver<Item>,
+    pub core: Arc<Mutex<Core>>,
+    pub fatal: tokio::sync::watch::Sender<Option<String>>,
+}
+
+impl RaftSequencer {
+    pub async fn run(mut self) {
+        if let Err(e) = self.serve().await {
+            tracing::error!(error = %e, "the ensemble's log failed; stopping the server");
+            let _ = self.fatal.send(Some(e.to_string()));
+        }
+        let mut dirty = Vec::new();
+        with_core(&self.core, &mut dirty, Core::finish);
+        crate::net::out::flush(&mut dirty);
+    }
+
+    async fn serve(&mut self) -> Result<(), CommitError> {
+        let mut step = Step::default();
+        while let Some(first) = self.rx.recv().await {
+            step.gather(first, &mut self.rx, |t| self.commit.purge_through(t))?;
+            if step.batch.is_empty() {
+                continue;
+            }
+            let (flow, dropped) = step.sequence(&self.core);
+            if dropped {
+                self.commit.dropped_all_async().await;
+            }
+            self.commit.submit_async(&mut step.txns).await?;
+            if flow == Flow::Stop {
+                break;
+            }
+            // Let the connections and openraft run between batches (a busy sequencer
+            // always finds the next item queued).
+            tokio::task::yield_now().await;
+        }
+        Ok(())
     }
 }

@@ -483,6 +483,28 @@ impl RaftCommit {
         Ok(())
     }
 
+    /// [`Commit::submit`] from a task on the member's runtime (the ensemble's
+    /// sequencer): waits for room without blocking the runtime's thread.
+    pub async fn submit_async(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
+        self.stopped()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let order = write::Order::Batch {
+            props: Proposal::split(batch.drain(..)),
+            done: None,
+        };
+        self.orders
+            .send(order)
+            .await
+            .map_err(|_| CommitError::Stopped)
+    }
+
+    /// [`Commit::dropped_all`] from a task on the member's runtime.
+    pub async fn dropped_all_async(&mut self) {
+        let _ = self.orders.send(write::Order::Dropped).await;
+    }
+
     /// Waits until this member has applied through `last`.
     async fn applied_through(&self, last: u64) -> Result<(), CommitError> {
         let mut applied = self.applied.clone();
