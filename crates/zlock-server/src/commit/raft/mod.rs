@@ -486,18 +486,26 @@ impl RaftCommit {
     /// [`Commit::submit`] from a task on the member's runtime (the ensemble's
     /// sequencer): waits for room without blocking the runtime's thread.
     pub async fn submit_async(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
+        match self.order(batch)? {
+            Some(order) => self
+                .orders
+                .send(order)
+                .await
+                .map_err(|_| CommitError::Stopped),
+            None => Ok(()),
+        }
+    }
+
+    /// The writer's order for `batch` (emptied); `None` if there is nothing to write.
+    fn order(&self, batch: &mut Vec<Txn>) -> Result<Option<write::Order>, CommitError> {
         self.stopped()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let order = write::Order::Batch {
+        Ok(Some(write::Order::Batch {
             props: Proposal::split(batch.drain(..)),
             done: None,
-        };
-        self.orders
-            .send(order)
-            .await
-            .map_err(|_| CommitError::Stopped)
+        }))
     }
 
     /// [`Commit::dropped_all`] from a task on the member's runtime.
@@ -1037,17 +1045,13 @@ impl Commit for RaftCommit {
     /// Hands the batch to the writer task and returns: several batches replicate at
     /// once, and what fails them comes back through [`RaftCommit::troubles`].
     fn submit(&mut self, batch: &mut Vec<Txn>) -> Result<(), CommitError> {
-        self.stopped()?;
-        if batch.is_empty() {
-            return Ok(());
+        match self.order(batch)? {
+            Some(order) => self
+                .orders
+                .blocking_send(order)
+                .map_err(|_| CommitError::Stopped),
+            None => Ok(()),
         }
-        let order = write::Order::Batch {
-            props: Proposal::split(batch.drain(..)),
-            done: None,
-        };
-        self.orders
-            .blocking_send(order)
-            .map_err(|_| CommitError::Stopped)
     }
 
     fn dropped_all(&mut self) {
