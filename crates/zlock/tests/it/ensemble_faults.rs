@@ -623,3 +623,86 @@ async fn lock_delay_with_a_follower_clock_120s_ahead() {
 async fn lock_delay_with_a_follower_clock_120s_behind() {
     clock::lock_delay_with_a_skewed_follower("-120s").await;
 }
+
+/// The pipelined write path (`zlock-server`'s `commit/raft/write.rs`): one session on a
+/// follower keeps thousands of creates in flight (sent without waiting, in order) while
+/// the leader is killed (-9). Whatever the session sent that was applied is applied once
+/// (a frame whose outcome was unknown is never sent again), in the order it was sent,
+/// and every create acknowledged is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_writes_on_a_follower_through_a_leader_kill9() {
+    use zlock_proto::records::{Acl, CreateRequest};
+    use zlock_proto::{OpCode, Request};
+    bounded(async {
+        let (mut ens, l) = start().await;
+        let f = (l + 1) % 3;
+        let zk = on_member(&ens, f).await;
+        within("/pipe", zk.create("/pipe", b"", CreateMode::Persistent))
+            .await
+            .unwrap();
+        const N: usize = 3000;
+        let started = Instant::now();
+        let mut killed = false;
+        let mut sent = Vec::with_capacity(N);
+        for i in 0..N {
+            if !killed && started.elapsed() >= Duration::from_millis(40) {
+                ens.kill9(l);
+                killed = true;
+            }
+            let req = Request::Create(
+                OpCode::Create,
+                CreateRequest {
+                    path: "/pipe/n-".into(),
+                    data: Some(i.to_string().into_bytes()),
+                    acl: Acl::open_unsafe(),
+                    flags: 2, // PERSISTENT_SEQUENTIAL
+                },
+            );
+            // Queued on the session's connection now, in this order.
+            sent.push(zk.send(&req));
+            if i % 20 == 19 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        assert!(killed, "the leader was killed while the creates went out");
+        let mut acked = Vec::new();
+        for (i, s) in sent.into_iter().enumerate() {
+            match within("a create's answer", s).await {
+                Ok((h, _)) if h.err == 0 => acked.push(i),
+                Ok(_) | Err(_) => {} // ConnectionLoss: applied or not
+            }
+        }
+        // What was applied, read from a survivor after a sync.
+        let reader = connect(&ens.connect_string_from(f)).await;
+        within("sync", sync(&reader)).await.unwrap();
+        let mut nodes = children(&reader, "/pipe").await;
+        nodes.sort(); // the sequence suffix: the order they were applied in
+        let mut applied = Vec::with_capacity(nodes.len());
+        for n in &nodes {
+            let (d, _) = within("get", reader.get_data(&format!("/pipe/{n}"), false))
+                .await
+                .unwrap();
+            applied.push(String::from_utf8(d).unwrap().parse::<usize>().unwrap());
+        }
+        eprintln!(
+            "PIPELINE {} creates sent, {} acknowledged, {} applied",
+            N,
+            acked.len(),
+            applied.len()
+        );
+        assert!(
+            applied.windows(2).all(|w| w[0] < w[1]),
+            "applied out of order or twice: {:?}",
+            applied.windows(2).find(|w| w[0] >= w[1])
+        );
+        for i in &acked {
+            assert!(
+                applied.binary_search(i).is_ok(),
+                "acknowledged create {i} lost"
+            );
+        }
+        ens.restart(l).await.unwrap();
+        converged(&ens).await;
+    })
+    .await;
+}
