@@ -266,7 +266,7 @@ impl Core {
                     if crate::stages::on() {
                         let ago = asker.received.elapsed();
                         crate::stages::mark("in", session.0, asker.xid, ago);
-                        crate::stages::mark("seq", session.0, asker.xid, Default::default());
+                        crate::stages::mark("seq", session.0, asker.xid, std::time::Duration::ZERO);
                     }
                     self.router.expect_write(session, asker);
                 } else {
@@ -312,15 +312,13 @@ impl Core {
             Item::Scrape { done } => {
                 let _ = done.send(Box::new(self.scrape()));
             }
-            Item::OutOfTouch => {
-                txns.clear();
-                self.router.drop_all();
-            }
-            Item::Trouble(why) => {
-                // Committed or not, nobody can say: drop every client here (they
-                // reconnect and resume), and none of their requests sequenced before
-                // this is proposed.
-                tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
+            dropping @ (Item::OutOfTouch | Item::Trouble(_)) => {
+                // Trouble: committed or not, nobody can say. Either way every client
+                // here is dropped (they reconnect and resume), and none of their
+                // requests sequenced before this is proposed.
+                if let Item::Trouble(why) = &dropping {
+                    tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
+                }
                 txns.clear();
                 self.router.drop_all();
             }

@@ -267,7 +267,12 @@ impl Router {
     /// sessions, then the answer to its request if it came from here.
     pub fn applied(&mut self, state: &mut State, origin: Origin, a: &Applied) {
         if origin.session != SessionId::NONE {
-            crate::stages::mark("applied", origin.session.0, origin.xid, Default::default());
+            crate::stages::mark(
+                "applied",
+                origin.session.0,
+                origin.xid,
+                std::time::Duration::ZERO,
+            );
         }
         self.deliver(&a.events);
         for (s, g) in &a.grants {

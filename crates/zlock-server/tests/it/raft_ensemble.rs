@@ -528,17 +528,27 @@ impl Submitted {
         m: u64,
         seq: i32,
     ) {
+        self.take_troubles(c, troubles);
+        if self.epochs.is_empty() {
+            self.epochs.push(Vec::new());
+        }
+        c.submit(&mut vec![txn(m, seq)]).expect("submitted");
+        self.epochs.last_mut().unwrap().push(seq);
+    }
+
+    /// Takes in every trouble `c`'s writer reported: each starts a new epoch, after
+    /// `dropped_all` (as the server's sequencer drops every client).
+    fn take_troubles(
+        &mut self,
+        c: &mut RaftCommit,
+        troubles: &mut tokio::sync::mpsc::UnboundedReceiver<CommitError>,
+    ) {
         while let Ok(e) = troubles.try_recv() {
             assert!(matches!(e, CommitError::Unavailable(_)), "{e}");
             self.troubles += 1;
             c.dropped_all();
             self.epochs.push(Vec::new());
         }
-        if self.epochs.is_empty() {
-            self.epochs.push(Vec::new());
-        }
-        c.submit(&mut vec![txn(m, seq)]).expect("submitted");
-        self.epochs.last_mut().unwrap().push(seq);
     }
 
     /// Member `m`'s Txns in `history` are in the order it submitted them, and within
@@ -652,11 +662,7 @@ fn pipelined_batches_keep_each_members_order_through_a_failover() {
         let mut seq = 10_000;
         loop {
             let c = commits[i].as_mut().unwrap();
-            while troubles[i].try_recv().is_ok() {
-                submitted[i].troubles += 1;
-                c.dropped_all();
-                submitted[i].epochs.push(Vec::new());
-            }
+            submitted[i].take_troubles(c, &mut troubles[i]);
             match c.propose(&mut vec![txn(m, seq)]) {
                 Ok(()) => break,
                 Err(CommitError::Unavailable(_)) => {}

@@ -348,7 +348,7 @@ impl Writer {
                         }
                     }
                 }
-                () = other_leader(&raft, remote.unwrap_or(0)), if remote.is_some() => {
+                () = super::other_leader(&raft, remote.unwrap_or(0)), if remote.is_some() => {
                     let l = remote.unwrap_or(0);
                     self.poison(
                         format!("member {l} was replaced as leader while it held forwarded batches"),
@@ -660,15 +660,11 @@ async fn next_leader(raft: &Raft, refused_by: Option<u64>) {
     let wait = tokio::time::sleep(Duration::from_millis(20));
     match refused_by {
         Some(l) => tokio::select! {
-            () = other_leader(raft, l) => {}
+            () = super::other_leader(raft, l) => {}
             () = wait => {}
         },
         None => wait.await,
     }
-}
-
-async fn other_leader(raft: &Raft, leader: u64) {
-    super::other_leader(raft, leader).await
 }
 
 /// The reason this member's Raft stopped, if it did.
