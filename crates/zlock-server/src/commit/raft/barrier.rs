@@ -5,21 +5,28 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::leader::{known_leader, other_leader};
-use super::members;
-use super::peer::{self, Identity, Peer, Reply, Request};
+use super::leader::{known_leader, other_leader, LeaderLink, LinkError};
+use super::peer::{self, Reply, Request};
 use super::types::Raft;
 
 /// Waits until this member has caught up with the leader: for `sync`, and before a
 /// session resumes here.
 pub struct Barrier {
     pub(super) raft: Raft,
-    pub(super) id: Arc<Identity>,
-    pub(super) addrs: members::Addrs,
+    pub(super) link: tokio::sync::Mutex<LeaderLink>,
     pub(super) applied: watch::Receiver<u64>,
-    pub(super) peer: tokio::sync::Mutex<Option<Peer>>,
     pub(super) patience: Duration,
     pub(super) pending: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Why a barrier wait failed: the client's `sync` fails, or its session does not resume
+/// here.
+#[derive(Debug, thiserror::Error)]
+pub enum BarrierError {
+    #[error("raft stopped")]
+    Stopped,
+    #[error("no leader gave its read index within {0:?}")]
+    NoAnswer(Duration),
 }
 
 /// Counts a barrier wait while it lasts.
@@ -38,14 +45,16 @@ impl Barrier {
     ///
     /// A leader that fails or goes silent meanwhile is asked no more: the read index is
     /// asked again of the next leader, within the same patience.
-    pub async fn wait(&self) -> Result<(), String> {
+    pub async fn wait(&self) -> Result<(), BarrierError> {
         self.pending
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _counted = Pending(&self.pending);
         let work = async {
             let index = loop {
-                let leader = known_leader(&self.raft).await.map_err(|e| e.to_string())?;
-                if leader == self.id.me {
+                let leader = known_leader(&self.raft)
+                    .await
+                    .map_err(|_| BarrierError::Stopped)?;
+                if self.link.lock().await.is_me(leader) {
                     match peer::read_index(&self.raft).await {
                         Ok(index) => break index,
                         // Deposed, or no quorum answered in time: look again (at the
@@ -77,33 +86,34 @@ impl Barrier {
                 .wait_for(|a| *a >= index)
                 .await
                 .map(|_| ())
-                .map_err(|_| "raft stopped".to_string())
+                .map_err(|_| BarrierError::Stopped)
         };
         tokio::time::timeout(self.patience, work)
             .await
-            .unwrap_or_else(|_| Err("the leader did not answer in time".into()))
+            .unwrap_or(Err(BarrierError::NoAnswer(self.patience)))
     }
 
     /// Asks member `leader` for its read index; `None` if this member learns of another
     /// leader first.
-    async fn ask(&self, leader: u64) -> Option<Result<u64, String>> {
-        let mut p = self.peer.lock().await;
-        if p.as_ref().is_none_or(|p| p.target() != leader) {
-            let Some(addr) = self.addrs.get(leader) else {
-                return Some(Err(format!("unknown leader {leader}")));
-            };
-            *p = Some(Peer::new(self.id.clone(), leader, addr));
-        }
-        let peer = p.as_mut()?;
-        let answered = tokio::select! {
-            r = peer.call(&Request::ReadIndex, self.patience) => Some(r),
-            () = other_leader(&self.raft, leader) => None,
-        };
-        match answered {
-            Some(Ok(Reply::ReadIndex(r))) => Some(r),
-            Some(Ok(_)) => Some(Err("unexpected reply".into())),
-            Some(Err(e)) => Some(Err(e.to_string())),
-            None => None,
+    async fn ask(&self, leader: u64) -> Option<Result<u64, AskError>> {
+        let mut link = self.link.lock().await;
+        match link.ask(leader, &Request::ReadIndex, self.patience).await {
+            Ok(Some(Reply::ReadIndex(r))) => Some(r.map_err(AskError::Refused)),
+            Ok(Some(_)) => Some(Err(AskError::Unexpected)),
+            Ok(None) => None,
+            Err(e) => Some(Err(AskError::Link(e))),
         }
     }
+}
+
+/// Why one leader gave no read index (logged; the next leader is asked).
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    #[error(transparent)]
+    Link(LinkError),
+    /// Its reason, as it sent it (deposed, or no quorum answered it in time).
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("a reply of another kind")]
+    Unexpected,
 }

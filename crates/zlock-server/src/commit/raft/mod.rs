@@ -70,9 +70,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use zlock_core::{LogIndex, Txn};
 
-pub use self::barrier::Barrier;
+pub use self::barrier::{Barrier, BarrierError};
 pub use self::handover::HandOver;
-use self::leader::{known_leader, other_leader};
+use self::leader::{known_leader, other_leader, LeaderLink};
 pub use self::options::RaftOptions;
 use self::options::FORWARD_PROPOSALS;
 use self::peer::Identity;
@@ -130,13 +130,17 @@ impl RaftCommit {
         self.reconfigurer.membership.clone()
     }
 
+    /// A new connection to whichever member leads.
+    fn leader_link(&self) -> LeaderLink {
+        LeaderLink::new(self.raft.clone(), self.id.clone(), self.addrs.clone())
+    }
+
     /// A handle that reports this member's session activity to the leader.
     pub fn reporter(&self) -> Reporter {
         Reporter {
             raft: self.raft.clone(),
             id: self.id.clone(),
-            addrs: self.addrs.clone(),
-            peer: None,
+            link: self.leader_link(),
             pending_syncs: self.pending_syncs.clone(),
             silent: self.silent,
             touch: self.touch.clone(),
@@ -148,10 +152,8 @@ impl RaftCommit {
     pub fn barrier(&self) -> Barrier {
         Barrier {
             raft: self.raft.clone(),
-            id: self.id.clone(),
-            addrs: self.addrs.clone(),
+            link: tokio::sync::Mutex::new(self.leader_link()),
             applied: self.applied.clone(),
-            peer: tokio::sync::Mutex::new(None),
             patience: self.patience,
             pending: self.pending_syncs.clone(),
         }

@@ -32,8 +32,8 @@ use openraft::BasicNode;
 use tokio::sync::watch;
 
 use super::failover::Contact;
-use super::members::Addrs;
-use super::peer::{Identity, Peer, Reply, Request};
+use super::leader::LeaderLink;
+use super::peer::{Reply, Request};
 use super::types::Raft;
 use super::types::WatchReceiver as _;
 
@@ -119,34 +119,26 @@ pub(super) async fn add_when_leading(
 /// quorum round), and records each yes in `contact` (see `in_touch`). The leader's
 /// address is looked up in `addrs`. Ends when `stopped` turns true.
 pub(super) async fn confirm_leader(
-    raft: Raft,
-    id: Arc<Identity>,
-    addrs: Addrs,
+    mut link: LeaderLink,
     contact: Arc<Contact>,
     heartbeat: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut peer: Option<Peer> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        let leader = raft.metrics().borrow_watched().current_leader;
-        let Some(leader) = leader else { continue };
-        if peer.as_ref().is_none_or(|p| p.target() != leader) {
-            // Looked up (in the membership) only for a new connection.
-            let Some(addr) = addrs.get(leader) else {
-                continue;
-            };
-            peer = Some(Peer::new(id.clone(), leader, addr));
-        }
-        let Some(p) = peer.as_mut() else { continue };
+        let Some(leader) = link.current() else {
+            continue;
+        };
         // Within a silent time's share: an answer that comes later is stale anyway.
         let ttl = (contact.silent / 2).max(heartbeat);
-        if let Ok(Reply::LeaderInTouch(true)) = p.call(&Request::LeaderInTouch, ttl).await {
+        if let Ok(Some(Reply::LeaderInTouch(true))) =
+            link.ask(leader, &Request::LeaderInTouch, ttl).await
+        {
             contact.confirmed();
         }
     }

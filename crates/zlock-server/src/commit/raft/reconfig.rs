@@ -39,11 +39,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use zlock_proto::ErrorCode;
 
-use super::members::{self, node_text, Addrs, ConfigView};
-use super::peer::{Identity, Peer, Reply, Request};
+use super::leader::{known_leader, other_leader, LeaderLink};
+use super::members::{self, node_text, ConfigView};
+use super::peer::{Identity, Reply, Request};
 use super::types::WatchReceiver as _;
 use super::types::{Membership, Metrics, Raft, Zraft};
-use super::{known_leader, other_leader};
 use crate::config::{MemberSpec, MAX_MEMBER_ID};
 
 /// A `reconfig` request as the leader needs it.
@@ -416,7 +416,7 @@ impl Leader {
 pub struct Reconfigurer {
     pub(super) raft: Raft,
     pub(super) id: Arc<Identity>,
-    pub(super) addrs: Addrs,
+    pub(super) link: tokio::sync::Mutex<LeaderLink>,
     pub(super) leader: Arc<Leader>,
     pub(super) membership: watch::Receiver<Membership>,
     pub(super) patience: Duration,
@@ -472,20 +472,12 @@ impl Reconfigurer {
     /// Asks member `leader` to carry `change` out; `None` if this member learns of
     /// another leader first.
     async fn ask(&self, leader: u64, change: &Change) -> Option<Result<ConfigView, ReconfigError>> {
-        let Some(addr) = self.addrs.get(leader) else {
-            return Some(Err(ReconfigError::NoQuorum(format!(
-                "unknown leader {leader}"
-            ))));
-        };
-        let mut peer = Peer::new(self.id.clone(), leader, addr);
         let req = Request::Reconfig(change.clone());
-        let answered = tokio::select! {
-            r = peer.call(&req, self.patience * 3) => Some(r),
-            () = other_leader(&self.raft, leader) => None,
-        };
-        match answered? {
-            Ok(Reply::Reconfig(r)) => Some(r),
-            Ok(_) => Some(Err(ReconfigError::NoQuorum("unexpected reply".into()))),
+        let mut link = self.link.lock().await;
+        match link.ask(leader, &req, self.patience * 3).await {
+            Ok(Some(Reply::Reconfig(r))) => Some(r),
+            Ok(Some(_)) => Some(Err(ReconfigError::NoQuorum("unexpected reply".into()))),
+            Ok(None) => None,
             Err(e) => Some(Err(ReconfigError::NoQuorum(e.to_string()))),
         }
     }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::members;
-use super::peer::{Identity, Peer, Reply, Request};
+use super::leader::LeaderLink;
+use super::peer::{Identity, Reply, Request};
 use super::touch::{is_learner, removed};
 use super::types::WatchReceiver as _;
 use super::types::{self, Raft};
@@ -16,8 +16,7 @@ use super::types::{self, Raft};
 pub struct Reporter {
     pub(super) raft: Raft,
     pub(super) id: Arc<Identity>,
-    pub(super) addrs: members::Addrs,
-    pub(super) peer: Option<Peer>,
+    pub(super) link: LeaderLink,
     pub(super) pending_syncs: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) silent: Duration,
     pub(super) touch: watch::Receiver<bool>,
@@ -112,24 +111,16 @@ impl Reporter {
     /// Reports `sessions` to the current leader; `false` if there is none or it could
     /// not be reached (the caller keeps them for the next report).
     pub async fn report(&mut self, sessions: &[i64], ttl: Duration) -> bool {
-        let Some(leader) = self.raft.metrics().borrow_watched().current_leader else {
+        let Some(leader) = self.link.current() else {
             return false;
         };
-        if leader == self.id.me {
+        if self.link.is_me(leader) {
             return true;
         }
-        if self.peer.as_ref().is_none_or(|p| p.target() != leader) {
-            let Some(addr) = self.addrs.get(leader) else {
-                return false;
-            };
-            self.peer = Some(Peer::new(self.id.clone(), leader, addr));
-        }
-        let Some(p) = self.peer.as_mut() else {
-            return false;
-        };
+        let req = Request::Touch(sessions.to_vec());
         matches!(
-            p.call(&Request::Touch(sessions.to_vec()), ttl).await,
-            Ok(Reply::Touch)
+            self.link.ask(leader, &req, ttl).await,
+            Ok(Some(Reply::Touch))
         )
     }
 

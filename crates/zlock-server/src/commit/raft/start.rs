@@ -8,6 +8,7 @@ use openraft::BasicNode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::leader::LeaderLink;
 use super::peer::{self, Identity};
 use super::touch::watch_touch;
 use super::types::Raft;
@@ -120,7 +121,7 @@ impl RaftCommit {
         let reconfigurer = Arc::new(reconfig::Reconfigurer {
             raft: raft.clone(),
             id: id.clone(),
-            addrs: addrs.clone(),
+            link: tokio::sync::Mutex::new(LeaderLink::new(raft.clone(), id.clone(), addrs.clone())),
             leader: leader.clone(),
             membership,
             patience: opts.patience(),
@@ -157,9 +158,7 @@ impl RaftCommit {
         tokio::spawn(watcher.run(broke, stopped.clone()));
         if observer {
             tokio::spawn(observers::confirm_leader(
-                raft.clone(),
-                id.clone(),
-                addrs.clone(),
+                LeaderLink::new(raft.clone(), id.clone(), addrs.clone()),
                 contact.clone(),
                 Duration::from_millis(opts.heartbeat_ms),
                 stopped.clone(),
