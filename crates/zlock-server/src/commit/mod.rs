@@ -46,13 +46,14 @@ pub enum CommitError {
     Store(#[from] zlock_store::StoreError),
     #[error("the commit log failed earlier and is stopped")]
     Stopped,
+    /// The ensemble's Raft failed on this member: the server stops.
     #[error("the ensemble failed: {0}")]
-    Raft(String),
+    Raft(#[from] raft::RaftFailure),
     /// The proposal may or may not have been committed (the leader changed or could
     /// not be reached). The commit stage is not stopped; the requests waiting for
     /// these Txns must be treated as lost (their clients see a connection loss).
     #[error("no answer from the ensemble's leader: {0}")]
-    Unavailable(String),
+    Unavailable(#[from] raft::Unknown),
 }
 
 /// One committed log entry.

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use zlock_server::commit::raft::RaftFailure;
 use zlock_server::commit::{CommitError, LogStore};
 
 #[derive(Default)]
@@ -69,7 +70,7 @@ impl LogStore for MemDisk {
         if index != p.next {
             let e = format!("append at {index}, expected {}", p.next);
             p.errors.push(e.clone());
-            return Err(CommitError::Raft(e));
+            return Err(CommitError::Raft(RaftFailure::Disk(e)));
         }
         p.next = index + 1;
         p.unsynced.push((index, payload.to_vec()));
@@ -79,7 +80,9 @@ impl LogStore for MemDisk {
     fn sync(&mut self) -> Result<(), CommitError> {
         let mut p = lock(self);
         if p.power_failing {
-            return Err(CommitError::Raft("power failure during fsync".into()));
+            return Err(CommitError::Raft(RaftFailure::Disk(
+                "power failure during fsync".into(),
+            )));
         }
         let written = std::mem::take(&mut p.unsynced);
         p.durable.extend(written);

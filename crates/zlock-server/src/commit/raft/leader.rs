@@ -8,7 +8,7 @@ use super::members::Addrs;
 use super::peer::{FrameError, Identity, Peer, Reply, Request};
 use super::types::Raft;
 use super::types::WatchReceiver as _;
-use super::CommitError;
+use super::{CommitError, RaftFailure};
 
 /// A connection to whichever member leads, for the requests only the leader answers:
 /// the read index ([`super::Barrier`]), session reports ([`super::Reporter`]), an
@@ -90,13 +90,13 @@ pub(super) async fn known_leader(raft: &Raft) -> Result<u64, CommitError> {
     let mut m = raft.server_metrics();
     loop {
         if let Err(e) = &raft.metrics().borrow_watched().running_state {
-            return Err(CommitError::Raft(e.to_string()));
+            return Err(RaftFailure::Fatal(e.to_string()).into());
         }
         if let Some(l) = m.borrow_and_update().current_leader {
             return Ok(l);
         }
         if m.changed().await.is_err() {
-            return Err(CommitError::Raft("raft stopped".into()));
+            return Err(RaftFailure::Stopped.into());
         }
     }
 }

@@ -36,6 +36,7 @@ mod barrier;
 mod codec;
 #[cfg(test)]
 mod data_dir_tests;
+mod error;
 mod failover;
 #[cfg(test)]
 mod golden_tests;
@@ -71,6 +72,7 @@ use tokio::sync::watch;
 use zlock_core::{LogIndex, Txn};
 
 pub use self::barrier::{Barrier, BarrierError};
+pub use self::error::{RaftFailure, Unknown};
 pub use self::handover::HandOver;
 use self::leader::{known_leader, other_leader, LeaderLink};
 pub use self::options::RaftOptions;
@@ -240,10 +242,8 @@ impl RaftCommit {
         .await;
         match waited {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(CommitError::Raft("raft stopped".into())),
-            Err(_) => Err(CommitError::Unavailable(format!(
-                "entry {last} committed but not applied here in time"
-            ))),
+            Ok(Err(_)) => Err(RaftFailure::Stopped.into()),
+            Err(_) => Err(Unknown::NotApplied(last).into()),
         }
     }
 }

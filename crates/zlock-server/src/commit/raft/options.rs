@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::CommitError;
+use super::{CommitError, RaftFailure};
 
 /// How a member takes part in an ensemble.
 #[derive(Debug, Clone)]
@@ -78,7 +78,8 @@ impl RaftOptions {
             enable_leader_restore: Some(false),
             ..openraft::Config::default()
         };
-        c.validate().map_err(|e| CommitError::Raft(e.to_string()))
+        c.validate()
+            .map_err(|e| RaftFailure::Config(e.to_string()).into())
     }
 
     /// How long a proposal waits for a leader, and for its answer.

@@ -13,7 +13,7 @@ use super::peer::{self, Identity};
 use super::touch::watch_touch;
 use super::types::Raft;
 use super::{failover, log, members, observers, reconfig, rejoin, sm, write};
-use super::{CommitError, RaftCommit, RaftOptions};
+use super::{CommitError, RaftCommit, RaftFailure, RaftOptions};
 use crate::commit::{LogStore, Snapshots};
 
 impl RaftCommit {
@@ -41,7 +41,7 @@ impl RaftCommit {
         hooks: peer::Hooks,
     ) -> Result<RaftCommit, CommitError> {
         let mut config = opts.config()?;
-        let io = |e: std::io::Error| CommitError::Raft(e.to_string());
+        let io = |e: std::io::Error| CommitError::Raft(RaftFailure::Open(Arc::new(e)));
         let mut log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
         let log_closer = log.closer();
         let gate = Arc::new(rejoin::Gate::open(&opts.meta_dir).map_err(io)?);
@@ -102,7 +102,7 @@ impl RaftCommit {
         config.enable_elect = local.may_campaign();
         let raft = Raft::new(opts.me, Arc::new(config), network, log, sm)
             .await
-            .map_err(|e| CommitError::Raft(e.to_string()))?;
+            .map_err(|e| RaftFailure::Fatal(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
         let addrs = members::Addrs::new(
             raft.clone(),

@@ -61,6 +61,7 @@ use super::peer::Request;
 use super::peer::{read_frame, write_frame, ForwardError, FrameError, Identity, Peer, Reply};
 use super::types::{Proposal, Raft, WatchReceiver as _, Zraft};
 use super::FORWARD_PROPOSALS;
+use super::{RaftFailure, Unknown};
 use crate::commit::CommitError;
 
 /// Frames a member keeps in flight before it waits for the oldest one's outcome.
@@ -328,22 +329,26 @@ impl Writer {
                         Ok(_) => {
                             queue.push_front(sent.unit);
                             self.poison(
-                                "a frame was taken after an earlier one was refused".into(),
+                                Unknown::TakenAfterRefused,
                                 &mut queue, &mut in_flight, &mut refused,
                             );
                             (route, held, poisoned) = (None, Held::No, true);
                         }
-                        Err(ForwardError::NotLeader(_) | ForwardError::NotSent(_)) => {
+                        Err(Heard::Said(ForwardError::NotLeader(_) | ForwardError::NotSent(_))) => {
                             refused.push(sent.unit);
                             held = Held::Refused;
                         }
-                        Err(ForwardError::Fatal(e)) if matches!(route, Some(Route::Local(_))) => {
+                        Err(Heard::Said(ForwardError::Fatal(e))) if matches!(route, Some(Route::Local(_))) => {
                             queue.push_front(sent.unit);
-                            return self.fatal(e, queue, in_flight, refused);
+                            return self.fatal(RaftFailure::Fatal(e), queue, in_flight, refused);
                         }
-                        Err(e) => {
+                        Err(heard) => {
                             queue.push_front(sent.unit);
-                            self.poison(e.to_string(), &mut queue, &mut in_flight, &mut refused);
+                            let why = match heard {
+                                Heard::Said(said) => Unknown::Leader { leader: refused_by.unwrap_or(self.me), said },
+                                Heard::Lost(why) => why,
+                            };
+                            self.poison(why, &mut queue, &mut in_flight, &mut refused);
                             (route, held, poisoned) = (None, Held::No, true);
                         }
                     }
@@ -351,14 +356,14 @@ impl Writer {
                 () = super::other_leader(&raft, remote.unwrap_or(0)), if remote.is_some() => {
                     let l = remote.unwrap_or(0);
                     self.poison(
-                        format!("member {l} was replaced as leader while it held forwarded batches"),
+                        Unknown::Replaced(l),
                         &mut queue, &mut in_flight, &mut refused,
                     );
                     (route, held, poisoned) = (None, Held::No, true);
                 }
                 () = out_of_touch(touch, since.unwrap_or_else(Instant::now) + silent), if since.is_some() => {
                     self.poison(
-                        "out of touch with the quorum".into(),
+                        Unknown::OutOfTouch,
                         &mut queue, &mut in_flight, &mut refused,
                     );
                     (route, held, poisoned) = (None, Held::No, true);
@@ -371,7 +376,7 @@ impl Writer {
                     (route, held) = (None, Held::No);
                     if queue.front().is_some_and(|u| u.since.elapsed() > self.patience) {
                         self.poison(
-                            "no leader took the batch in time".into(),
+                            Unknown::NotTaken(self.patience),
                             &mut queue, &mut in_flight, &mut refused,
                         );
                         poisoned = true;
@@ -389,7 +394,7 @@ impl Writer {
                             // Its clients were dropped, or are being dropped: nobody
                             // waits for it.
                             if let Some(d) = done {
-                                let _ = d.send(Err(CommitError::Unavailable("discarded".into())));
+                                let _ = d.send(Err(Unknown::Discarded.into()));
                             }
                         } else {
                             cut(props, done, &mut queue);
@@ -417,7 +422,8 @@ impl Writer {
                 Err(CommitError::Unavailable(why)) => {
                     return Err(Failure::Unknown(why, Some(unit)))
                 }
-                Err(e) => return Err(Failure::Fatal(e.to_string())),
+                Err(CommitError::Raft(f)) => return Err(Failure::Fatal(f)),
+                Err(e) => return Err(Failure::Fatal(RaftFailure::Fatal(e.to_string()))),
             };
             let keep = matches!(route, Some(Route::Remote(l)) if l.leader == leader);
             if !keep {
@@ -490,7 +496,10 @@ impl Writer {
                         at: Instant::now(),
                     })),
                     Err(e) => Err(Failure::Unknown(
-                        format!("forwarding to member {}: {e}", link.leader),
+                        Unknown::Link {
+                            leader: link.leader,
+                            source: Arc::new(e),
+                        },
                         Some(unit),
                     )),
                 }
@@ -503,7 +512,7 @@ impl Writer {
     async fn leader(&self, since: Instant) -> Result<u64, CommitError> {
         tokio::time::timeout_at(since + self.patience, super::known_leader(&self.raft))
             .await
-            .unwrap_or_else(|_| Err(CommitError::Unavailable("no leader elected".into())))
+            .unwrap_or_else(|_| Err(Unknown::NoLeader(self.patience).into()))
     }
 
     /// A new forwarding connection to `leader`.
@@ -531,23 +540,21 @@ impl Writer {
     /// it all (see the module's documentation).
     fn poison(
         &self,
-        why: String,
+        why: Unknown,
         queue: &mut VecDeque<Unit>,
         in_flight: &mut VecDeque<Sent>,
         refused: &mut Vec<Unit>,
     ) {
-        let why = match stopped(&self.raft) {
-            Some(e) => {
-                // Not unknown: this member's Raft failed.
-                self.failed.store(true, Ordering::SeqCst);
-                let _ = self.troubles.send(CommitError::Raft(e.clone()));
-                e
-            }
-            None => {
-                let _ = self.troubles.send(CommitError::Unavailable(why.clone()));
-                why
-            }
+        // Not unknown if this member's Raft failed: that is what they hear.
+        let failed = stopped(&self.raft);
+        if failed.is_some() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        let why = || match &failed {
+            Some(e) => CommitError::Raft(e.clone()),
+            None => CommitError::Unavailable(why.clone()),
         };
+        let _ = self.troubles.send(why());
         let units = in_flight
             .drain(..)
             .map(|s| s.unit)
@@ -555,7 +562,7 @@ impl Writer {
             .chain(queue.drain(..));
         for u in units {
             if let Some(d) = u.done {
-                let _ = d.send(Err(CommitError::Unavailable(why.clone())));
+                let _ = d.send(Err(why()));
             }
         }
     }
@@ -563,7 +570,7 @@ impl Writer {
     /// This member's Raft failed: nothing more is taken, and the server stops.
     fn fatal(
         &mut self,
-        e: String,
+        e: RaftFailure,
         queue: VecDeque<Unit>,
         in_flight: VecDeque<Sent>,
         refused: Vec<Unit>,
@@ -586,9 +593,9 @@ impl Writer {
 /// Why a frame could not be sent.
 enum Failure {
     /// Its outcome (and every later one's) is unknown; the frame, if it is still here.
-    Unknown(String, Option<Unit>),
+    Unknown(Unknown, Option<Unit>),
     /// This member's Raft failed.
-    Fatal(String),
+    Fatal(RaftFailure),
 }
 
 /// Cuts a batch into frames, queued in order; the last frame carries `done`.
@@ -610,37 +617,44 @@ fn cut(
     queue.push_back(Unit { props, since, done });
 }
 
+/// A frame's outcome as the writer sees it: the answer its route gave, or what became of
+/// the connection it went on.
+enum Heard {
+    /// The leader's (or this member's submitter's) answer.
+    Said(ForwardError),
+    /// No answer: the connection failed, closed or stayed silent.
+    Lost(Unknown),
+}
+
 /// The outcome of the oldest frame in flight (cancel-safe: a local one's future stays
 /// in place; a reply half read stays in the link's stream).
 async fn next_outcome(
     in_flight: &mut VecDeque<Sent>,
     route: &mut Option<Route>,
     patience: Duration,
-) -> Outcome {
+) -> Result<u64, Heard> {
     let Some(front) = in_flight.front_mut() else {
         return std::future::pending().await;
     };
     if let Some(p) = front.pending.as_mut() {
-        return p.as_mut().await;
+        return p.as_mut().await.map_err(Heard::Said);
     }
     let Some(Route::Remote(link)) = route.as_mut() else {
-        return Err(ForwardError::Failed(
-            "no connection for a forwarded frame".into(),
-        ));
+        return Err(Heard::Lost(Unknown::NoLink));
     };
-    let due = front.at + patience;
+    let (due, leader) = (front.at + patience, link.leader);
     match tokio::time::timeout_at(due, link.replies.next()).await {
-        Ok(Some(Ok(Reply::Forward(r)))) => r,
-        Ok(Some(Ok(_))) => Err(ForwardError::Failed("unexpected reply".into())),
-        Ok(Some(Err(e))) => Err(ForwardError::Failed(format!(
-            "forwarding to member {}: {e}",
-            link.leader
-        ))),
-        Ok(None) => Err(ForwardError::Failed("connection closed".into())),
-        Err(_) => Err(ForwardError::Failed(format!(
-            "member {} did not answer a forwarded frame within {patience:?}",
-            link.leader
-        ))),
+        Ok(Some(Ok(Reply::Forward(r)))) => r.map_err(Heard::Said),
+        Ok(Some(Ok(_))) => Err(Heard::Lost(Unknown::UnexpectedReply { leader })),
+        Ok(Some(Err(e))) => Err(Heard::Lost(Unknown::Link {
+            leader,
+            source: Arc::new(e),
+        })),
+        Ok(None) => Err(Heard::Lost(Unknown::Closed { leader })),
+        Err(_) => Err(Heard::Lost(Unknown::Silent {
+            leader,
+            within: patience,
+        })),
     }
 }
 
@@ -668,9 +682,9 @@ async fn next_leader(raft: &Raft, refused_by: Option<u64>) {
 }
 
 /// The reason this member's Raft stopped, if it did.
-fn stopped(raft: &Raft) -> Option<String> {
+fn stopped(raft: &Raft) -> Option<RaftFailure> {
     match &raft.metrics().borrow_watched().running_state {
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(RaftFailure::Fatal(e.to_string())),
         Ok(()) => None,
     }
 }
