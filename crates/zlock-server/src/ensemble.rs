@@ -247,7 +247,7 @@ pub(crate) async fn start(
         tokio::spawn(async move {
             let mut every = tokio::time::interval(TICK);
             let mut pending: Vec<i64> = Vec::new();
-            let stats = with_core(&core, &mut Vec::new(), |c| c.router.stats.clone());
+            let stats = with_core(&core, &mut Vec::new(), |c| c.stats());
             let mut leaderless = Leaderless::default();
             loop {
                 every.tick().await;
@@ -255,7 +255,7 @@ pub(crate) async fn start(
                 let facts = r.facts();
                 leaderless.saw(facts.leader.is_some(), &stats);
                 let fresh = with_core(&core, &mut dirty, |c| {
-                    c.ensemble = Some(facts);
+                    c.saw_ensemble(facts);
                     c.take_touched()
                 });
                 if r.leads() {

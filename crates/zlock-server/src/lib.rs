@@ -49,7 +49,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -172,39 +172,9 @@ pub async fn serve(
             (st, None)
         }
     };
-    let me = config
-        .ensemble
-        .as_ref()
-        .map_or(pipeline::core::STANDALONE, |e| zlock_core::MemberId(e.me));
-    let mut core = pipeline::core::Core {
-        state,
-        router: pipeline::router::Router::new(
-            me,
-            stats.clone(),
-            pipeline::long_read::LongReads::start().map_err(ServerError::Thread)?,
-        ),
-        sessions: zlock_core::sessions::SessionTracker::new(
-            pipeline::ticker::TICK.as_millis() as u64
-        ),
-        clock: clock::Clock::start(),
-        config: config.clone(),
-        snapshots,
-        since_snapshot: 0,
-        next_container_check: Instant::now()
-            + Duration::from_millis(config.container_check_interval_ms),
-        stopped: false,
-        leads: config.ensemble.is_none(),
-        in_touch: config.ensemble.is_none(),
-        mode: match &config.ensemble {
-            None => "standalone",
-            Some(e) if e.is_observer() => "observer",
-            Some(_) => "follower",
-        },
-        led_since: None,
-        touched: config.ensemble.as_ref().map(|_| Default::default()),
-        snapshot_self: config.ensemble.is_none(),
-        ensemble: None,
-    };
+    let long_reads = pipeline::long_read::LongReads::start().map_err(ServerError::Thread)?;
+    let mut core =
+        pipeline::core::Core::new(config.clone(), state, stats.clone(), snapshots, long_reads);
     core.start_clocks();
     let core = Arc::new(std::sync::Mutex::new(core));
 

@@ -30,32 +30,32 @@ use crate::snapshot::SnapshotWorker;
 use crate::stats::Latency;
 
 pub(crate) struct Core {
-    pub state: State,
-    pub router: Router,
-    pub sessions: SessionTracker,
-    pub clock: Clock,
-    pub config: Arc<ServerConfig>,
-    pub snapshots: SnapshotWorker,
-    pub since_snapshot: u64,
-    pub next_container_check: Instant,
+    state: State,
+    router: Router,
+    sessions: SessionTracker,
+    clock: Clock,
+    config: Arc<ServerConfig>,
+    snapshots: SnapshotWorker,
+    since_snapshot: u64,
+    next_container_check: Instant,
     /// Set by [`Core::finish`]: the state is gone.
-    pub stopped: bool,
+    stopped: bool,
     /// This member may expire sessions: the single node, or an ensemble's leader...
-    pub leads: bool,
+    leads: bool,
     /// ... while it is in touch with a quorum (always, on the single node).
-    pub in_touch: bool,
+    in_touch: bool,
     /// In an ensemble: `leader` or `follower`; `standalone` otherwise.
-    pub mode: &'static str,
+    mode: &'static str,
     /// In an ensemble, since when this member leads (`leader_uptime`).
-    pub led_since: Option<Instant>,
+    led_since: Option<Instant>,
     /// In an ensemble, the sessions active here since the last report to the leader
     /// (whose tracker is the one that expires); `None` on the single node.
-    pub touched: Option<std::collections::HashSet<SessionId>>,
+    touched: Option<std::collections::HashSet<SessionId>>,
     /// In an ensemble: the ensemble as this member last saw it (for `mntr`).
-    pub ensemble: Option<crate::commit::raft::RaftFacts>,
+    ensemble: Option<crate::commit::raft::RaftFacts>,
     /// Whether the core takes snapshots itself (the single node; in an ensemble the
     /// Raft log asks for them).
-    pub snapshot_self: bool,
+    snapshot_self: bool,
 }
 
 /// Locks the core. A panic while it was held means a bug in applying a Txn: the state
@@ -93,6 +93,47 @@ pub(crate) enum Flow {
 }
 
 impl Core {
+    /// The core of a server with `config`, over `state` (recovered, or a member's
+    /// empty state until its Raft restores it). On the single node it leads and is in
+    /// touch from the start; an ensemble member is a follower (or an observer) until
+    /// its Raft says otherwise.
+    pub fn new(
+        config: Arc<ServerConfig>,
+        state: State,
+        stats: Arc<crate::stats::Stats>,
+        snapshots: SnapshotWorker,
+        long_reads: super::long_read::LongReads,
+    ) -> Core {
+        let me = config
+            .ensemble
+            .as_ref()
+            .map_or(STANDALONE, |e| zlock_core::MemberId(e.me));
+        let standalone = config.ensemble.is_none();
+        Core {
+            state,
+            router: Router::new(me, stats, long_reads),
+            sessions: SessionTracker::new(super::ticker::TICK.as_millis() as u64),
+            clock: Clock::start(),
+            snapshots,
+            since_snapshot: 0,
+            next_container_check: Instant::now()
+                + Duration::from_millis(config.container_check_interval_ms),
+            stopped: false,
+            leads: standalone,
+            in_touch: standalone,
+            mode: match &config.ensemble {
+                None => "standalone",
+                Some(e) if e.is_observer() => "observer",
+                Some(_) => "follower",
+            },
+            led_since: None,
+            touched: config.ensemble.as_ref().map(|_| Default::default()),
+            snapshot_self: standalone,
+            ensemble: None,
+            config,
+        }
+    }
+
     /// Tracks the recovered sessions: each gets a full timeout from now to reconnect,
     /// as ZooKeeper gives them.
     pub fn start_clocks(&mut self) {
@@ -176,6 +217,22 @@ impl Core {
             &mut events,
         );
         self.router.deliver(&events);
+    }
+
+    /// Closes every client connection here (they reconnect and resume elsewhere, or
+    /// here once the member is back in touch).
+    pub fn drop_all_clients(&mut self) {
+        self.router.drop_all();
+    }
+
+    /// The server's counters (shared: they live as long as the server).
+    pub fn stats(&self) -> Arc<crate::stats::Stats> {
+        self.router.stats.clone()
+    }
+
+    /// The ensemble as this member sees it now, for `mntr` and `srvr`.
+    pub fn saw_ensemble(&mut self, facts: crate::commit::raft::RaftFacts) {
+        self.ensemble = Some(facts);
     }
 
     /// The sessions active here since the last call.

@@ -68,7 +68,7 @@ impl<C: Commit> Sequencer<C> {
                     tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
                     step.txns.clear();
                     let mut dirty = Vec::new();
-                    with_core(&self.core, &mut dirty, |c| c.router.drop_all());
+                    with_core(&self.core, &mut dirty, Core::drop_all_clients);
                     crate::net::out::flush(&mut dirty);
                 }
                 Err(e) => return self.fail(e),
