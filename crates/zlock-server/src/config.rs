@@ -50,6 +50,7 @@ mod ensemble;
 #[cfg(test)]
 mod ensemble_tests;
 mod metrics;
+mod tls;
 
 pub use admin::AdminConfig;
 pub use ensemble::{
@@ -58,6 +59,9 @@ pub use ensemble::{
 };
 use ensemble::{member, read_dynamic};
 pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
+pub use tls::{
+    location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, TlsConfig, CIPHER_SUITES,
+};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -79,6 +83,14 @@ pub enum ConfigError {
         path: PathBuf,
         line: usize,
         text: String,
+    },
+    /// A TLS setting that depends on several keys (see [`TlsConfig`]), or a store
+    /// that cannot be read; `key` is the one to change.
+    #[error("{}: {key}: {reason}", .path.display())]
+    Tls {
+        path: PathBuf,
+        key: &'static str,
+        reason: String,
     },
     #[error("minSessionTimeout ({min} ms) is greater than maxSessionTimeout ({max} ms)")]
     SessionTimeouts { min: u64, max: u64 },
@@ -228,8 +240,6 @@ fn ensemble_only(key: &str) -> bool {
             | "syncEnabled"
             | "standaloneEnabled"
             | "observerMasterPort"
-            | "sslQuorum"
-            | "sslQuorumReloadCertFiles"
             | "oraclePath"
     ) || ["group.", "weight.", "quorum.", "multiAddress."]
         .iter()
@@ -375,6 +385,9 @@ pub struct ServerConfig {
     /// `admin.*`: the AdminServer (commands as JSON over HTTP), off by default (see
     /// [`AdminConfig`]).
     pub admin: AdminConfig,
+    /// `secureClientPort` and `ssl.*`: TLS on the client port, off by default (see
+    /// [`TlsConfig`]).
+    pub tls: TlsConfig,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
@@ -456,6 +469,7 @@ impl Default for ServerConfig {
             election_timeout_ms: None,
             metrics: MetricsConfig::default(),
             admin: AdminConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -563,6 +577,7 @@ impl ServerConfig {
         let mut members = DeclaredEnsemble::default();
         let mut first_member: Option<Origin> = None;
         let mut dynamic: Option<PathBuf> = None;
+        let mut client_port_given = false;
         for entry in entries(text) {
             let Entry {
                 line,
@@ -602,6 +617,10 @@ impl ServerConfig {
                 members.add(at.clone(), member(at, raw, id, v)?)?;
                 continue;
             }
+            if let Some(applied) = self.tls.apply(k, v) {
+                applied.map_err(|e| bad(&e))?;
+                continue;
+            }
             let section = match k.split_once('.') {
                 Some(("metricsProvider", key)) => Some(self.metrics.apply(key, v)),
                 Some(("admin", key)) => Some(self.admin.apply(key, v)),
@@ -638,7 +657,8 @@ impl ServerConfig {
                 "dataDir" => self.data_dir = PathBuf::from(v),
                 "dataLogDir" => self.data_log_dir = Some(PathBuf::from(v)),
                 "clientPort" => {
-                    self.client_port = v.parse().map_err(|_| bad("expected a port number"))?
+                    self.client_port = v.parse().map_err(|_| bad("expected a port number"))?;
+                    client_port_given = true;
                 }
                 "clientPortAddress" => {
                     self.client_port_address =
@@ -742,6 +762,23 @@ impl ServerConfig {
         }
         if !members.is_empty() {
             self.declared.members = members.members;
+        }
+        let tls = |key, reason| ConfigError::Tls {
+            path: path.to_owned(),
+            key,
+            reason,
+        };
+        self.tls
+            .finish()
+            .map_err(|(key, reason)| tls(key, reason))?;
+        if self.tls.enabled() && !client_port_given {
+            // ZooKeeper then serves TLS only; zlock always has its plain port.
+            return Err(tls(
+                "secureClientPort",
+                "zlock does not serve TLS alone yet: set clientPort too (both are \
+                 served; keep the plain one on loopback with clientPortAddress=127.0.0.1)"
+                    .into(),
+            ));
         }
         self.validate()?;
         Ok(ignored)

@@ -108,12 +108,14 @@ async fn not_serving(
 }
 
 /// Serves the clients of `listener`, and first those of `held` (connections taken
-/// while the member started, see [`while_starting`]), until `shutdown`.
+/// while the member started, see [`while_starting`]), until `shutdown`. With `tls`
+/// (the secure client port), each connection's task starts with the TLS handshake.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     held: Vec<Held>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let mut tasks = JoinSet::new();
     for (stream, addr) in held {
@@ -122,6 +124,7 @@ pub(crate) async fn accept_loop(
             addr,
             shared.clone(),
             shutdown.clone(),
+            None,
         ));
     }
     loop {
@@ -135,7 +138,13 @@ pub(crate) async fn accept_loop(
                         drop(stream);
                         continue;
                     }
-                    tasks.spawn(connection::serve(stream, addr, shared.clone(), shutdown.clone()));
+                    tasks.spawn(connection::serve(
+                        stream,
+                        addr,
+                        shared.clone(),
+                        shutdown.clone(),
+                        tls.clone(),
+                    ));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.

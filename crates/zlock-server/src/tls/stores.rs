@@ -1,0 +1,182 @@
+//! Reading key and trust stores: PEM files and PKCS12 stores, as ZooKeeper's
+//! `ssl.keyStore.*` / `ssl.trustStore.*` keys name them.
+//!
+//! A PEM key store holds the certificate chain (leaf first) and one unencrypted private
+//! key (PKCS#8, PKCS#1 or SEC1); a PEM trust store holds certificates. A PKCS12 key
+//! store's first private key entry gives the key and its chain; a PKCS12 trust store's
+//! certificates are those marked trusted, as Java reads them (keytool marks them;
+//! `openssl pkcs12 -export -nokeys` needs `-jdktrust anyExtendedKeyUsage`).
+
+use std::path::{Path, PathBuf};
+
+use p12_keystore::{KeyStore, KeyStoreEntry};
+use rustls_pki_types::pem::{PemObject, SectionKind};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use super::TlsError;
+use crate::config::{location_key, Store, StoreConfig, StoreType};
+
+/// The server's certificate chain and private key.
+pub(crate) struct Identity {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+struct Source<'a> {
+    store: Store,
+    path: &'a Path,
+}
+
+impl Source<'_> {
+    fn bad(&self, reason: impl Into<String>) -> TlsError {
+        TlsError::Store {
+            key: location_key(self.store),
+            path: self.path.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    fn read(&self) -> Result<Vec<u8>, TlsError> {
+        std::fs::read(self.path).map_err(|source| TlsError::Read {
+            key: location_key(self.store),
+            path: self.path.to_owned(),
+            source,
+        })
+    }
+}
+
+/// The store's file, type and password, or why not.
+fn open(store: Store, cfg: &StoreConfig) -> Result<(PathBuf, StoreType, String), TlsError> {
+    let key = location_key(store);
+    let Some(path) = cfg.location.clone() else {
+        return Err(TlsError::Missing { key });
+    };
+    let kind = cfg.kind().map_err(|reason| TlsError::Store {
+        key,
+        path: path.clone(),
+        reason,
+    })?;
+    let password = cfg.password().map_err(|source| TlsError::Read {
+        key: match store {
+            Store::Key => "ssl.keyStore.passwordPath",
+            Store::Trust => "ssl.trustStore.passwordPath",
+        },
+        path: cfg.password_path.clone().unwrap_or_default(),
+        source,
+    })?;
+    Ok((path, kind, password.unwrap_or_default()))
+}
+
+/// The key store: the server's chain and key.
+pub(crate) fn identity(cfg: &StoreConfig) -> Result<Identity, TlsError> {
+    let (path, kind, password) = open(Store::Key, cfg)?;
+    let src = Source {
+        store: Store::Key,
+        path: &path,
+    };
+    let bytes = src.read()?;
+    let identity = match kind {
+        StoreType::Pem => pem_identity(&src, &bytes)?,
+        StoreType::Pkcs12 => {
+            let ks = pkcs12(&src, &bytes, &password)?;
+            let Some((_, chain)) = ks.private_key_chain() else {
+                return Err(src.bad("no private key entry in the PKCS12 store"));
+            };
+            Identity {
+                chain: chain
+                    .chain()
+                    .iter()
+                    .map(|c| CertificateDer::from(c.as_der().to_vec()))
+                    .collect(),
+                key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().to_vec())),
+            }
+        }
+    };
+    if identity.chain.is_empty() {
+        return Err(src.bad("no certificate for the private key"));
+    }
+    Ok(identity)
+}
+
+/// The trust store's certificates.
+pub(crate) fn trusted(cfg: &StoreConfig) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let (path, kind, password) = open(Store::Trust, cfg)?;
+    let src = Source {
+        store: Store::Trust,
+        path: &path,
+    };
+    let bytes = src.read()?;
+    let certs: Vec<_> = match kind {
+        StoreType::Pem => pem_sections(&src, &bytes)?
+            .into_iter()
+            .filter(|(k, _)| *k == SectionKind::Certificate)
+            .map(|(_, der)| CertificateDer::from(der))
+            .collect(),
+        StoreType::Pkcs12 => pkcs12(&src, &bytes, &password)?
+            .entries()
+            .filter_map(|(_, e)| match e {
+                KeyStoreEntry::Certificate(c) => Some(CertificateDer::from(c.as_der().to_vec())),
+                _ => None,
+            })
+            .collect(),
+    };
+    if certs.is_empty() {
+        return Err(src.bad(match kind {
+            StoreType::Pem => "no CERTIFICATE in the file",
+            StoreType::Pkcs12 => {
+                "no trusted certificate in the PKCS12 store (make it with keytool \
+                 -importcert, or openssl pkcs12 -export -nokeys -jdktrust \
+                 anyExtendedKeyUsage)"
+            }
+        }));
+    }
+    Ok(certs)
+}
+
+fn pkcs12(src: &Source<'_>, bytes: &[u8], password: &str) -> Result<KeyStore, TlsError> {
+    KeyStore::from_pkcs12(bytes, password).map_err(|e| {
+        src.bad(format!(
+            "cannot read it as PKCS12 (is the password right?): {e}"
+        ))
+    })
+}
+
+fn pem_sections(src: &Source<'_>, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, TlsError> {
+    <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| src.bad(format!("not a PEM file: {e}")))
+}
+
+fn pem_identity(src: &Source<'_>, bytes: &[u8]) -> Result<Identity, TlsError> {
+    let mut chain = Vec::new();
+    let mut key = None;
+    for (kind, der) in pem_sections(src, bytes)? {
+        let k = match kind {
+            SectionKind::Certificate => {
+                chain.push(CertificateDer::from(der));
+                continue;
+            }
+            SectionKind::PrivateKey => PrivateKeyDer::Pkcs8(der.into()),
+            SectionKind::RsaPrivateKey => PrivateKeyDer::Pkcs1(der.into()),
+            SectionKind::EcPrivateKey => PrivateKeyDer::Sec1(der.into()),
+            _ => continue,
+        };
+        if key.replace(k).is_some() {
+            return Err(src.bad("more than one private key in the file"));
+        }
+    }
+    let Some(key) = key else {
+        let encrypted = bytes
+            .windows(b"ENCRYPTED PRIVATE KEY".len())
+            .any(|w| w == b"ENCRYPTED PRIVATE KEY");
+        return Err(src.bad(if encrypted {
+            "its private key is encrypted, which zlock does not read yet: write it \
+             unencrypted (openssl pkcs8 -topk8 -nocrypt) in a file only zlock's user can \
+             read, or use a PKCS12 store with a password"
+        } else {
+            "no PRIVATE KEY in the file (a PEM key store holds the certificate chain and \
+             the key)"
+        }));
+    };
+    Ok(Identity { chain, key })
+}
