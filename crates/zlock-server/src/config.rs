@@ -51,6 +51,8 @@ mod ensemble;
 mod ensemble_tests;
 mod metrics;
 mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 pub use admin::AdminConfig;
 pub use ensemble::{
