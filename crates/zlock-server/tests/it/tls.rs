@@ -21,7 +21,14 @@ use tempfile::TempDir;
 use tokio::net::TcpStream;
 use zlock_testkit::{free_port, require, zlock_bin, ChildServer, Peer};
 
-use crate::common::rawclient::{connect_frame, expect_closed, send_bytes};
+use zlock_proto::records::ConnectResponse;
+use zlock_proto::{Reader, Record};
+use zlock_testkit::TestServer;
+
+use crate::common::rawclient::{
+    connect_frame, create_req, expect_closed, get_data_req, read_frame, request_frame, send_bytes,
+    set_data_req, STUCK,
+};
 
 /// The kazoo side: one mode per run, its findings on stdout, one per line.
 const KAZOO: &str = r#"
@@ -550,4 +557,140 @@ fn tls_keys_zlock_does_not_implement_stop_the_start() {
             "{keys}: stderr does not name {named}:\n{err}"
         );
     }
+}
+
+/// A TLS client of zlock's own (tokio-rustls) with `who`'s certificate, trusting the
+/// test CA: connected and through the ZooKeeper handshake.
+async fn rust_client(
+    pki: &Pki,
+    addr: SocketAddr,
+    who: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::AsyncWriteExt;
+
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(pki.path("ca.pem")).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let chain = CertificateDer::pem_file_iter(pki.path(&format!("{who}.crt")))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(pki.path(&format!("{who}.key"))).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::IpAddress(addr.ip().into());
+    let mut s = connector.connect(name, tcp).await.unwrap();
+    s.write_all(&connect_frame(30_000)).await.unwrap();
+    s.flush().await.unwrap();
+    let body = tokio::time::timeout(STUCK, read_frame(&mut s))
+        .await
+        .expect("no handshake reply")
+        .unwrap();
+    let resp = ConnectResponse::decode(&mut Reader::new(&body)).unwrap();
+    assert!(resp.time_out > 0, "session refused");
+    s
+}
+
+/// Replies that the socket cannot take at once wait, as records, inside the
+/// connection's rustls state and leave through the writer task in order, with reads
+/// answered by the connection task and writes by the commit thread on the same
+/// connection (as `pipelined::a_client_that_reads_late_gets_every_reply_in_order`
+/// proves for a plain one); the plain port serves meanwhile (mixed mode).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_reads_late_gets_every_reply_in_order() {
+    use tokio::io::AsyncWriteExt;
+    use zlock_proto::records::{GetDataResponse, ReplyHeader};
+
+    let pki = Pki::make();
+    let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let server = TestServer::start_with(|c| {
+        c.tls.secure_client_port = Some(secure.port());
+        c.tls.key_store.location = Some(pki.path("server.pem"));
+        c.tls.trust_store.location = Some(pki.path("ca.pem"));
+    })
+    .await
+    .unwrap();
+    // serve binds the secure port itself, once its task runs.
+    tokio::task::spawn_blocking(move || {
+        zlock_testkit::wait_for_port(secure, Duration::from_secs(60))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let mut s = rust_client(&pki, secure, "alice").await;
+
+    let big = vec![b'x'; 64 * 1024];
+    let mut xid = 0;
+    let mut frames = Vec::new();
+    let mut next = |req: zlock_proto::Request, frames: &mut Vec<u8>| {
+        xid += 1;
+        let mut body = Vec::new();
+        req.encode(&mut body);
+        frames.extend_from_slice(&request_frame(xid, req.op_code() as i32, &body));
+        xid
+    };
+    next(create_req("/big", &big), &mut frames);
+    next(create_req("/n", b"0"), &mut frames);
+    let mut expect: Vec<(i32, Option<Vec<u8>>)> = vec![(1, None), (2, None)];
+    for i in 1..=200 {
+        let x = next(get_data_req("/big"), &mut frames);
+        expect.push((x, Some(big.clone())));
+        if i % 3 == 0 {
+            let v = i.to_string().into_bytes();
+            let x = next(set_data_req("/n", &v, -1), &mut frames);
+            expect.push((x, None));
+            let x = next(get_data_req("/n"), &mut frames);
+            expect.push((x, Some(v)));
+        }
+    }
+    s.write_all(&frames).await.unwrap();
+    s.flush().await.unwrap();
+    // The plain port meanwhile.
+    let plain = crate::common::rawclient::RawClient::connect(server.addr)
+        .await
+        .unwrap();
+    assert!(plain.exists("/").await.unwrap().is_ok());
+    // Let the server run into the full socket buffer before anything is read.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (want_xid, want_data) in expect {
+        let body = tokio::time::timeout(STUCK, read_frame(&mut s))
+            .await
+            .expect("reply did not arrive")
+            .unwrap();
+        let mut r = Reader::new(&body);
+        let hdr = ReplyHeader::decode(&mut r).unwrap();
+        assert_eq!(hdr.xid, want_xid, "replies out of order");
+        assert_eq!(hdr.err, 0, "xid {want_xid} failed");
+        if let Some(data) = want_data {
+            let resp = GetDataResponse::decode(&mut r).unwrap();
+            assert_eq!(resp.data.as_deref(), Some(&data[..]), "xid {want_xid}");
+        }
+    }
+    // A close: the server's close_notify, then the end of the stream.
+    let close = request_frame(xid + 1, -11, &[]);
+    s.write_all(&close).await.unwrap();
+    s.flush().await.unwrap();
+    let reply = tokio::time::timeout(STUCK, read_frame(&mut s))
+        .await
+        .unwrap();
+    assert!(reply.is_ok(), "closeSession answered");
+    let mut rest = Vec::new();
+    let end = tokio::time::timeout(
+        STUCK,
+        tokio::io::AsyncReadExt::read_to_end(&mut s, &mut rest),
+    )
+    .await
+    .expect("the server kept the connection open");
+    assert!(end.is_ok(), "a clean TLS close (close_notify): {end:?}");
+    server.stop().await.unwrap();
 }
