@@ -2,7 +2,9 @@
 //!
 //! With no configuration at all the server listens on 127.0.0.1:2181 and keeps its data
 //! in `./zlock-data`. A `zoo.cfg` file uses ZooKeeper's key names; unknown keys are
-//! logged and ignored (ZooKeeper has many that mean nothing here).
+//! logged and ignored (ZooKeeper has many that mean nothing here), except TLS keys:
+//! one zlock does not implement stops the start (see [`TlsConfig`]), so that asking
+//! for TLS never gets plain text.
 //!
 //! # Ensembles
 //!

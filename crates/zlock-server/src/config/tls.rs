@@ -55,7 +55,8 @@ pub struct TlsConfig {
     /// `secureClientPort`: where TLS clients connect. With `clientPort` too, both are
     /// served (ZooKeeper's mixed mode).
     pub secure_client_port: Option<u16>,
-    /// `secureClientPortAddress`; `clientPortAddress` when absent, as in ZooKeeper.
+    /// `secureClientPortAddress`; when absent, `clientPortAddress` (zlock's loopback
+    /// default unless set; ZooKeeper binds every interface then).
     pub secure_client_port_address: Option<IpAddr>,
     /// `ssl.keyStore.*`: the server's certificate chain and private key.
     pub key_store: StoreConfig,

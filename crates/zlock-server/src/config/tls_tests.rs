@@ -190,3 +190,16 @@ fn a_password_file_loses_one_trailing_newline() {
     };
     assert_eq!(s.password().unwrap().as_deref(), Some("s3cret "));
 }
+
+#[test]
+fn the_admin_servers_https_keys_are_refused_when_on() {
+    for key in [
+        "admin.portUnification",
+        "admin.forceHttps",
+        "admin.needClientAuth",
+    ] {
+        apply(&format!("{key}=false\n")).unwrap();
+        let e = refused(&format!("{key}=true\n"), key);
+        assert!(e.contains("no HTTPS"), "{e}");
+    }
+}

@@ -5,7 +5,7 @@
 //! key (PKCS#8, PKCS#1 or SEC1); a PEM trust store holds certificates. A PKCS12 key
 //! store's first private key entry gives the key and its chain; a PKCS12 trust store's
 //! certificates are those marked trusted, as Java reads them (keytool marks them;
-//! `openssl pkcs12 -export -nokeys` needs `-jdktrust anyExtendedKeyUsage`).
+//! `openssl pkcs12 -export -nokeys` needs `-jdktrust anyExtendedKeyUsage`, OpenSSL 3.2+).
 
 use std::path::{Path, PathBuf};
 
@@ -124,9 +124,10 @@ pub(crate) fn trusted(cfg: &StoreConfig) -> Result<Vec<CertificateDer<'static>>,
         return Err(src.bad(match kind {
             StoreType::Pem => "no CERTIFICATE in the file",
             StoreType::Pkcs12 => {
-                "no trusted certificate in the PKCS12 store (make it with keytool \
-                 -importcert, or openssl pkcs12 -export -nokeys -jdktrust \
-                 anyExtendedKeyUsage)"
+                "no trusted certificate in the PKCS12 store: as Java, zlock takes only \
+                 certificates marked trusted (keytool -importcert marks them; OpenSSL 3.2+ \
+                 with pkcs12 -export -nokeys -jdktrust anyExtendedKeyUsage), or use a PEM \
+                 trust store"
             }
         }));
     }
