@@ -775,8 +775,14 @@ impl ServerConfig {
         self.tls
             .finish()
             .map_err(|(key, reason)| tls(key, reason))?;
-        if self.tls.enabled() && !client_port_given {
-            // ZooKeeper then serves TLS only; zlock always has its plain port.
+        let member_client_ports = self
+            .declared
+            .members
+            .iter()
+            .any(|(_, m)| m.client.is_some());
+        if self.tls.enabled() && !client_port_given && !member_client_ports {
+            // ZooKeeper then serves TLS only; zlock always has its plain port, which
+            // must not open at its default unasked.
             return Err(tls(
                 "secureClientPort",
                 "zlock does not serve TLS alone yet: set clientPort too (both are \

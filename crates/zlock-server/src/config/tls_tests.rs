@@ -203,3 +203,12 @@ fn the_admin_servers_https_keys_are_refused_when_on() {
         assert!(e.contains("no HTTPS"), "{e}");
     }
 }
+
+#[test]
+fn a_members_client_port_is_a_plain_port_too() {
+    apply(
+        "secureClientPort=2281\nssl.keyStore.location=/s.pem\nssl.trustStore.location=/c.pem\n\
+         server.1=127.0.0.1:2888:3888;2181\n",
+    )
+    .unwrap();
+}

@@ -159,6 +159,8 @@ async fn run(
         shared.stats.clone(),
     ));
     let writer = tokio::spawn(conn.clone().writer(closed_tx));
+    // Only a TLS connection needs its own handle after the handshake (see below).
+    let conn_out = tls.map(|_| conn.clone());
     let hs = handshake(shared, conn, connect).await;
     let Some(hs) = hs else {
         // The core queued the refusal and a close, or the handshake closed the
@@ -234,7 +236,15 @@ async fn run(
         tokio::select! {
             r = read_from(&stream, tls, &mut buf) => match r {
                 Ok(0) | Err(_) => break Err(Closed::Io),
-                Ok(_) => {}
+                Ok(_) => {
+                    // What rustls made while reading (a key update's answer) and the
+                    // socket did not take goes out with the connection's writes.
+                    if let (Some(t), Some(c)) = (tls, &conn_out) {
+                        if super::tls::lock(t).wants_write() {
+                            c.flush();
+                        }
+                    }
+                }
             },
             _ = &mut closed_rx => break Ok(()),
             _ = shutdown.changed() => break Err(Closed::Shutdown),

@@ -181,3 +181,99 @@ fn pem_identity(src: &Source<'_>, bytes: &[u8]) -> Result<Identity, TlsError> {
     };
     Ok(Identity { chain, key })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn pem_store(dir: &Path, name: &str, text: &str) -> StoreConfig {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        StoreConfig {
+            location: Some(path),
+            ..StoreConfig::default()
+        }
+    }
+
+    fn err(r: Result<impl Sized, TlsError>) -> String {
+        match r {
+            Ok(_) => panic!("read"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_pem_key_store_needs_its_key_and_says_when_it_is_encrypted() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let good = pem_store(dir.path(), "s.pem", &(cert.pem() + &key.serialize_pem()));
+        let id = identity(&good).unwrap();
+        assert_eq!(id.chain.len(), 1);
+        let e = err(identity(&pem_store(dir.path(), "c.pem", &cert.pem())));
+        assert!(
+            e.contains("ssl.keyStore.location") && e.contains("no PRIVATE KEY"),
+            "{e}"
+        );
+        let encrypted = format!(
+            "{}-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
+            cert.pem()
+        );
+        let e = err(identity(&pem_store(dir.path(), "e.pem", &encrypted)));
+        assert!(e.contains("encrypted"), "{e}");
+        let e = err(trusted(&pem_store(
+            dir.path(),
+            "k.pem",
+            &key.serialize_pem(),
+        )));
+        assert!(
+            e.contains("ssl.trustStore.location") && e.contains("no CERTIFICATE"),
+            "{e}"
+        );
+        let e = err(identity(&StoreConfig {
+            location: Some(dir.path().join("absent.pem")),
+            ..StoreConfig::default()
+        }));
+        assert!(e.contains("cannot read") && e.contains("absent.pem"), "{e}");
+    }
+
+    #[test]
+    fn a_pkcs12_store_with_a_wrong_password_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ks = KeyStore::new();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let chain = p12_keystore::PrivateKeyChain::new(
+            key.serialize_der(),
+            [7u8; 20],
+            [p12_keystore::Certificate::from_der(cert.der()).unwrap()],
+        );
+        ks.add_entry("k", KeyStoreEntry::PrivateKeyChain(chain));
+        let path = dir.path().join("s.p12");
+        std::fs::write(&path, ks.writer("right").write().unwrap()).unwrap();
+        let mut cfg = StoreConfig {
+            location: Some(path),
+            password: Some("right".into()),
+            ..StoreConfig::default()
+        };
+        assert_eq!(identity(&cfg).unwrap().chain.len(), 1);
+        cfg.password = Some("wrong".into());
+        let e = err(identity(&cfg));
+        assert!(
+            e.contains("ssl.keyStore.location") && e.contains("password"),
+            "{e}"
+        );
+        // The key store is no trust store: it holds no trusted certificate.
+        cfg.password = Some("right".into());
+        let e = err(trusted(&cfg));
+        assert!(e.contains("no trusted certificate"), "{e}");
+    }
+}
