@@ -125,7 +125,7 @@ struct ServerArgs {
     /// metricsProvider.httpHost, metricsProvider.httpPort, admin.enableServer,
     /// admin.serverAddress, admin.serverPort, admin.commandURL,
     /// DigestAuthenticationProvider.superDigest; TLS clients: secureClientPort,
-    /// secureClientPortAddress, ssl.keyStore.*, ssl.trustStore.*, ssl.clientAuth,
+    /// secureClientPortAddress, client.portUnification, ssl.keyStore.*, ssl.trustStore.*, ssl.clientAuth,
     /// ssl.protocol, ssl.enabledProtocols, ssl.ciphersuites,
     /// ssl.handshakeDetectionTimeoutMillis, X509AuthenticationProvider.superUser; for an
     /// ensemble server.N, dynamicConfigFile, peerType, reconfigEnabled, initLimit,

@@ -780,7 +780,8 @@ impl ServerConfig {
             .members
             .iter()
             .any(|(_, m)| m.client.is_some());
-        if self.tls.enabled() && !client_port_given && !member_client_ports {
+        let secure = self.tls.secure_client_port.is_some();
+        if secure && !client_port_given && !member_client_ports {
             // ZooKeeper then serves TLS only; zlock always has its plain port, which
             // must not open at its default unasked.
             return Err(tls(

@@ -142,17 +142,26 @@ pub async fn serve(
         false => None,
     };
     // TLS on the client port: the stores are read now, so a bad one stops the start.
-    let secure = match config.tls.secure_client_port {
-        Some(port) => {
-            let tls = tls::server_config(&config.tls)?;
+    let acceptor = match config.tls.enabled() {
+        true => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
+            &config.tls,
+        )?)),
+        false => None,
+    };
+    let secure = match (config.tls.secure_client_port, &acceptor) {
+        (Some(port), Some(acceptor)) => {
             let ip = config
                 .tls
                 .secure_client_port_address
                 .unwrap_or(config.client_port_address);
             let listener = bind(SocketAddr::new(ip, port), config.listen_backlog)?;
-            Some((listener, tokio_rustls::TlsAcceptor::from(tls)))
+            Some((listener, acceptor.clone()))
         }
-        None => None,
+        _ => None,
+    };
+    let plain_port = match acceptor {
+        Some(a) if config.tls.port_unification => net::tls::Port::Unified(a),
+        _ => net::tls::Port::Plain,
     };
     let registry = metrics::registry(&config.metrics);
     let timings = registry.as_ref().map(|r| r.timings());
@@ -352,11 +361,11 @@ pub async fn serve(
             Vec::new(),
             shared.clone(),
             stop_rx.clone(),
-            Some(acceptor),
+            net::tls::Port::Secure(acceptor),
         ))
     });
     let accept = tokio::spawn(net::listener::accept_loop(
-        listener, held, shared, stop_rx, None,
+        listener, held, shared, stop_rx, plain_port,
     ));
 
     let fatal = tokio::select! {

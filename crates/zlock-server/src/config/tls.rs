@@ -3,6 +3,8 @@
 //! ZooKeeper reads them, and what zlock refuses.
 //!
 //! Read and honoured: `secureClientPort`, `secureClientPortAddress`,
+//! `client.portUnification` (the plain client port also takes TLS clients, told apart
+//! by their first byte),
 //! `ssl.keyStore.{location,password,passwordPath,type}`,
 //! `ssl.trustStore.{location,password,passwordPath,type}` (types PEM and PKCS12, or
 //! inferred from the file name as ZooKeeper does: `.pem`, `.p12`/`.pfx`, `.jks`),
@@ -15,7 +17,7 @@
 //! zlock has one connection layer.
 //!
 //! Refused, stopping the start with the key named: every other TLS key
-//! (`client.portUnification=true`, `client.certReload=true`, `sslQuorum=true`, any
+//! (`client.certReload=true`, `sslQuorum=true`, any
 //! `ssl.quorum.*`, `ssl.crl=true`, `ssl.ocsp=true`, `ssl.context.supplier.class`, ...),
 //! a JKS or BCFKS store, a cipher suite rustls lacks, a protocol older than TLSv1.2.
 //! Before this, such keys were logged and ignored, so an operator who asked for TLS got
@@ -55,6 +57,9 @@ pub struct TlsConfig {
     /// `secureClientPort`: where TLS clients connect. With `clientPort` too, both are
     /// served (ZooKeeper's mixed mode).
     pub secure_client_port: Option<u16>,
+    /// `client.portUnification`: the plain client port also serves TLS clients (a
+    /// connection whose first byte starts a TLS record), with the same settings.
+    pub port_unification: bool,
     /// `secureClientPortAddress`; when absent, `clientPortAddress` (zlock's loopback
     /// default unless set; ZooKeeper binds every interface then).
     pub secure_client_port_address: Option<IpAddr>,
@@ -87,6 +92,7 @@ impl Default for TlsConfig {
         TlsConfig {
             secure_client_port: None,
             secure_client_port_address: None,
+            port_unification: false,
             key_store: StoreConfig::default(),
             trust_store: StoreConfig::default(),
             client_auth: ClientAuth::Need,
@@ -280,9 +286,9 @@ fn only_off(v: &str, why: &str) -> Result<(), String> {
 }
 
 impl TlsConfig {
-    /// Whether TLS is on: `secureClientPort` is set.
+    /// Whether TLS is on: `secureClientPort` is set, or the plain port takes TLS too.
     pub fn enabled(&self) -> bool {
-        self.secure_client_port.is_some()
+        self.secure_client_port.is_some() || self.port_unification
     }
 
     /// Applies `key` if it is a TLS key (after a `zookeeper.` prefix): `None` when it is
@@ -299,11 +305,7 @@ impl TlsConfig {
                 .map(|a| self.secure_client_port_address = Some(a))
                 .map_err(|_| "expected an IP address".into()),
             "serverCnxnFactory" => Ok(()),
-            "client.portUnification" => only_off(
-                v,
-                "zlock does not yet detect TLS on the plain client port: serve TLS \
-                 clients on secureClientPort instead",
-            ),
+            "client.portUnification" => boolean(v).map(|b| self.port_unification = b),
             "client.certReload" => only_off(
                 v,
                 "zlock does not yet reload certificate files while it runs: restart \

@@ -45,7 +45,7 @@ fn every_key_is_read_with_or_without_the_zookeeper_prefix() {
          ssl.handshakeDetectionTimeoutMillis=750\n\
          authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n\
          ssl.authProvider=x509\nzookeeper.X509AuthenticationProvider.superUser=CN=root,O=zlock\n\
-         client.portUnification=false\nclient.certReload=false\nsslQuorum=false\n\
+         client.portUnification=true\nclient.certReload=false\nsslQuorum=false\n\
          ssl.hostnameVerification=true\n"
     ))
     .unwrap();
@@ -70,6 +70,26 @@ fn every_key_is_read_with_or_without_the_zookeeper_prefix() {
     assert_eq!(t.cipher_suites.len(), 2);
     assert_eq!(t.handshake_timeout_ms, 750);
     assert_eq!(t.x509_super_user.as_deref(), Some("CN=root,O=zlock"));
+    assert!(t.port_unification);
+}
+
+#[test]
+fn port_unification_alone_turns_tls_on_and_needs_the_stores() {
+    let c = apply(
+        "clientPort=2181
+client.portUnification=true
+ssl.keyStore.location=/s.pem
+         ssl.trustStore.location=/c.pem
+",
+    )
+    .unwrap();
+    assert!(c.tls.enabled() && c.tls.secure_client_port.is_none());
+    refused(
+        "client.portUnification=true
+ssl.trustStore.location=/c.pem
+",
+        "ssl.keyStore.location",
+    );
 }
 
 #[test]
@@ -134,7 +154,6 @@ fn an_unknown_cipher_suite_is_refused_by_name() {
 #[test]
 fn tls_keys_zlock_does_not_implement_stop_the_start() {
     for line in [
-        "client.portUnification=true",
         "client.certReload=true",
         "sslQuorum=true",
         "sslQuorumReloadCertFiles=true",

@@ -27,7 +27,7 @@ use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 use super::fourlw;
 use super::frames::reply_frame;
 use super::out::{flush, read_some, write_all, ConnOut};
-use super::tls::TlsState;
+use super::tls::{Port, TlsState};
 use super::{ConnHandle, InFlight, Permit, Shared};
 use crate::pipeline::core::with_core;
 use crate::pipeline::{Asker, Handshake, Item};
@@ -51,18 +51,29 @@ enum Closed {
     Tls,
 }
 
-/// Serves one client connection; on the secure client port (`tls`), after the TLS
-/// handshake, which runs here so that a slow one holds up no other connection.
+/// Serves one client connection; with TLS (the secure client port, or a client that
+/// starts a handshake on a unified port), after the TLS handshake, which runs here so
+/// that a slow one holds up no other connection.
 pub(crate) async fn serve(
     stream: TcpStream,
     addr: SocketAddr,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    port: Port,
 ) {
     let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
     let info = shared.stats.add_conn(id, addr);
     let _ = stream.set_nodelay(true);
+    let tls = match port {
+        Port::Plain => None,
+        Port::Secure(acceptor) => Some(acceptor),
+        Port::Unified(acceptor) => {
+            let timeout = Duration::from_millis(shared.config.tls.handshake_timeout_ms);
+            super::tls::starts_tls(&stream, timeout)
+                .await
+                .then_some(acceptor)
+        }
+    };
     let r = match tls {
         None => run(stream, addr, id, &shared, info, shutdown, None).await,
         Some(acceptor) => {

@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
+use super::tls::Port;
 use super::Shared;
 use super::{connection, fourlw};
 use crate::config::ServerConfig;
@@ -108,14 +109,14 @@ async fn not_serving(
 }
 
 /// Serves the clients of `listener`, and first those of `held` (connections taken
-/// while the member started, see [`while_starting`]), until `shutdown`. With `tls`
-/// (the secure client port), each connection's task starts with the TLS handshake.
+/// while the member started, see [`while_starting`]), until `shutdown`. `port` says
+/// what each connection's task does about TLS (see [`Port`]).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     held: Vec<Held>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    port: Port,
 ) {
     let mut tasks = JoinSet::new();
     for (stream, addr) in held {
@@ -124,7 +125,7 @@ pub(crate) async fn accept_loop(
             addr,
             shared.clone(),
             shutdown.clone(),
-            None,
+            port.clone(),
         ));
     }
     loop {
@@ -143,7 +144,7 @@ pub(crate) async fn accept_loop(
                         addr,
                         shared.clone(),
                         shutdown.clone(),
-                        tls.clone(),
+                        port.clone(),
                     ));
                 }
                 Err(e) => {

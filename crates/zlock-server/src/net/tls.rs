@@ -25,6 +25,33 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use zlock_proto::records::Id;
 
+/// What a client port does about TLS.
+#[derive(Clone)]
+pub(crate) enum Port {
+    /// Plain text only.
+    Plain,
+    /// TLS only (`secureClientPort`).
+    Secure(TlsAcceptor),
+    /// Both (`client.portUnification`): a connection whose first byte starts a TLS
+    /// handshake record gets TLS, any other is plain. A ZooKeeper frame cannot start
+    /// with that byte (0x16: a length of over 369 MB) nor can a four-letter word.
+    Unified(TlsAcceptor),
+}
+
+/// The first byte of a TLS handshake record.
+const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Whether the client starts a TLS handshake: its first byte, looked at (not read)
+/// within `timeout`. A client that says nothing by then is taken as a plain one (whose
+/// own silence is then bounded by the plain path).
+pub(crate) async fn starts_tls(stream: &TcpStream, timeout: Duration) -> bool {
+    let mut first = [0u8; 1];
+    matches!(
+        tokio::time::timeout(timeout, stream.peek(&mut first)).await,
+        Ok(Ok(1)) if first[0] == HANDSHAKE_RECORD
+    )
+}
+
 /// One TLS connection's rustls state, shared by its reader and its writers.
 pub(crate) type TlsState = Arc<Mutex<ServerConnection>>;
 

@@ -250,6 +250,8 @@ impl Pki {
 /// zlock with a plain and a secure client port; `keys` are the rest of its zoo.cfg.
 struct Server {
     _child: ChildServer,
+    /// The plain client port.
+    plain: SocketAddr,
     secure: SocketAddr,
     _dir: TempDir,
 }
@@ -273,6 +275,7 @@ fn start(keys: &str) -> Server {
     let child = ChildServer::start(&data, &["--config", &cfg]).unwrap();
     zlock_testkit::wait_for_port(secure, Duration::from_secs(60)).unwrap();
     Server {
+        plain: child.addr,
         _child: child,
         secure,
         _dir: dir,
@@ -693,4 +696,50 @@ async fn a_tls_client_that_reads_late_gets_every_reply_in_order() {
     .expect("the server kept the connection open");
     assert!(end.is_ok(), "a clean TLS close (close_notify): {end:?}");
     server.stop().await.unwrap();
+}
+
+/// `client.portUnification=true`: the plain client port serves a kazoo TLS client (its
+/// certificate's identity included), a plain ZooKeeper client and a four-letter word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_unification_serves_tls_and_plain_clients_on_the_plain_port() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&format!(
+        "{}client.portUnification=true\n",
+        pki.pem_stores()
+    ));
+    let (pki_ref, server_ref) = (&pki, &server);
+    let alice = tokio::task::block_in_place(|| {
+        let hosts = server_ref.plain.to_string();
+        connect(
+            &py,
+            pki_ref,
+            server_ref,
+            serde_json::json!({"who": "alice", "hosts": hosts}),
+        )
+    });
+    assert_eq!(
+        alice,
+        "connected\nwhoami ip:127.0.0.1 x509:CN=alice,O=zlock\n"
+    );
+    let plain = crate::common::rawclient::RawClient::connect(server.plain)
+        .await
+        .unwrap();
+    assert!(plain.exists("/").await.unwrap().is_ok());
+    let mut s = TcpStream::connect(server.plain).await.unwrap();
+    s.write_all(b"ruok").await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(STUCK, s.read_to_string(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, "imok");
+    // The secure port is TLS only still.
+    let mut p = TcpStream::connect(server.secure).await.unwrap();
+    send_bytes(&mut p, &connect_frame(30_000)).await.unwrap();
+    expect_closed(&mut p, "a plain client on the TLS port").await;
 }
