@@ -743,3 +743,70 @@ async fn port_unification_serves_tls_and_plain_clients_on_the_plain_port() {
     send_bytes(&mut p, &connect_frame(30_000)).await.unwrap();
     expect_closed(&mut p, "a plain client on the TLS port").await;
 }
+
+/// Apache ZooKeeper 3.8's own Java client (zkCli's `ZooKeeperMain`, Netty, TLS 1.2,
+/// the server's address checked against its certificate) over TLS with PEM stores, as
+/// `CLIENT_JVMFLAGS` would configure zkCli: create, get, and whoami showing x509.
+#[test]
+fn zookeepers_java_client_over_tls() {
+    let Some(_) = require(Peer::ZooKeeper) else {
+        return;
+    };
+    let mut class_path = Vec::new();
+    for jar in [
+        "zookeeper",
+        "zookeeper-jute",
+        "slf4j-api",
+        "slf4j-simple",
+        "netty-buffer",
+        "netty-codec",
+        "netty-common",
+        "netty-handler",
+        "netty-resolver",
+        "netty-transport",
+        "netty-transport-native-epoll",
+        "netty-transport-native-unix-common",
+    ] {
+        let path = format!("/usr/share/java/{jar}.jar");
+        // Debian's zookeeper package brings these (libzookeeper-java, libnetty-java).
+        assert!(
+            Path::new(&path).is_file(),
+            "{path} is missing: ZooKeeper's Java client needs it for TLS \
+             (apt-get install libnetty-java libslf4j-java)"
+        );
+        class_path.push(path);
+    }
+    let pki = Pki::make();
+    let alice = format!(
+        "{}{}",
+        std::fs::read_to_string(pki.path("alice.crt")).unwrap(),
+        std::fs::read_to_string(pki.path("alice.key")).unwrap()
+    );
+    std::fs::write(pki.path("alice.pem"), alice).unwrap();
+    let server = start(&pki.pem_stores());
+    let zkcli = |args: &[&str]| {
+        let mut cmd = Command::new("java");
+        cmd.arg("-Dzookeeper.client.secure=true")
+            .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
+            .arg(format!(
+                "-Dzookeeper.ssl.keyStore.location={}",
+                pki.path("alice.pem").display()
+            ))
+            .arg(format!(
+                "-Dzookeeper.ssl.trustStore.location={}",
+                pki.path("ca.pem").display()
+            ))
+            .args(["-cp", &class_path.join(":")])
+            .arg("org.apache.zookeeper.ZooKeeperMain")
+            .args(["-server", &server.secure.to_string()])
+            .args(args);
+        let (_, out, err) = run_bounded(cmd, Duration::from_secs(120));
+        format!("{out}\n{err}")
+    };
+    let out = zkcli(&["create", "/fromjava", "hello"]);
+    assert!(out.contains("Created /fromjava"), "{out}");
+    let out = zkcli(&["get", "/fromjava"]);
+    assert!(out.lines().any(|l| l == "hello"), "{out}");
+    let out = zkcli(&["whoami"]);
+    assert!(out.contains("x509: CN=alice,O=zlock"), "{out}");
+}
