@@ -64,7 +64,8 @@ pub use ensemble::{
 use ensemble::{member, read_dynamic};
 pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
 pub use tls::{
-    location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, TlsConfig, CIPHER_SUITES,
+    location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,
+    TlsSetupError, CIPHER_SUITES,
 };
 
 #[derive(Debug, Error)]
@@ -90,11 +91,11 @@ pub enum ConfigError {
     },
     /// A TLS setting that depends on several keys (see [`TlsConfig`]), or a store
     /// that cannot be read; `key` is the one to change.
-    #[error("{}: {key}: {reason}", .path.display())]
+    #[error("{}: {key}: {problem}", .path.display())]
     Tls {
         path: PathBuf,
         key: &'static str,
-        reason: String,
+        problem: TlsSetupError,
     },
     #[error("minSessionTimeout ({min} ms) is greater than maxSessionTimeout ({max} ms)")]
     SessionTimeouts { min: u64, max: u64 },
@@ -767,14 +768,14 @@ impl ServerConfig {
         if !members.is_empty() {
             self.declared.members = members.members;
         }
-        let tls = |key, reason| ConfigError::Tls {
+        let tls = |key, problem| ConfigError::Tls {
             path: path.to_owned(),
             key,
-            reason,
+            problem,
         };
         self.tls
             .finish()
-            .map_err(|(key, reason)| tls(key, reason))?;
+            .map_err(|(key, problem)| tls(key, problem))?;
         let member_client_ports = self
             .declared
             .members
@@ -784,12 +785,7 @@ impl ServerConfig {
         if secure && !client_port_given && !member_client_ports {
             // ZooKeeper then serves TLS only; zlock always has its plain port, which
             // must not open at its default unasked.
-            return Err(tls(
-                "secureClientPort",
-                "zlock does not serve TLS alone yet: set clientPort too (both are \
-                 served; keep the plain one on loopback with clientPortAddress=127.0.0.1)"
-                    .into(),
-            ));
+            return Err(tls("secureClientPort", TlsSetupError::NoPlainPort));
         }
         self.validate()?;
         Ok(ignored)

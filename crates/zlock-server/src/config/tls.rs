@@ -27,6 +27,8 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use thiserror::Error;
+
 /// The TLS 1.3 and 1.2 suites zlock offers (rustls's, with the ring provider), by the
 /// IANA names Java's `ssl.ciphersuites` uses. `crate::tls` maps each to rustls's suite.
 pub const CIPHER_SUITES: [&str; 9] = [
@@ -145,13 +147,13 @@ impl Store {
 impl StoreConfig {
     /// The store's type: `.type`, else from the file name as ZooKeeper's
     /// `KeyStoreFileType.fromFilename` (`.pem`, `.p12`, `.pfx`; `.jks` is refused).
-    /// `Err` is the reason, for the `.location` key.
-    pub fn kind(&self) -> Result<StoreType, String> {
+    /// `Err` is why, for the `.location` key.
+    pub fn kind(&self) -> Result<StoreType, StoreTypeError> {
         if let Some(t) = self.store_type {
             return Ok(t);
         }
         let Some(path) = &self.location else {
-            return Err("no location".into());
+            return Err(StoreTypeError::NoLocation);
         };
         let ext = path
             .extension()
@@ -160,13 +162,9 @@ impl StoreConfig {
         match ext.as_str() {
             "pem" => Ok(StoreType::Pem),
             "p12" | "pfx" => Ok(StoreType::Pkcs12),
-            "jks" => Err(jks_refusal()),
-            "bcfks" => Err("BCFKS stores are not read by zlock; use PEM or PKCS12".into()),
-            _ => Err(format!(
-                "cannot tell the store type from the file name {}: give the type \
-                 (PEM or PKCS12) in the .type key, or name the file .pem, .p12 or .pfx",
-                path.display()
-            )),
+            "jks" => Err(StoreTypeError::Jks),
+            "bcfks" => Err(StoreTypeError::Bcfks),
+            _ => Err(StoreTypeError::Unknown(path.clone())),
         }
     }
 
@@ -195,7 +193,7 @@ impl StoreConfig {
                 self.store_type = match v.to_ascii_uppercase().as_str() {
                     "PEM" => Some(StoreType::Pem),
                     "PKCS12" => Some(StoreType::Pkcs12),
-                    "JKS" => return Err(jks_refusal()),
+                    "JKS" => return Err(StoreTypeError::Jks.to_string()),
                     _ => {
                         return Err(
                             "expected PEM or PKCS12 (JKS: convert it, BCFKS is not read)".into(),
@@ -209,11 +207,46 @@ impl StoreConfig {
     }
 }
 
-fn jks_refusal() -> String {
-    "zlock does not read JKS stores: convert the store to PKCS12 with `keytool \
-     -importkeystore -srckeystore store.jks -srcstoretype JKS -destkeystore store.p12 \
-     -deststoretype PKCS12` and point the key at store.p12"
-        .into()
+/// Why a store's type is not one zlock reads.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StoreTypeError {
+    #[error(
+        "zlock does not read JKS stores: convert the store to PKCS12 with `keytool \
+         -importkeystore -srckeystore store.jks -srcstoretype JKS -destkeystore store.p12 \
+         -deststoretype PKCS12` and point the key at store.p12"
+    )]
+    Jks,
+    #[error("BCFKS stores are not read by zlock; use PEM or PKCS12")]
+    Bcfks,
+    #[error("no location")]
+    NoLocation,
+    #[error(
+        "cannot tell the store type from the file name {}: give the type (PEM or \
+         PKCS12) in the .type key, or name the file .pem, .p12 or .pfx",
+        .0.display()
+    )]
+    Unknown(PathBuf),
+}
+
+/// A TLS setting that several keys make together and that zlock cannot honour.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TlsSetupError {
+    #[error(transparent)]
+    StoreType(#[from] StoreTypeError),
+    #[error("TLS needs the server's certificate and key")]
+    NoKeyStore,
+    #[error(
+        "with ssl.clientAuth want or need (need is the default), client certificates \
+         are checked against this store (zlock has no default trust store, unlike the JVM)"
+    )]
+    NoTrustStore,
+    #[error("no suite given for {0:?}, which is enabled")]
+    NoSuiteFor(Protocol),
+    #[error(
+        "zlock does not serve TLS alone yet: set clientPort too (both are served; keep \
+         the plain one on loopback with clientPortAddress=127.0.0.1)"
+    )]
+    NoPlainPort,
 }
 
 fn unimplemented_key() -> String {
@@ -405,8 +438,8 @@ impl TlsConfig {
     }
 
     /// Settles what depends on several keys once a file is read: the protocols, and
-    /// that a secure port has the stores it needs. `Err` is (key, reason).
-    pub(crate) fn finish(&mut self) -> Result<(), (&'static str, String)> {
+    /// that TLS has the stores it needs. `Err` is the key to change, and why.
+    pub(crate) fn finish(&mut self) -> Result<(), (&'static str, TlsSetupError)> {
         if let Some(p) = self
             .enabled_protocols
             .clone()
@@ -422,23 +455,14 @@ impl TlsConfig {
             (Store::Trust, &self.trust_store),
         ] {
             if cfg.location.is_some() {
-                cfg.kind().map_err(|e| (location_key(store), e))?;
+                cfg.kind().map_err(|e| (location_key(store), e.into()))?;
             }
         }
         if self.key_store.location.is_none() {
-            return Err((
-                "ssl.keyStore.location",
-                "secureClientPort needs the server's certificate and key".into(),
-            ));
+            return Err(("ssl.keyStore.location", TlsSetupError::NoKeyStore));
         }
         if self.client_auth != ClientAuth::None && self.trust_store.location.is_none() {
-            return Err((
-                "ssl.trustStore.location",
-                "with ssl.clientAuth want or need (need is the default), client \
-                 certificates are checked against this store (zlock has no default \
-                 trust store, unlike the JVM)"
-                    .into(),
-            ));
+            return Err(("ssl.trustStore.location", TlsSetupError::NoTrustStore));
         }
         if !self.cipher_suites.is_empty() {
             let tls13 = |s: &String| !s.starts_with("TLS_ECDHE_");
@@ -448,10 +472,7 @@ impl TlsConfig {
                     Protocol::Tls12 => self.cipher_suites.iter().any(|s| !tls13(s)),
                 };
                 if !any {
-                    return Err((
-                        "ssl.ciphersuites",
-                        format!("no suite given for {p:?}, which is enabled"),
-                    ));
+                    return Err(("ssl.ciphersuites", TlsSetupError::NoSuiteFor(*p)));
                 }
             }
         }

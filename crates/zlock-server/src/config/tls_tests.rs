@@ -118,8 +118,13 @@ fn store_types_are_inferred_from_the_file_name_as_zookeeper_does() {
     assert!(store("b.jks")
         .kind()
         .unwrap_err()
+        .to_string()
         .contains("-deststoretype PKCS12"));
-    assert!(store("b.store").kind().unwrap_err().contains(".type"));
+    assert!(store("b.store")
+        .kind()
+        .unwrap_err()
+        .to_string()
+        .contains(".type"));
 }
 
 #[test]

@@ -9,6 +9,8 @@
 mod stores;
 mod subject;
 
+pub use stores::StoreProblem;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -31,11 +33,11 @@ pub enum TlsError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{key}: {}: {reason}", .path.display())]
+    #[error("{key}: {}: {problem}", .path.display())]
     Store {
         key: &'static str,
         path: PathBuf,
-        reason: String,
+        problem: StoreProblem,
     },
     #[error("{key}: {source}")]
     Rustls {

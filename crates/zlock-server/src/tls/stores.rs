@@ -14,7 +14,43 @@ use rustls_pki_types::pem::{PemObject, SectionKind};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use super::TlsError;
-use crate::config::{location_key, Store, StoreConfig, StoreType};
+use crate::config::{location_key, Store, StoreConfig, StoreType, StoreTypeError};
+
+/// What is wrong with a store zlock could open.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreProblem {
+    #[error(transparent)]
+    Type(#[from] StoreTypeError),
+    #[error("cannot read it as PKCS12 (is the password right?): {0}")]
+    Pkcs12(p12_keystore::error::Error),
+    #[error("no private key entry in the PKCS12 store")]
+    NoPkcs12Key,
+    #[error(
+        "no trusted certificate in the PKCS12 store: as Java, zlock takes only \
+         certificates marked trusted (keytool -importcert marks them; OpenSSL 3.2+ with \
+         pkcs12 -export -nokeys -jdktrust anyExtendedKeyUsage), or use a PEM trust store"
+    )]
+    NoTrustedCertificate,
+    #[error("not a PEM file: {0}")]
+    Pem(rustls_pki_types::pem::Error),
+    #[error("no CERTIFICATE in the file")]
+    NoPemCertificate,
+    #[error("more than one private key in the file")]
+    TwoKeys,
+    #[error(
+        "its private key is encrypted, which zlock does not read yet: write it \
+         unencrypted (openssl pkcs8 -topk8 -nocrypt) in a file only zlock's user can \
+         read, or use a PKCS12 store with a password"
+    )]
+    EncryptedKey,
+    #[error(
+        "no PRIVATE KEY in the file (a PEM key store holds the certificate chain and \
+         the key)"
+    )]
+    NoPemKey,
+    #[error("no certificate for the private key")]
+    NoChain,
+}
 
 /// The server's certificate chain and private key.
 pub(crate) struct Identity {
@@ -28,11 +64,11 @@ struct Source<'a> {
 }
 
 impl Source<'_> {
-    fn bad(&self, reason: impl Into<String>) -> TlsError {
+    fn bad(&self, problem: StoreProblem) -> TlsError {
         TlsError::Store {
             key: location_key(self.store),
             path: self.path.to_owned(),
-            reason: reason.into(),
+            problem,
         }
     }
 
@@ -51,10 +87,10 @@ fn open(store: Store, cfg: &StoreConfig) -> Result<(PathBuf, StoreType, String),
     let Some(path) = cfg.location.clone() else {
         return Err(TlsError::Missing { key });
     };
-    let kind = cfg.kind().map_err(|reason| TlsError::Store {
+    let kind = cfg.kind().map_err(|e| TlsError::Store {
         key,
         path: path.clone(),
-        reason,
+        problem: e.into(),
     })?;
     let password = cfg.password().map_err(|source| TlsError::Read {
         key: match store {
@@ -80,7 +116,7 @@ pub(crate) fn identity(cfg: &StoreConfig) -> Result<Identity, TlsError> {
         StoreType::Pkcs12 => {
             let ks = pkcs12(&src, &bytes, &password)?;
             let Some((_, chain)) = ks.private_key_chain() else {
-                return Err(src.bad("no private key entry in the PKCS12 store"));
+                return Err(src.bad(StoreProblem::NoPkcs12Key));
             };
             Identity {
                 chain: chain
@@ -93,7 +129,7 @@ pub(crate) fn identity(cfg: &StoreConfig) -> Result<Identity, TlsError> {
         }
     };
     if identity.chain.is_empty() {
-        return Err(src.bad("no certificate for the private key"));
+        return Err(src.bad(StoreProblem::NoChain));
     }
     Ok(identity)
 }
@@ -122,30 +158,21 @@ pub(crate) fn trusted(cfg: &StoreConfig) -> Result<Vec<CertificateDer<'static>>,
     };
     if certs.is_empty() {
         return Err(src.bad(match kind {
-            StoreType::Pem => "no CERTIFICATE in the file",
-            StoreType::Pkcs12 => {
-                "no trusted certificate in the PKCS12 store: as Java, zlock takes only \
-                 certificates marked trusted (keytool -importcert marks them; OpenSSL 3.2+ \
-                 with pkcs12 -export -nokeys -jdktrust anyExtendedKeyUsage), or use a PEM \
-                 trust store"
-            }
+            StoreType::Pem => StoreProblem::NoPemCertificate,
+            StoreType::Pkcs12 => StoreProblem::NoTrustedCertificate,
         }));
     }
     Ok(certs)
 }
 
 fn pkcs12(src: &Source<'_>, bytes: &[u8], password: &str) -> Result<KeyStore, TlsError> {
-    KeyStore::from_pkcs12(bytes, password).map_err(|e| {
-        src.bad(format!(
-            "cannot read it as PKCS12 (is the password right?): {e}"
-        ))
-    })
+    KeyStore::from_pkcs12(bytes, password).map_err(|e| src.bad(StoreProblem::Pkcs12(e)))
 }
 
 fn pem_sections(src: &Source<'_>, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, TlsError> {
     <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| src.bad(format!("not a PEM file: {e}")))
+        .map_err(|e| src.bad(StoreProblem::Pem(e)))
 }
 
 fn pem_identity(src: &Source<'_>, bytes: &[u8]) -> Result<Identity, TlsError> {
@@ -163,7 +190,7 @@ fn pem_identity(src: &Source<'_>, bytes: &[u8]) -> Result<Identity, TlsError> {
             _ => continue,
         };
         if key.replace(k).is_some() {
-            return Err(src.bad("more than one private key in the file"));
+            return Err(src.bad(StoreProblem::TwoKeys));
         }
     }
     let Some(key) = key else {
@@ -171,12 +198,9 @@ fn pem_identity(src: &Source<'_>, bytes: &[u8]) -> Result<Identity, TlsError> {
             .windows(b"ENCRYPTED PRIVATE KEY".len())
             .any(|w| w == b"ENCRYPTED PRIVATE KEY");
         return Err(src.bad(if encrypted {
-            "its private key is encrypted, which zlock does not read yet: write it \
-             unencrypted (openssl pkcs8 -topk8 -nocrypt) in a file only zlock's user can \
-             read, or use a PKCS12 store with a password"
+            StoreProblem::EncryptedKey
         } else {
-            "no PRIVATE KEY in the file (a PEM key store holds the certificate chain and \
-             the key)"
+            StoreProblem::NoPemKey
         }));
     };
     Ok(Identity { chain, key })
