@@ -251,7 +251,9 @@ async fn run(
                     // What rustls made while reading (a key update's answer) and the
                     // socket did not take goes out with the connection's writes.
                     if let (Some(t), Some(c)) = (tls, &conn_out) {
-                        if super::tls::lock(t).wants_write() {
+                        // The rustls lock is released before flush takes it again.
+                        let pending = super::tls::lock(t).wants_write();
+                        if pending {
                             c.flush();
                         }
                     }
