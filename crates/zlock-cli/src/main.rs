@@ -124,10 +124,14 @@ struct ServerArgs {
     /// zlock.commitSpinMicros, zlock.lockDelayMs, metricsProvider.className,
     /// metricsProvider.httpHost, metricsProvider.httpPort, admin.enableServer,
     /// admin.serverAddress, admin.serverPort, admin.commandURL,
-    /// DigestAuthenticationProvider.superDigest; for an ensemble server.N,
-    /// dynamicConfigFile, peerType, reconfigEnabled, initLimit, syncLimit,
-    /// zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the member's id in
-    /// <dataDir>/myid). Other keys are logged and ignored.
+    /// DigestAuthenticationProvider.superDigest; TLS clients: secureClientPort,
+    /// secureClientPortAddress, client.portUnification, ssl.keyStore.*, ssl.trustStore.*, ssl.clientAuth,
+    /// ssl.protocol, ssl.enabledProtocols, ssl.ciphersuites,
+    /// ssl.handshakeDetectionTimeoutMillis, X509AuthenticationProvider.superUser; for an
+    /// ensemble server.N, dynamicConfigFile, peerType, reconfigEnabled, initLimit,
+    /// syncLimit, zlock.raftHeartbeatMs, zlock.electionTimeoutMs, and the member's id in
+    /// <dataDir>/myid). A TLS key zlock does not implement stops the start; other keys
+    /// are logged and ignored.
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// This server's id in the ensemble, 1-255, instead of the one in <data-dir>/myid

@@ -2,7 +2,9 @@
 //!
 //! With no configuration at all the server listens on 127.0.0.1:2181 and keeps its data
 //! in `./zlock-data`. A `zoo.cfg` file uses ZooKeeper's key names; unknown keys are
-//! logged and ignored (ZooKeeper has many that mean nothing here).
+//! logged and ignored (ZooKeeper has many that mean nothing here), except TLS keys:
+//! one zlock does not implement stops the start (see [`TlsConfig`]), so that asking
+//! for TLS never gets plain text.
 //!
 //! # Ensembles
 //!
@@ -50,6 +52,9 @@ mod ensemble;
 #[cfg(test)]
 mod ensemble_tests;
 mod metrics;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 pub use admin::AdminConfig;
 pub use ensemble::{
@@ -58,6 +63,10 @@ pub use ensemble::{
 };
 use ensemble::{member, read_dynamic};
 pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
+pub use tls::{
+    location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,
+    TlsSetupError, CIPHER_SUITES,
+};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -79,6 +88,14 @@ pub enum ConfigError {
         path: PathBuf,
         line: usize,
         text: String,
+    },
+    /// A TLS setting that depends on several keys (see [`TlsConfig`]), or a store
+    /// that cannot be read; `key` is the one to change.
+    #[error("{}: {key}: {problem}", .path.display())]
+    Tls {
+        path: PathBuf,
+        key: &'static str,
+        problem: TlsSetupError,
     },
     #[error("minSessionTimeout ({min} ms) is greater than maxSessionTimeout ({max} ms)")]
     SessionTimeouts { min: u64, max: u64 },
@@ -228,8 +245,6 @@ fn ensemble_only(key: &str) -> bool {
             | "syncEnabled"
             | "standaloneEnabled"
             | "observerMasterPort"
-            | "sslQuorum"
-            | "sslQuorumReloadCertFiles"
             | "oraclePath"
     ) || ["group.", "weight.", "quorum.", "multiAddress."]
         .iter()
@@ -375,6 +390,9 @@ pub struct ServerConfig {
     /// `admin.*`: the AdminServer (commands as JSON over HTTP), off by default (see
     /// [`AdminConfig`]).
     pub admin: AdminConfig,
+    /// `secureClientPort` and `ssl.*`: TLS on the client port, off by default (see
+    /// [`TlsConfig`]).
+    pub tls: TlsConfig,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:participant|:observer][;[clientHost:]clientPort]`
@@ -456,6 +474,7 @@ impl Default for ServerConfig {
             election_timeout_ms: None,
             metrics: MetricsConfig::default(),
             admin: AdminConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -563,6 +582,7 @@ impl ServerConfig {
         let mut members = DeclaredEnsemble::default();
         let mut first_member: Option<Origin> = None;
         let mut dynamic: Option<PathBuf> = None;
+        let mut client_port_given = false;
         for entry in entries(text) {
             let Entry {
                 line,
@@ -602,6 +622,10 @@ impl ServerConfig {
                 members.add(at.clone(), member(at, raw, id, v)?)?;
                 continue;
             }
+            if let Some(applied) = self.tls.apply(k, v) {
+                applied.map_err(|e| bad(&e))?;
+                continue;
+            }
             let section = match k.split_once('.') {
                 Some(("metricsProvider", key)) => Some(self.metrics.apply(key, v)),
                 Some(("admin", key)) => Some(self.admin.apply(key, v)),
@@ -638,7 +662,8 @@ impl ServerConfig {
                 "dataDir" => self.data_dir = PathBuf::from(v),
                 "dataLogDir" => self.data_log_dir = Some(PathBuf::from(v)),
                 "clientPort" => {
-                    self.client_port = v.parse().map_err(|_| bad("expected a port number"))?
+                    self.client_port = v.parse().map_err(|_| bad("expected a port number"))?;
+                    client_port_given = true;
                 }
                 "clientPortAddress" => {
                     self.client_port_address =
@@ -742,6 +767,25 @@ impl ServerConfig {
         }
         if !members.is_empty() {
             self.declared.members = members.members;
+        }
+        let tls = |key, problem| ConfigError::Tls {
+            path: path.to_owned(),
+            key,
+            problem,
+        };
+        self.tls
+            .finish()
+            .map_err(|(key, problem)| tls(key, problem))?;
+        let member_client_ports = self
+            .declared
+            .members
+            .iter()
+            .any(|(_, m)| m.client.is_some());
+        let secure = self.tls.secure_client_port.is_some();
+        if secure && !client_port_given && !member_client_ports {
+            // ZooKeeper then serves TLS only; zlock always has its plain port, which
+            // must not open at its default unasked.
+            return Err(tls("secureClientPort", TlsSetupError::NoPlainPort));
         }
         self.validate()?;
         Ok(ignored)

@@ -8,6 +8,8 @@
 //!
 //! # Layout
 //! - [`config`]: defaults, `zoo.cfg` keys, validation.
+//! - [`tls`]: the client port's TLS (`secureClientPort`, `ssl.*`): stores, the rustls
+//!   configuration, a client certificate's x509 identity; `net::tls` carries the bytes.
 //! - `net`: accept loop, one task per connection, four-letter words, outgoing queues.
 //! - `pipeline`: the sequencer thread (requests become Txns with their origin), the core
 //!   (state machine host: applies committed entries; the router answers this member's
@@ -44,6 +46,7 @@ mod pipeline;
 mod snapshot;
 pub mod stages;
 mod stats;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -78,6 +81,8 @@ pub enum ServerError {
     DataDir(String),
     #[error("the ensemble could not start: {0}")]
     Ensemble(String),
+    #[error("TLS on the client port: {0}")]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Binds the client port with `clientPortListenBacklog` (ZooKeeper's default of 50 makes a burst
@@ -135,6 +140,28 @@ pub async fn serve(
             )
         }
         false => None,
+    };
+    // TLS on the client port: the stores are read now, so a bad one stops the start.
+    let acceptor = match config.tls.enabled() {
+        true => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
+            &config.tls,
+        )?)),
+        false => None,
+    };
+    let secure = match (config.tls.secure_client_port, &acceptor) {
+        (Some(port), Some(acceptor)) => {
+            let ip = config
+                .tls
+                .secure_client_port_address
+                .unwrap_or(config.client_port_address);
+            let listener = bind(SocketAddr::new(ip, port), config.listen_backlog)?;
+            Some((listener, acceptor.clone()))
+        }
+        _ => None,
+    };
+    let plain_port = match acceptor {
+        Some(a) if config.tls.port_unification => net::tls::Port::Unified(a),
+        _ => net::tls::Port::Plain,
     };
     let registry = metrics::registry(&config.metrics);
     let timings = registry.as_ref().map(|r| r.timings());
@@ -295,7 +322,21 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "zlock serving");
     }
-    let accept = tokio::spawn(net::listener::accept_loop(listener, held, shared, stop_rx));
+    let secure_accept = secure.map(|(listener, acceptor)| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "zlock serving TLS clients");
+        }
+        tokio::spawn(net::listener::accept_loop(
+            listener,
+            Vec::new(),
+            shared.clone(),
+            stop_rx.clone(),
+            net::tls::Port::Secure(acceptor),
+        ))
+    });
+    let accept = tokio::spawn(net::listener::accept_loop(
+        listener, held, shared, stop_rx, plain_port,
+    ));
 
     let fatal = tokio::select! {
         _ = &mut shutdown => None,
@@ -309,6 +350,9 @@ pub async fn serve(
     }
     let _ = stop_tx.send(true);
     let _ = accept.await;
+    if let Some(t) = secure_accept {
+        let _ = t.await;
+    }
     if let Some(t) = metrics_task {
         let _ = t.await;
     }

@@ -18,8 +18,10 @@
 //!   client addresses, watched paths and lock holders. `0.0.0.0` restores ZooKeeper's.
 //! - `serverPort`: 8080, as in ZooKeeper, once enabled. 0 picks a free port (tests).
 //! - `commandURL`: `/commands`, as in ZooKeeper.
-//! - `idleTimeout` and the TLS keys are read and ignored: zlock's endpoint bounds every
-//!   connection's time itself (see `crate::http`) and serves plain HTTP only.
+//! - `idleTimeout` is read and ignored: zlock's endpoint bounds every connection's time
+//!   itself (see `crate::http`). It serves plain HTTP only: the TLS keys are accepted
+//!   when `false`, and `true` stops the start (an operator who asks for HTTPS must not
+//!   get plain HTTP without knowing).
 
 use std::net::IpAddr;
 
@@ -66,8 +68,17 @@ impl AdminConfig {
                 self.server_port = value.parse().map_err(|_| "expected a port number")?;
             }
             "commandURL" => self.command_url = command_url(value)?,
-            "idleTimeout" | "portUnification" | "forceHttps" | "needClientAuth" => {
-                return Ok(Applied::NotApplicable)
+            "idleTimeout" => return Ok(Applied::NotApplicable),
+            // Jetty's TLS: off is what zlock serves; on is refused rather than ignored,
+            // so that asking for HTTPS never gets plain HTTP.
+            "portUnification" | "forceHttps" | "needClientAuth" => {
+                return match value.to_ascii_lowercase().as_str() {
+                    "false" => Ok(Applied::NotApplicable),
+                    "true" => Err("zlock's admin server has no HTTPS yet (plain HTTP only): \
+                                   remove the key, or keep the admin server on loopback"
+                        .into()),
+                    _ => Err("expected true or false".into()),
+                };
             }
             _ => return Ok(Applied::Unknown),
         }

@@ -5,6 +5,10 @@
 //! whichever thread produced them, with a writer task for what the socket could not take
 //! at once. Malformed input closes the connection (ZooKeeper does the same for a frame it
 //! cannot unmarshal); an unknown opcode gets ZooKeeper's Unimplemented error instead.
+//!
+//! On the secure client port the task first runs the TLS handshake (`super::tls`); the
+//! rest is the same, with reads and writes through the connection's rustls state, and
+//! the identities of the client's certificate (`x509:<subject>`) among its session's.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -23,6 +27,7 @@ use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 use super::fourlw;
 use super::frames::reply_frame;
 use super::out::{flush, read_some, write_all, ConnOut};
+use super::tls::{Port, TlsState};
 use super::{ConnHandle, InFlight, Permit, Shared};
 use crate::pipeline::core::with_core;
 use crate::pipeline::{Asker, Handshake, Item};
@@ -42,18 +47,53 @@ enum Closed {
     Handshake,
     Quiet,
     Shutdown,
+    /// The TLS handshake did not finish (logged where it failed).
+    Tls,
 }
 
+/// Serves one client connection; with TLS (the secure client port, or a client that
+/// starts a handshake on a unified port), after the TLS handshake, which runs here so
+/// that a slow one holds up no other connection.
 pub(crate) async fn serve(
     stream: TcpStream,
     addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
+    port: Port,
 ) {
     let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
     let info = shared.stats.add_conn(id, addr);
     let _ = stream.set_nodelay(true);
-    let r = run(stream, addr, id, &shared, info, shutdown).await;
+    let tls = match port {
+        Port::Plain => None,
+        Port::Secure(acceptor) => Some(acceptor),
+        Port::Unified(acceptor) => {
+            let timeout = Duration::from_millis(shared.config.tls.handshake_timeout_ms);
+            super::tls::starts_tls(&stream, timeout)
+                .await
+                .then_some(acceptor)
+        }
+    };
+    let r = match tls {
+        None => run(stream, addr, id, &shared, info, shutdown, None).await,
+        Some(acceptor) => {
+            let cfg = &shared.config.tls;
+            let timeout = Duration::from_millis(cfg.handshake_timeout_ms);
+            tokio::select! {
+                r = super::tls::handshake(&acceptor, stream, timeout, cfg) => match r {
+                    Ok(h) => {
+                        let tls = Some((h.state, h.ids));
+                        run(h.stream, addr, id, &shared, info, shutdown, tls).await
+                    }
+                    Err(e) => {
+                        super::tls::log_failed(addr, &e);
+                        Err(Closed::Tls)
+                    }
+                },
+                _ = shutdown.changed() => Err(Closed::Shutdown),
+            }
+        }
+    };
     shared.stats.remove_conn(id);
     if let Err(why) = r {
         tracing::debug!(conn = id, %addr, ?why, "connection closed");
@@ -67,9 +107,15 @@ async fn run(
     shared: &Arc<Shared>,
     info: Arc<ConnInfo>,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<(TlsState, Vec<Id>)>,
 ) -> Result<(), Closed> {
     let max = shared.config.max_packet;
     let stream = Arc::new(stream);
+    let (tls, x509) = match tls {
+        Some((state, ids)) => (Some(state), ids),
+        None => (None, Vec::new()),
+    };
+    let tls = tls.as_ref();
     let mut buf = BytesMut::with_capacity(16 * 1024);
 
     // A client that connects and says nothing is dropped after the longest session
@@ -77,7 +123,7 @@ async fn run(
     let quiet = Duration::from_millis(shared.config.max_session_timeout());
     let deadline = tokio::time::Instant::now() + quiet;
     while buf.len() < 4 {
-        match tokio::time::timeout_at(deadline, read_some(&stream, &mut buf)).await {
+        match tokio::time::timeout_at(deadline, read_from(&stream, tls, &mut buf)).await {
             Err(_) => return Err(Closed::Quiet),
             Ok(Ok(0)) | Ok(Err(_)) => return Err(Closed::Io),
             Ok(Ok(_)) => {}
@@ -85,7 +131,10 @@ async fn run(
     }
     if let Some(word) = fourlw::detect(&buf[..4]) {
         let text = fourlw::answer(word, shared).await;
-        let _ = write_all(&stream, text.as_bytes()).await;
+        let _ = match tls {
+            None => write_all(&stream, text.as_bytes()).await,
+            Some(t) => super::tls::write_all_and_close(t, &stream, text.as_bytes()).await,
+        };
         let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
         return Ok(());
     }
@@ -102,11 +151,13 @@ async fn run(
                 buf.advance(n);
                 break req;
             }
-            None => match tokio::time::timeout_at(deadline, read_some(&stream, &mut buf)).await {
-                Err(_) => return Err(Closed::Quiet),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(Closed::Io),
-                Ok(Ok(_)) => {}
-            },
+            None => {
+                match tokio::time::timeout_at(deadline, read_from(&stream, tls, &mut buf)).await {
+                    Err(_) => return Err(Closed::Quiet),
+                    Ok(Ok(0)) | Ok(Err(_)) => return Err(Closed::Io),
+                    Ok(Ok(_)) => {}
+                }
+            }
         }
     };
 
@@ -114,10 +165,13 @@ async fn run(
     let conn: ConnHandle = Arc::new(ConnOut::new(
         id,
         stream.clone(),
+        tls.cloned(),
         info.clone(),
         shared.stats.clone(),
     ));
     let writer = tokio::spawn(conn.clone().writer(closed_tx));
+    // Only a TLS connection needs its own handle after the handshake (see below).
+    let conn_out = tls.map(|_| conn.clone());
     let hs = handshake(shared, conn, connect).await;
     let Some(hs) = hs else {
         // The core queued the refusal and a close, or the handshake closed the
@@ -134,7 +188,12 @@ async fn run(
     );
     let session = hs.session_id;
 
-    let mut auth = Arc::new(vec![Id::new("ip", &addr.ip().to_string())]);
+    // ZooKeeper's order: the address first, then what the certificate gives.
+    let mut auth = Arc::new(
+        std::iter::once(Id::new("ip", &addr.ip().to_string()))
+            .chain(x509)
+            .collect::<Vec<_>>(),
+    );
     let inflight: InFlight = Arc::default();
     let budget = Arc::new(Semaphore::new(MAX_OUTSTANDING));
     // Connections with replies queued by reads answered here, written once per buffer.
@@ -186,9 +245,19 @@ async fn run(
             break Err(e);
         }
         tokio::select! {
-            r = read_some(&stream, &mut buf) => match r {
+            r = read_from(&stream, tls, &mut buf) => match r {
                 Ok(0) | Err(_) => break Err(Closed::Io),
-                Ok(_) => {}
+                Ok(_) => {
+                    // What rustls made while reading (a key update's answer) and the
+                    // socket did not take goes out with the connection's writes.
+                    if let (Some(t), Some(c)) = (tls, &conn_out) {
+                        // The rustls lock is released before flush takes it again.
+                        let pending = super::tls::lock(t).wants_write();
+                        if pending {
+                            c.flush();
+                        }
+                    }
+                }
             },
             _ = &mut closed_rx => break Ok(()),
             _ = shutdown.changed() => break Err(Closed::Shutdown),
@@ -203,6 +272,18 @@ async fn run(
         .await;
     writer.abort();
     result
+}
+
+/// Reads what is available into `buf` (through TLS on the secure port); 0 at the end.
+async fn read_from(
+    stream: &TcpStream,
+    tls: Option<&TlsState>,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
+    match tls {
+        None => read_some(stream, buf).await,
+        Some(t) => super::tls::read_some(t, stream, buf).await,
+    }
 }
 
 /// A frame whose length is negative or over `jute.maxbuffer`: ZooKeeper logs it and

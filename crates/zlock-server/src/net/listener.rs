@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
+use super::tls::Port;
 use super::Shared;
 use super::{connection, fourlw};
 use crate::config::ServerConfig;
@@ -108,12 +109,14 @@ async fn not_serving(
 }
 
 /// Serves the clients of `listener`, and first those of `held` (connections taken
-/// while the member started, see [`while_starting`]), until `shutdown`.
+/// while the member started, see [`while_starting`]), until `shutdown`. `port` says
+/// what each connection's task does about TLS (see [`Port`]).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     held: Vec<Held>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
+    port: Port,
 ) {
     let mut tasks = JoinSet::new();
     for (stream, addr) in held {
@@ -122,6 +125,7 @@ pub(crate) async fn accept_loop(
             addr,
             shared.clone(),
             shutdown.clone(),
+            port.clone(),
         ));
     }
     loop {
@@ -135,7 +139,13 @@ pub(crate) async fn accept_loop(
                         drop(stream);
                         continue;
                     }
-                    tasks.spawn(connection::serve(stream, addr, shared.clone(), shutdown.clone()));
+                    tasks.spawn(connection::serve(
+                        stream,
+                        addr,
+                        shared.clone(),
+                        shutdown.clone(),
+                        port.clone(),
+                    ));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.

@@ -1,11 +1,13 @@
 //! The network edge: the accept loop, one task per connection, four-letter words, each
-//! connection's outgoing queue and the frames written into it.
+//! connection's outgoing queue and the frames written into it, and TLS on the secure
+//! client port (`tls`).
 
 pub(crate) mod connection;
 pub(crate) mod fourlw;
 pub(crate) mod frames;
 pub(crate) mod listener;
 pub(crate) mod out;
+pub(crate) mod tls;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

@@ -8,17 +8,24 @@
 //! connection's writer task, which waits for the socket to drain. Order is kept by one
 //! rule: nobody writes directly while the writer task holds unwritten bytes.
 //!
+//! A TLS connection (`super::tls`) keeps the same model: its flush turns the queued
+//! frames into records under the rustls state's lock and writes them with the same
+//! `try_write`; records the socket did not take wait inside rustls, in order, for the
+//! writer task. A plain connection never touches any of it (one `Option` looked at).
+//!
 //! A reply computed after its place in the stream was decided (a long read, finished
 //! off the core's lock) holds that place with a [`Reserved`] slot: frames queued after
 //! the slot wait behind it, unwritten, until its reply is filled in.
 
 use std::collections::VecDeque;
+use std::io::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
+use super::tls::{self, TlsState};
 use super::{ConnHandle, Permit};
 use crate::stats::{ConnInfo, Stats};
 
@@ -30,6 +37,8 @@ const OUT_KEEP: usize = 64 * 1024;
 pub(crate) struct ConnOut {
     pub id: u64,
     stream: Arc<TcpStream>,
+    /// A TLS connection's rustls state (shared with its reader); `None`: plain.
+    tls: Option<TlsState>,
     queue: Mutex<Queue>,
     /// Wakes the writer task: bytes the socket did not take, or a close.
     wake: Notify,
@@ -134,10 +143,17 @@ impl Drop for Reserved {
 }
 
 impl ConnOut {
-    pub fn new(id: u64, stream: Arc<TcpStream>, info: Arc<ConnInfo>, stats: Arc<Stats>) -> Self {
+    pub fn new(
+        id: u64,
+        stream: Arc<TcpStream>,
+        tls: Option<TlsState>,
+        info: Arc<ConnInfo>,
+        stats: Arc<Stats>,
+    ) -> Self {
         ConnOut {
             id,
             stream,
+            tls,
             queue: Mutex::new(Queue::default()),
             wake: Notify::new(),
             info,
@@ -234,6 +250,9 @@ impl ConnOut {
     /// Writes what is queued, as far as the socket takes it without blocking; hands the
     /// rest (and a close) to the writer task.
     pub fn flush(&self) {
+        if let Some(tls) = &self.tls {
+            return self.flush_tls(tls);
+        }
         let mut q = self.lock();
         q.dirty = false;
         if q.writer_busy || q.dead {
@@ -270,6 +289,52 @@ impl ConnOut {
         self.wake.notify_one();
     }
 
+    /// [`ConnOut::flush`] of a TLS connection: the queued frames become records (in
+    /// order, under the queue's lock) and go out as far as the socket takes them; the
+    /// rest waits in rustls for the writer task, with the frames' budget slots.
+    fn flush_tls(&self, state: &TlsState) {
+        let mut q = self.lock();
+        q.dirty = false;
+        if q.dead {
+            return;
+        }
+        let mut c = tls::lock(state);
+        if !q.bytes.is_empty() {
+            if c.writer().write_all(&q.bytes).is_err() {
+                q.dead = true;
+                q.bytes = Vec::new();
+                q.permits.clear();
+                return;
+            }
+            q.bytes.clear();
+            if q.bytes.capacity() > OUT_KEEP {
+                q.bytes = Vec::new();
+            }
+        }
+        if q.writer_busy {
+            // It writes what rustls holds, these records included.
+            return;
+        }
+        match tls::send_pending(&mut c, &self.stream) {
+            Ok(true) => {
+                q.permits.clear();
+                if !q.closing() {
+                    return;
+                }
+            }
+            Ok(false) => {}
+            Err(_) => {
+                q.dead = true;
+                q.permits.clear();
+                return;
+            }
+        }
+        drop(c);
+        q.writer_busy = true;
+        drop(q);
+        self.wake.notify_one();
+    }
+
     /// Leaves what is queued to the writer task instead of writing it here (see
     /// [`flush`]).
     pub fn hand_off(&self) {
@@ -286,6 +351,11 @@ impl ConnOut {
     /// The writer task: writes what [`ConnOut::flush`] could not, and closes the socket
     /// when asked. Signals `closed` when it ends.
     pub async fn writer(self: Arc<Self>, closed: oneshot::Sender<()>) {
+        if let Some(state) = self.tls.clone() {
+            self.tls_writer(&state).await;
+            let _ = closed.send(());
+            return;
+        }
         'run: loop {
             self.wake.notified().await;
             loop {
@@ -321,6 +391,54 @@ impl ConnOut {
             }
         }
         let _ = closed.send(());
+    }
+}
+
+impl ConnOut {
+    /// [`ConnOut::writer`] of a TLS connection: moves queued frames into rustls and
+    /// writes its records, waiting for the socket; on a close, sends close_notify first.
+    async fn tls_writer(&self, state: &TlsState) {
+        loop {
+            self.wake.notified().await;
+            loop {
+                let (permits, close) = {
+                    let mut q = self.lock();
+                    if q.dead {
+                        return;
+                    }
+                    let mut c = tls::lock(state);
+                    if !q.bytes.is_empty() {
+                        if c.writer().write_all(&q.bytes).is_err() {
+                            q.dead = true;
+                            return;
+                        }
+                        q.bytes.clear();
+                    }
+                    let close = q.closing();
+                    if !c.wants_write() && !close {
+                        // Everything is on the wire: the replies' slots are free.
+                        q.permits.clear();
+                        q.writer_busy = false;
+                        break;
+                    }
+                    if close {
+                        c.send_close_notify();
+                    }
+                    (std::mem::take(&mut q.permits), close)
+                };
+                if tls::drain(state, &self.stream).await.is_err() {
+                    self.lock().dead = true;
+                    return;
+                }
+                drop(permits);
+                if close {
+                    let sock = socket2::SockRef::from(&*self.stream);
+                    let _ = sock.shutdown(std::net::Shutdown::Write);
+                    self.lock().dead = true;
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -389,7 +507,7 @@ mod tests {
         let (ours, addr) = listener.accept().await.unwrap();
         let stats = Arc::new(Stats::default());
         let info = stats.add_conn(1, addr);
-        let conn = Arc::new(ConnOut::new(1, Arc::new(ours), info, stats));
+        let conn = Arc::new(ConnOut::new(1, Arc::new(ours), None, info, stats));
         let (closed, _) = oneshot::channel();
         tokio::spawn(conn.clone().writer(closed));
         (conn, peer)

@@ -28,4 +28,5 @@ mod metrics;
 mod pipelined;
 mod raft_ensemble;
 mod server;
+mod tls;
 mod zkclient;

@@ -1,0 +1,436 @@
+//! TLS on the secure client port (`secureClientPort`, ZooKeeper's `ssl.*` keys), through
+//! the real server process and kazoo (`use_ssl=True`), with certificates made here: a CA,
+//! a server certificate for 127.0.0.1 and localhost, client certificates for alice, bob
+//! and carol, and mallory's from a second CA.
+//!
+//! kazoo is a peer (`zlock_testkit::require(Peer::Kazoo)`): missing, these tests fail
+//! unless `ZLOCK_TEST_ALLOW_MISSING=1`. Every wait is bounded (kazoo's own timeouts, the
+//! child processes' deadline, the raw client's `STUCK`).
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use zlock_proto::{Reader, Record};
+use zlock_testkit::{free_port, require, Peer, TestServer};
+
+use crate::common::rawclient::{
+    connect_frame, create_req, expect_closed, get_data_req, read_frame, request_frame, send_bytes,
+    set_data_req, STUCK,
+};
+use support::{connect, kazoo, run_bounded, rust_client, start, start_binary, Pki};
+
+#[test]
+fn kazoo_over_tls_creates_watches_and_locks() {
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&pki.pem_stores());
+    let out = kazoo(&py, &pki, &server, "work", serde_json::json!({}));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "get v1",
+            "watch True CHANGED /tls/n",
+            "alice-lock True",
+            "bob-while-held False",
+            "bob-after-release True",
+            "whoami ip:127.0.0.1 x509:CN=alice,O=zlock",
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn client_auth_need_refuses_no_certificate_and_another_cas() {
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    // ssl.clientAuth unset: ZooKeeper's default, need.
+    let server = start(&pki.pem_stores());
+    let none = connect(&py, &pki, &server, serde_json::json!({}));
+    assert!(none.starts_with("failed"), "no certificate: {none}");
+    let other = connect(&py, &pki, &server, serde_json::json!({"who": "mallory"}));
+    assert!(
+        other.starts_with("failed"),
+        "another CA's certificate: {other}"
+    );
+    let good = connect(&py, &pki, &server, serde_json::json!({"who": "bob"}));
+    assert!(good.starts_with("connected"), "bob: {good}");
+    // A client that does not trust the server's CA does not connect either.
+    let distrust = connect(
+        &py,
+        &pki,
+        &server,
+        serde_json::json!({"who": "bob", "client_ca": pki.path("other-ca.pem")}),
+    );
+    assert!(
+        distrust.starts_with("failed"),
+        "untrusted server: {distrust}"
+    );
+}
+
+#[test]
+fn client_auth_want_serves_without_a_certificate_and_none_asks_for_none() {
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&format!("{}ssl.clientAuth=want\n", pki.pem_stores()));
+    let anon = connect(&py, &pki, &server, serde_json::json!({}));
+    assert_eq!(anon, "connected\nwhoami ip:127.0.0.1\n");
+    let alice = connect(&py, &pki, &server, serde_json::json!({"who": "alice"}));
+    assert_eq!(
+        alice,
+        "connected\nwhoami ip:127.0.0.1 x509:CN=alice,O=zlock\n"
+    );
+    drop(server);
+    let server = start(&format!(
+        "ssl.keyStore.location={}\nssl.clientAuth=none\n",
+        pki.path("server.pem").display()
+    ));
+    // A certificate sent unasked gives no identity: it was never asked for.
+    let alice = connect(&py, &pki, &server, serde_json::json!({"who": "alice"}));
+    assert_eq!(alice, "connected\nwhoami ip:127.0.0.1\n");
+}
+
+#[test]
+fn x509_acls_and_the_x509_super_user() {
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&format!(
+        "{}authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n\
+         ssl.authProvider=x509\nX509AuthenticationProvider.superUser=CN=carol,O=zlock\n",
+        pki.pem_stores()
+    ));
+    let out = kazoo(&py, &pki, &server, "acl", serde_json::json!({}));
+    assert_eq!(
+        out,
+        "alice s\nbob noauth\ncarol s\n\
+         carol-whoami ip:127.0.0.1 super:CN=carol,O=zlock x509:CN=carol,O=zlock\n"
+    );
+}
+
+#[test]
+fn pkcs12_stores_serve_as_pem_ones_do() {
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&pki.pkcs12_stores());
+    let alice = connect(&py, &pki, &server, serde_json::json!({"who": "alice"}));
+    assert_eq!(
+        alice,
+        "connected\nwhoami ip:127.0.0.1 x509:CN=alice,O=zlock\n"
+    );
+    let other = connect(&py, &pki, &server, serde_json::json!({"who": "mallory"}));
+    assert!(
+        other.starts_with("failed"),
+        "another CA's certificate: {other}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_clients_garbage_and_stalled_handshakes_are_closed_cleanly() {
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&format!(
+        "{}ssl.handshakeDetectionTimeoutMillis=1500\n",
+        pki.pem_stores()
+    ));
+    // A handshake that never starts: held while others are served, then closed.
+    let mut stalled = TcpStream::connect(server.secure).await.unwrap();
+    // A plain ZooKeeper client on the TLS port.
+    let mut plain = TcpStream::connect(server.secure).await.unwrap();
+    send_bytes(&mut plain, &connect_frame(30_000))
+        .await
+        .unwrap();
+    expect_closed(&mut plain, "a plain client on the TLS port").await;
+    // Garbage, and a four-letter word in clear.
+    for bytes in [&b"\x16\x03\x01\x00\x05hello, this is not TLS"[..], b"ruok"] {
+        let mut s = TcpStream::connect(server.secure).await.unwrap();
+        send_bytes(&mut s, bytes).await.unwrap();
+        expect_closed(&mut s, "garbage on the TLS port").await;
+    }
+    // A good client meanwhile: the stalled handshake holds nothing up.
+    let pki_ref = &pki;
+    let server_ref = &server;
+    let alice = tokio::task::block_in_place(|| {
+        connect(
+            &py,
+            pki_ref,
+            server_ref,
+            serde_json::json!({"who": "alice"}),
+        )
+    });
+    assert_eq!(
+        alice,
+        "connected\nwhoami ip:127.0.0.1 x509:CN=alice,O=zlock\n"
+    );
+    expect_closed(&mut stalled, "a handshake that never starts").await;
+}
+
+#[test]
+fn tls_keys_zlock_does_not_implement_stop_the_start() {
+    let pki = Pki::make();
+    let secure = format!("secureClientPort={}\n{}", free_port(), pki.pem_stores());
+    for (keys, named) in [
+        (
+            format!("{secure}ssl.quorum.keyStore.location=/etc/zk/q.pem\n"),
+            "ssl.quorum.keyStore.location",
+        ),
+        ("sslQuorum=true\n".to_owned(), "sslQuorum"),
+        (
+            format!("{secure}client.certReload=true\n"),
+            "client.certReload",
+        ),
+        (
+            format!("{secure}ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA\n"),
+            "ssl.ciphersuites",
+        ),
+        (
+            format!(
+                "secureClientPort={}\nssl.keyStore.location=/nonexistent/server.pem\n\
+                 ssl.trustStore.location={}\n",
+                free_port(),
+                pki.path("ca.pem").display()
+            ),
+            "ssl.keyStore.location: cannot read /nonexistent/server.pem",
+        ),
+        (
+            format!(
+                "secureClientPort={}\nssl.keyStore.location={}\nssl.keyStore.password=wrong\n\
+                 ssl.trustStore.location={}\n",
+                free_port(),
+                pki.path("server.p12").display(),
+                pki.path("ca.pem").display()
+            ),
+            "ssl.keyStore.location",
+        ),
+    ] {
+        let (ok, err) = start_binary(&keys);
+        assert!(!ok, "started with {keys}");
+        assert!(
+            err.contains(named),
+            "{keys}: stderr does not name {named}:\n{err}"
+        );
+    }
+}
+
+/// Replies that the socket cannot take at once wait, as records, inside the
+/// connection's rustls state and leave through the writer task in order, with reads
+/// answered by the connection task and writes by the commit thread on the same
+/// connection (as `pipelined::a_client_that_reads_late_gets_every_reply_in_order`
+/// proves for a plain one); the plain port serves meanwhile (mixed mode).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_reads_late_gets_every_reply_in_order() {
+    use tokio::io::AsyncWriteExt;
+    use zlock_proto::records::{GetDataResponse, ReplyHeader};
+
+    let pki = Pki::make();
+    let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let server = TestServer::start_with(|c| {
+        c.tls.secure_client_port = Some(secure.port());
+        c.tls.key_store.location = Some(pki.path("server.pem"));
+        c.tls.trust_store.location = Some(pki.path("ca.pem"));
+    })
+    .await
+    .unwrap();
+    // serve binds the secure port itself, once its task runs.
+    tokio::task::spawn_blocking(move || {
+        zlock_testkit::wait_for_port(secure, Duration::from_secs(60))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let mut s = rust_client(&pki, secure, "alice").await;
+
+    let big = vec![b'x'; 64 * 1024];
+    let mut xid = 0;
+    let mut frames = Vec::new();
+    let mut next = |req: zlock_proto::Request, frames: &mut Vec<u8>| {
+        xid += 1;
+        let mut body = Vec::new();
+        req.encode(&mut body);
+        frames.extend_from_slice(&request_frame(xid, req.op_code() as i32, &body));
+        xid
+    };
+    next(create_req("/big", &big), &mut frames);
+    next(create_req("/n", b"0"), &mut frames);
+    let mut expect: Vec<(i32, Option<Vec<u8>>)> = vec![(1, None), (2, None)];
+    for i in 1..=200 {
+        let x = next(get_data_req("/big"), &mut frames);
+        expect.push((x, Some(big.clone())));
+        if i % 3 == 0 {
+            let v = i.to_string().into_bytes();
+            let x = next(set_data_req("/n", &v, -1), &mut frames);
+            expect.push((x, None));
+            let x = next(get_data_req("/n"), &mut frames);
+            expect.push((x, Some(v)));
+        }
+    }
+    s.write_all(&frames).await.unwrap();
+    s.flush().await.unwrap();
+    // The plain port meanwhile.
+    let plain = crate::common::rawclient::RawClient::connect(server.addr)
+        .await
+        .unwrap();
+    assert!(plain.exists("/").await.unwrap().is_ok());
+    // Let the server run into the full socket buffer before anything is read.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (want_xid, want_data) in expect {
+        let body = tokio::time::timeout(STUCK, read_frame(&mut s))
+            .await
+            .expect("reply did not arrive")
+            .unwrap();
+        let mut r = Reader::new(&body);
+        let hdr = ReplyHeader::decode(&mut r).unwrap();
+        assert_eq!(hdr.xid, want_xid, "replies out of order");
+        assert_eq!(hdr.err, 0, "xid {want_xid} failed");
+        if let Some(data) = want_data {
+            let resp = GetDataResponse::decode(&mut r).unwrap();
+            assert_eq!(resp.data.as_deref(), Some(&data[..]), "xid {want_xid}");
+        }
+    }
+    // A close: the server's close_notify, then the end of the stream.
+    let close = request_frame(xid + 1, -11, &[]);
+    s.write_all(&close).await.unwrap();
+    s.flush().await.unwrap();
+    let reply = tokio::time::timeout(STUCK, read_frame(&mut s))
+        .await
+        .unwrap();
+    assert!(reply.is_ok(), "closeSession answered");
+    let mut rest = Vec::new();
+    let end = tokio::time::timeout(
+        STUCK,
+        tokio::io::AsyncReadExt::read_to_end(&mut s, &mut rest),
+    )
+    .await
+    .expect("the server kept the connection open");
+    assert!(end.is_ok(), "a clean TLS close (close_notify): {end:?}");
+    server.stop().await.unwrap();
+}
+
+/// `client.portUnification=true`: the plain client port serves a kazoo TLS client (its
+/// certificate's identity included), a plain ZooKeeper client and a four-letter word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_unification_serves_tls_and_plain_clients_on_the_plain_port() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = start(&format!(
+        "{}client.portUnification=true\n",
+        pki.pem_stores()
+    ));
+    let (pki_ref, server_ref) = (&pki, &server);
+    let alice = tokio::task::block_in_place(|| {
+        let hosts = server_ref.plain.to_string();
+        connect(
+            &py,
+            pki_ref,
+            server_ref,
+            serde_json::json!({"who": "alice", "hosts": hosts}),
+        )
+    });
+    assert_eq!(
+        alice,
+        "connected\nwhoami ip:127.0.0.1 x509:CN=alice,O=zlock\n"
+    );
+    let plain = crate::common::rawclient::RawClient::connect(server.plain)
+        .await
+        .unwrap();
+    assert!(plain.exists("/").await.unwrap().is_ok());
+    let mut s = TcpStream::connect(server.plain).await.unwrap();
+    s.write_all(b"ruok").await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(STUCK, s.read_to_string(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, "imok");
+    // The secure port is TLS only still.
+    let mut p = TcpStream::connect(server.secure).await.unwrap();
+    send_bytes(&mut p, &connect_frame(30_000)).await.unwrap();
+    expect_closed(&mut p, "a plain client on the TLS port").await;
+}
+
+/// Apache ZooKeeper 3.8's own Java client (zkCli's `ZooKeeperMain`, Netty, TLS 1.2,
+/// the server's address checked against its certificate) over TLS with PEM stores, as
+/// `CLIENT_JVMFLAGS` would configure zkCli: create, get, and whoami showing x509.
+#[test]
+fn zookeepers_java_client_over_tls() {
+    let Some(_) = require(Peer::ZooKeeper) else {
+        return;
+    };
+    let mut class_path = Vec::new();
+    for jar in [
+        "zookeeper",
+        "zookeeper-jute",
+        "slf4j-api",
+        "slf4j-simple",
+        "netty-buffer",
+        "netty-codec",
+        "netty-common",
+        "netty-handler",
+        "netty-resolver",
+        "netty-transport",
+        "netty-transport-native-epoll",
+        "netty-transport-native-unix-common",
+    ] {
+        let path = format!("/usr/share/java/{jar}.jar");
+        // Debian's zookeeper package brings these (libzookeeper-java, libnetty-java).
+        assert!(
+            Path::new(&path).is_file(),
+            "{path} is missing: ZooKeeper's Java client needs it for TLS \
+             (apt-get install libnetty-java libslf4j-java)"
+        );
+        class_path.push(path);
+    }
+    let pki = Pki::make();
+    let alice = format!(
+        "{}{}",
+        std::fs::read_to_string(pki.path("alice.crt")).unwrap(),
+        std::fs::read_to_string(pki.path("alice.key")).unwrap()
+    );
+    std::fs::write(pki.path("alice.pem"), alice).unwrap();
+    let server = start(&pki.pem_stores());
+    let zkcli = |args: &[&str]| {
+        let mut cmd = Command::new("java");
+        cmd.arg("-Dzookeeper.client.secure=true")
+            .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
+            .arg(format!(
+                "-Dzookeeper.ssl.keyStore.location={}",
+                pki.path("alice.pem").display()
+            ))
+            .arg(format!(
+                "-Dzookeeper.ssl.trustStore.location={}",
+                pki.path("ca.pem").display()
+            ))
+            .args(["-cp", &class_path.join(":")])
+            .arg("org.apache.zookeeper.ZooKeeperMain")
+            .args(["-server", &server.secure.to_string()])
+            .args(args);
+        let (_, out, err) = run_bounded(cmd, Duration::from_secs(120));
+        format!("{out}\n{err}")
+    };
+    let out = zkcli(&["create", "/fromjava", "hello"]);
+    assert!(out.contains("Created /fromjava"), "{out}");
+    let out = zkcli(&["get", "/fromjava"]);
+    assert!(out.lines().any(|l| l == "hello"), "{out}");
+    let out = zkcli(&["whoami"]);
+    assert!(out.contains("x509: CN=alice,O=zlock"), "{out}");
+}
