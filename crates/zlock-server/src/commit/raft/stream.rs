@@ -82,7 +82,9 @@ impl<T> Drop for AbortOnDrop<T> {
 /// The reading side of a stream: the replies, matched in order to what was sent.
 struct Reading<'s> {
     peer: &'s mut Peer,
-    rd: OwnedReadHalf,
+    /// Buffered: one read takes in every reply that has come (an append's reply is a
+    /// few dozen bytes; unbuffered, each took two reads, its length and its body).
+    rd: tokio::io::BufReader<OwnedReadHalf>,
     sent: mpsc::Receiver<Sent>,
     writer: AbortOnDrop<Result<OwnedWriteHalf, FrameError>>,
     ttl: Duration,
@@ -139,7 +141,7 @@ impl Peer {
             ));
             let reading = Reading {
                 peer: self,
-                rd,
+                rd: tokio::io::BufReader::new(rd),
                 sent,
                 writer: AbortOnDrop(writer),
                 ttl,
@@ -197,8 +199,11 @@ impl Reading<'_> {
             // The writer is done: the input ended, or writing failed.
             return match (&mut self.writer.0).await {
                 Ok(Ok(wr)) => {
-                    if let Ok(s) = self.rd.reunite(wr) {
-                        self.peer.put_back(s);
+                    // Kept only if nothing beyond the last answer was read.
+                    if self.rd.buffer().is_empty() {
+                        if let Ok(s) = self.rd.into_inner().reunite(wr) {
+                            self.peer.put_back(s);
+                        }
                     }
                     (None, None)
                 }

@@ -525,6 +525,8 @@ impl Writer {
         let mut peer = Peer::new(self.id.clone(), leader, addr);
         let s = peer.open(self.patience).await?;
         let (rd, wr) = s.into_split();
+        // Buffered: one read takes in every answer that has come, not two per answer.
+        let rd = tokio::io::BufReader::new(rd);
         let replies = futures_util::stream::unfold(rd, |mut rd| async move {
             let r = read_frame::<Reply>(&mut rd).await;
             Some((r, rd))

@@ -312,6 +312,9 @@ async fn serve_requests(
     // The snapshot file being received on this connection, and its length so far.
     let mut receiving: Option<(tokio::fs::File, u64)> = None;
     let (rd, mut wr) = s.split();
+    // Buffered: one read takes in every frame that has come (a burst of appends, or of
+    // forwarded batches), not two reads per frame.
+    let rd = tokio::io::BufReader::new(rd);
     // The requests as they come (a stream keeps a frame half read when the select below
     // takes another branch).
     let mut frames = std::pin::pin!(futures_util::stream::unfold(rd, |mut rd| async move {
