@@ -7,6 +7,7 @@
 //! the real server in-process; [`bind`] makes a listener with a large backlog.
 //!
 //! # Layout
+//! - `server`: the start and the stop, phase by phase (what [`serve`] calls, in order).
 //! - [`config`]: defaults, `zoo.cfg` keys, validation.
 //! - [`tls`]: the client port's TLS (`secureClientPort`, `ssl.*`): stores, the rustls
 //!   configuration, a client certificate's x509 identity; `net::tls` carries the bytes.
@@ -43,6 +44,7 @@ mod http;
 mod metrics;
 mod net;
 mod pipeline;
+mod server;
 mod snapshot;
 pub mod stages;
 mod stats;
@@ -50,14 +52,11 @@ pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use zlock_core::LogIndex;
 
 pub use admin::VERSION;
 pub use config::ServerConfig;
@@ -106,7 +105,7 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> Result<TcpListener, ServerError> 
 /// a member of a replicated ensemble (see [`commit::raft`]).
 pub async fn serve(
     config: ServerConfig,
-    mut listener: TcpListener,
+    listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     tokio::pin!(shutdown);
@@ -115,270 +114,47 @@ pub async fn serve(
     let config = Arc::new(config);
     check_data_dir(&config)?;
     stages::start(config.ensemble.as_ref().map_or(0, |e| e.me));
+    let ports = server::Ports::bind(&config).await?;
 
-    let (commit_tx, commit_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
-    let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
-    // Bound first: a port in use stops the start, as in ZooKeeper.
-    let metrics_listener = match config.metrics.enabled {
-        true => {
-            let addr = SocketAddr::new(config.metrics.http_host, config.metrics.http_port);
-            Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| ServerError::Bind { addr, source })?,
-            )
-        }
-        false => None,
-    };
-    let admin_listener = match config.admin.enabled {
-        true => {
-            let addr = SocketAddr::new(config.admin.server_address, config.admin.server_port);
-            Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| ServerError::Bind { addr, source })?,
-            )
-        }
-        false => None,
-    };
-    // TLS on the client port: the stores are read now, so a bad one stops the start.
-    let acceptor = match config.tls.enabled() {
-        true => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
-            &config.tls,
-        )?)),
-        false => None,
-    };
-    let secure = match (config.tls.secure_client_port, &acceptor) {
-        (Some(port), Some(acceptor)) => {
-            let ip = config
-                .tls
-                .secure_client_port_address
-                .unwrap_or(config.client_port_address);
-            let listener = bind(SocketAddr::new(ip, port), config.listen_backlog)?;
-            Some((listener, acceptor.clone()))
-        }
-        _ => None,
-    };
-    let plain_port = match acceptor {
-        Some(a) if config.tls.port_unification => net::tls::Port::Unified(a),
-        _ => net::tls::Port::Plain,
-    };
-    let registry = metrics::registry(&config.metrics);
-    let timings = registry.as_ref().map(|r| r.timings());
+    let (items, items_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
+    let (fatal, mut fatal_rx) = watch::channel(None::<String>);
+    let timings = ports.timings();
     let stats = Arc::new(stats::Stats::with_timings(timings.clone()));
     let snapshots = snapshot::SnapshotWorker::start(
         config.snapshot_dir(),
-        commit_tx.clone(),
+        items.clone(),
         timings.as_ref().map(|t| t.snapshot.clone()),
     )
     .map_err(ServerError::Thread)?;
-
-    let (state, recovered) = match &config.ensemble {
-        None => {
-            let cfg = config.clone();
-            let r = tokio::task::spawn_blocking(move || recovery::recover(&cfg))
-                .await
-                .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))??;
-            let last = LogIndex(r.wal.last_index());
-            (r.state, Some((r.wal, last)))
-        }
-        // A member's state comes from its Raft snapshot and log (below).
-        Some(e) => {
-            let mut st = zlock_core::State::new(zlock_core::Config {
-                extended_types: config.extended_types,
-            });
-            // `/zookeeper/config` shows this member's configuration, as each ZooKeeper
-            // server writes its own into its DataTree at startup: a member-local view
-            // at read time, never logged (see `zlock_core::ConfigNode` for why). The
-            // configuration is the static one from zoo.cfg, so its version is 0.
-            st.config_node = Some(zlock_core::ConfigNode {
-                data: e.dynamic_config(0).into_bytes(),
-                version: 0,
-                mtime: clock::now_ms(),
-            });
-            (st, None)
-        }
-    };
+    let (state, recovered) = server::recover(&config).await?;
     let long_reads = pipeline::long_read::LongReads::start().map_err(ServerError::Thread)?;
     let mut core =
         pipeline::core::Core::new(config.clone(), state, stats.clone(), snapshots, long_reads);
     core.start_clocks();
-    let core = Arc::new(std::sync::Mutex::new(core));
-
-    let apply = pipeline::core::CoreApply {
-        core: core.clone(),
-        dirty: Vec::new(),
-    };
-    let spin = config.commit_spin();
-    let mut member_tasks = Vec::new();
-    let mut barrier = None;
-    let mut reconfig = None;
-    let mut quorum = None;
-    let mut raft_handle = None;
-    let mut handover = None;
-    let mut held = Vec::new();
-    let mut commit_thread = match recovered {
-        Some((wal, last)) => Sequencing::Thread(match &timings {
-            None => spawn_sequencer(
-                commit::WalCommit::new(wal, last, apply),
-                commit_rx,
-                core.clone(),
-                spin,
-                fatal_tx,
-            )?,
-            Some(t) => spawn_sequencer(
-                commit::WalCommit::new(
-                    commit::Timed::new(wal, t.fsync.clone(), t.batch.clone()),
-                    last,
-                    apply,
-                ),
-                commit_rx,
-                core.clone(),
-                spin,
-                fatal_tx,
-            )?,
-        }),
-        None => {
-            // Until the member runs (a blank one waits for its peers), the client port
-            // answers four-letter words as a member that serves nobody, and holds the
-            // clients' connections for the accept loop.
-            let (started, starting) = tokio::sync::oneshot::channel();
-            let waiting = tokio::spawn(net::listener::while_starting(
-                listener,
-                config.clone(),
-                starting,
-            ));
-            // Stopped meanwhile (a blank member may wait for its peers for as long as
-            // they are down): nothing has been served, nothing is lost.
-            let member = tokio::select! {
-                m = ensemble::start(&config, apply, core.clone(), commit_tx.clone(), &timings) => Some(m),
-                () = &mut shutdown => None,
-            };
-            let _ = started.send(());
-            (listener, held) = waiting
-                .await
-                .map_err(|e| ServerError::Thread(std::io::Error::other(e.to_string())))?;
-            let Some(member) = member else {
-                tracing::info!("stopped before the member started");
-                return Ok(());
-            };
-            let ensemble::Member { raft, tasks, touch } = member?;
-            member_tasks = tasks;
-            quorum = Some(touch);
-            barrier = Some(Arc::new(raft.barrier()));
-            reconfig = Some(raft.reconfigurer());
-            raft_handle = Some(raft.raft().clone());
-            handover = Some(raft.hand_over_handle());
-            // On the member's runtime: see `RaftSequencer`.
-            let sequencer = pipeline::sequencer::RaftSequencer {
-                commit: raft,
-                rx: commit_rx,
-                core: core.clone(),
-                fatal: fatal_tx,
-            };
-            Sequencing::Task(tokio::spawn(sequencer.run()))
-        }
-    };
-
-    let (tick_stop, ticker) = pipeline::ticker::start_ticker(core.clone(), commit_tx.clone())
-        .map_err(ServerError::Thread)?;
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let metrics_task = match (metrics_listener, registry) {
-        (Some(listener), Some(registry)) => {
-            if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, "serving Prometheus metrics at /metrics");
-            }
-            let ctx = metrics::http::Context {
-                registry,
-                stats: stats.clone(),
-                commit: commit_tx.clone(),
-            };
-            Some(tokio::spawn(metrics::serve(listener, ctx, stop_rx.clone())))
-        }
-        _ => None,
-    };
-    let admin_task = admin_listener.map(|listener| {
-        if let Ok(addr) = listener.local_addr() {
-            tracing::info!(%addr, url = %config.admin.command_url, "serving the admin server");
-        }
-        let ctx = admin::http::Context {
-            config: config.clone(),
-            commit: commit_tx.clone(),
-            quorum: quorum.clone(),
-        };
-        tokio::spawn(admin::http::serve(listener, ctx, stop_rx.clone()))
-    });
-    let shared = Arc::new(net::Shared {
-        config: config.clone(),
-        commit: commit_tx.clone(),
-        core,
+    let p = server::Pipeline {
+        config,
+        core: Arc::new(std::sync::Mutex::new(core)),
         stats,
-        next_conn_id: AtomicU64::new(1),
-        barrier,
-        reconfig,
-        quorum,
-    });
-    if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "zlock serving");
-    }
-    let secure_accept = secure.map(|(listener, acceptor)| {
-        if let Ok(addr) = listener.local_addr() {
-            tracing::info!(%addr, "zlock serving TLS clients");
-        }
-        tokio::spawn(net::listener::accept_loop(
-            listener,
-            Vec::new(),
-            shared.clone(),
-            stop_rx.clone(),
-            net::tls::Port::Secure(acceptor),
-        ))
-    });
-    let accept = tokio::spawn(net::listener::accept_loop(
-        listener, held, shared, stop_rx, plain_port,
-    ));
+        timings,
+        items,
+        fatal,
+    };
+
+    let started =
+        server::start_commit(&p, recovered, items_rx, listener, shutdown.as_mut()).await?;
+    let Some((sequencing, member, listener, held)) = started else {
+        tracing::info!("stopped before the member started");
+        return Ok(());
+    };
+    let running = server::Running::serve(&p, (sequencing, member), ports, (listener, held))?;
+    drop(p);
 
     let fatal = tokio::select! {
         _ = &mut shutdown => None,
         _ = fatal_rx.changed() => fatal_rx.borrow().clone(),
     };
     tracing::info!("shutting down");
-    if let (Some(h), None) = (&handover, &fatal) {
-        // A leader hands over first, while its clients are still connected: they
-        // find the new leader as soon as they move.
-        h.run().await;
-    }
-    let _ = stop_tx.send(true);
-    let _ = accept.await;
-    if let Some(t) = secure_accept {
-        let _ = t.await;
-    }
-    if let Some(t) = metrics_task {
-        let _ = t.await;
-    }
-    if let Some(t) = admin_task {
-        let _ = t.await;
-    }
-    let _ = commit_tx.send(pipeline::Item::Shutdown).await;
-    drop(commit_tx);
-    drop(tick_stop);
-    for t in &member_tasks {
-        t.abort();
-    }
-    if let Sequencing::Task(t) = &mut commit_thread {
-        let _ = t.await;
-    }
-    let _ = tokio::task::spawn_blocking(move || {
-        if let Sequencing::Thread(t) = commit_thread {
-            let _ = t.join();
-        }
-        let _ = ticker.join();
-    })
-    .await;
-    if let Some(raft) = raft_handle {
-        // openraft's tasks apply into the core: they stop before serve returns.
-        let _ = raft.shutdown().await;
-    }
+    running.stop(fatal.is_some()).await;
     stages::dump();
     match fatal {
         Some(e) => Err(ServerError::Log(e)),
@@ -404,31 +180,4 @@ fn check_data_dir(config: &ServerConfig) -> Result<(), ServerError> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// Where the sequencer runs: its own thread beside the WAL (the fused fast path), or a
-/// task on an ensemble member's runtime.
-enum Sequencing {
-    Thread(std::thread::JoinHandle<()>),
-    Task(tokio::task::JoinHandle<()>),
-}
-
-fn spawn_sequencer<C: commit::Commit>(
-    commit: C,
-    rx: mpsc::Receiver<pipeline::Item>,
-    core: Arc<std::sync::Mutex<pipeline::core::Core>>,
-    spin: Duration,
-    fatal: watch::Sender<Option<String>>,
-) -> Result<std::thread::JoinHandle<()>, ServerError> {
-    let sequencer = pipeline::sequencer::Sequencer {
-        commit,
-        rx,
-        core,
-        spin,
-        fatal,
-    };
-    std::thread::Builder::new()
-        .name("zlock-commit".into())
-        .spawn(move || sequencer.run())
-        .map_err(ServerError::Thread)
 }
