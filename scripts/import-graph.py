@@ -5,7 +5,10 @@
 
 A module is a file (`a/b.rs` or `a/b/mod.rs` is module `a::b`; `lib.rs` is the crate
 root). An edge A -> B is any path in A's code (not comments) that names module B
-through `crate::`, `super::` or `self::` (the deepest module the path names). Test files
+through `crate::`, `super::` or `self::` (the deepest module the path names), or a
+child module by a bare path (`core::Core` in `pipeline`). A parent and its children
+count like any other modules: `pipeline` using `core` and `core` using `pipeline::Item`
+is a circle. Test files
 (`*_tests.rs`, `tests.rs`) and `#[cfg(test)] mod tests` blocks are left out: tests may
 reach anywhere. Prints each strongly connected component of more than one module (a
 circle), largest first, and exits 0 (it reports; it does not judge).
@@ -84,8 +87,15 @@ def graph(root):
                 branches = [text]
             for b in branches:
                 t = resolve(m, b, mods)
-                if t is not None and t != m and not m.startswith(t + '::') and not t.startswith(m + '::'):
+                if t is not None and t != m:
                     edges[m].add(t)
+        # A child module named by a bare path (`core::Core` in `pipeline`).
+        for child in (c for c in mods if c.rsplit('::', 1)[0] == m and c != m and '::' in (m + '::x')):
+            name = child.rsplit('::', 1)[-1]
+            if m == '' and '::' in child:
+                continue
+            if re.search(r'(?<![:\w])' + name + r'::', code):
+                edges[m].add(child)
     return edges
 
 

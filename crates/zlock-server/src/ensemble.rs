@@ -17,8 +17,8 @@ use zlock_store::WalOptions;
 use crate::commit::raft::{log, peer, RaftCommit, RaftOptions, Reporter};
 use crate::config::ServerConfig;
 use crate::pipeline::core::{with_core, Core, CoreApply};
-use crate::pipeline::ticker::TICK;
 use crate::pipeline::Item;
+use crate::pipeline::TICK;
 use crate::ServerError;
 
 /// Writes configuration `v` back beside `file` (see `config::dynamic`), logging the
@@ -195,7 +195,7 @@ pub(crate) async fn start(
                     with_core(&core, &mut dirty, |c| {
                         c.set_config_view(v.text(), v.version)
                     });
-                    crate::net::out::flush(&mut dirty);
+                    crate::conn::out::flush(&mut dirty);
                     // A configuration a reconfiguration made (not the first one, version
                     // 0) goes back to the file this member starts from.
                     if let Some(file) = write_back.clone().filter(|_| v.version > written) {
@@ -309,7 +309,7 @@ async fn watch_quorum(
         was = now;
         let mut dirty = Vec::new();
         with_core(&core, &mut dirty, |c| c.set_in_touch(now));
-        crate::net::out::flush(&mut dirty);
+        crate::conn::out::flush(&mut dirty);
         if !now && items.send(Item::OutOfTouch).await.is_err() {
             return; // stopping
         }

@@ -36,6 +36,7 @@
 mod clock;
 pub mod commit;
 pub mod config;
+mod conn;
 pub mod recovery;
 
 mod admin;

@@ -37,6 +37,8 @@ mod wal;
 
 pub use wal::{LogStore, Timed, WalCommit};
 
+use std::sync::Arc;
+
 use thiserror::Error;
 use zlock_core::{LogIndex, Txn};
 
@@ -46,14 +48,16 @@ pub enum CommitError {
     Store(#[from] zlock_store::StoreError),
     #[error("the commit log failed earlier and is stopped")]
     Stopped,
-    /// The ensemble's Raft failed on this member: the server stops.
+    /// The ensemble's Raft failed on this member: the server stops. (Typed where it is
+    /// made: `raft::RaftFailure`; the server needs only the kind.)
     #[error("the ensemble failed: {0}")]
-    Raft(#[from] raft::RaftFailure),
+    Raft(Arc<dyn std::error::Error + Send + Sync>),
     /// The proposal may or may not have been committed (the leader changed or could
     /// not be reached). The commit stage is not stopped; the requests waiting for
     /// these Txns must be treated as lost (their clients see a connection loss).
+    /// (Typed where it is made: `raft::Unknown`.)
     #[error("no answer from the ensemble's leader: {0}")]
-    Unavailable(#[from] raft::Unknown),
+    Unavailable(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 /// One committed log entry.

@@ -110,42 +110,20 @@ pub(crate) mod http;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
-use zlock_core::tree::Nodes;
 
-use crate::commit::raft::RaftFacts;
 use crate::config::MetricsConfig;
-use crate::stats::{Latency, Stats, Timings};
+use crate::stats::{Stats, Timings};
 
 pub(crate) use http::serve;
 
 /// How often the summaries' buckets are drained into them.
 pub(crate) const UPKEEP: Duration = Duration::from_secs(5);
 
-/// What a scrape reads from the core, copied under its lock (see `Item::Scrape`).
-#[derive(Debug)]
-pub(crate) struct Scrape {
-    pub latency: Latency,
-    pub znode_count: usize,
-    pub watch_count: usize,
-    pub ephemerals_count: usize,
-    pub global_sessions: usize,
-    /// An O(1) copy, for `approximate_data_size` off the lock.
-    pub nodes: Nodes,
-    /// Requests waiting for their commit (or queued behind their session's writes).
-    pub waiting: usize,
-    pub lock_waiters: usize,
-    pub lock_paths: usize,
-    pub lock_delays: usize,
-    pub lock_holders: usize,
-    pub lock_longest_wait_ms: i64,
-    pub ensemble: Option<RaftFacts>,
-    /// Since when this member leads; `None` unless it is an ensemble's leader.
-    pub led_since: Option<Instant>,
-}
+pub(crate) use crate::pipeline::Scrape;
 
 /// A recorder and the handle that renders it.
 struct Part {

@@ -25,10 +25,11 @@ use zlock_proto::records::{ConnectRequest, Id, RequestHeader};
 use zlock_proto::{Decoded, ErrorCode, Reader, Record, Request};
 
 use super::fourlw;
-use super::frames::reply_frame;
-use super::out::{flush, read_some, write_all, ConnOut};
-use super::tls::{Port, TlsState};
+use super::tls::Port;
 use super::{ConnHandle, InFlight, Permit, Shared};
+use crate::conn::frames::reply_frame;
+use crate::conn::out::{flush, read_some, write_all, ConnOut};
+use crate::conn::tls::TlsState;
 use crate::pipeline::core::with_core;
 use crate::pipeline::{Asker, Handshake, Item};
 use crate::stats::ConnInfo;
@@ -133,7 +134,7 @@ async fn run(
         let text = fourlw::answer(word, shared).await;
         let _ = match tls {
             None => write_all(&stream, text.as_bytes()).await,
-            Some(t) => super::tls::write_all_and_close(t, &stream, text.as_bytes()).await,
+            Some(t) => crate::conn::tls::write_all_and_close(t, &stream, text.as_bytes()).await,
         };
         let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
         return Ok(());
@@ -252,7 +253,7 @@ async fn run(
                     // socket did not take goes out with the connection's writes.
                     if let (Some(t), Some(c)) = (tls, &conn_out) {
                         // The rustls lock is released before flush takes it again.
-                        let pending = super::tls::lock(t).wants_write();
+                        let pending = crate::conn::tls::lock(t).wants_write();
                         if pending {
                             c.flush();
                         }
@@ -282,7 +283,7 @@ async fn read_from(
 ) -> std::io::Result<usize> {
     match tls {
         None => read_some(stream, buf).await,
-        Some(t) => super::tls::read_some(t, stream, buf).await,
+        Some(t) => crate::conn::tls::read_some(t, stream, buf).await,
     }
 }
 

@@ -1,12 +1,10 @@
-//! The network edge: the accept loop, one task per connection, four-letter words, each
-//! connection's outgoing queue and the frames written into it, and TLS on the secure
-//! client port (`tls`).
+//! The network edge: the accept loop, one task per connection (reading requests),
+//! four-letter words, and the TLS handshake (`tls`). What a connection sends goes
+//! through [`crate::conn`], below the pipeline.
 
 pub(crate) mod connection;
 pub(crate) mod fourlw;
-pub(crate) mod frames;
 pub(crate) mod listener;
-pub(crate) mod out;
 pub(crate) mod tls;
 
 use std::sync::atomic::AtomicU64;
@@ -19,15 +17,7 @@ use crate::pipeline::core::Core;
 use crate::pipeline::Item;
 use crate::stats::Stats;
 
-/// A slot of a connection's outstanding-request budget; freed once the reply is written.
-pub(crate) type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
-
-/// A connection as the rest of the server sees it: where its frames go.
-pub(crate) type ConnHandle = Arc<out::ConnOut>;
-
-/// A connection's count of its items between entering the commit stage and their
-/// replies being queued.
-pub(crate) type InFlight = Arc<std::sync::atomic::AtomicUsize>;
+pub(crate) use crate::conn::{ConnHandle, InFlight, Permit};
 
 /// What every connection task shares.
 pub(crate) struct Shared {

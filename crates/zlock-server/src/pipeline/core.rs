@@ -8,7 +8,7 @@
 //! the batch once durable; that a connection task takes to answer a read in place; and
 //! that the ticker takes to check liveness. Frames are queued on the connections while
 //! the lock is held and written to the sockets after it is released ([`with_core`],
-//! [`crate::net::out::flush`]).
+//! [`crate::conn::out::flush`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -25,7 +25,7 @@ use super::{AdminQuery, Asker, Item};
 use crate::admin;
 use crate::commit::{Apply, Entry};
 use crate::config::ServerConfig;
-use crate::net::ConnHandle;
+use crate::conn::ConnHandle;
 use crate::snapshot::SnapshotWorker;
 use crate::stats::Latency;
 
@@ -112,7 +112,7 @@ impl Core {
         Core {
             state,
             router: Router::new(me, stats, long_reads),
-            sessions: SessionTracker::new(super::ticker::TICK.as_millis() as u64),
+            sessions: SessionTracker::new(super::TICK.as_millis() as u64),
             clock: Clock::start(),
             snapshots,
             since_snapshot: 0,
@@ -402,7 +402,7 @@ impl Core {
 
     /// What a metrics scrape reads of the applied state (see `crate::metrics`): numbers,
     /// and an O(1) copy of the znodes.
-    fn scrape(&self) -> crate::metrics::Scrape {
+    fn scrape(&self) -> super::Scrape {
         let st = &self.state;
         // One walk of the lock queues (O(entries), once a scrape): holders, and the
         // oldest waiting native request by its node's creation time.
@@ -421,7 +421,7 @@ impl Core {
                 }
             }
         }
-        crate::metrics::Scrape {
+        super::Scrape {
             latency: self.router.latency.clone(),
             znode_count: st.tree.len(),
             watch_count: st.watches.count(),
@@ -713,7 +713,7 @@ impl crate::commit::Snapshots for CoreApply {
 
     fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
         let r = with_core(&self.core, &mut self.dirty, |c| c.install(index, payload));
-        crate::net::out::flush(&mut self.dirty);
+        crate::conn::out::flush(&mut self.dirty);
         r
     }
 }
@@ -741,7 +741,7 @@ impl Apply for CoreApply {
             });
             with_core(&self.core, &mut self.dirty, |c| c.apply_entries(&mut chunk));
             // Each chunk's replies and events leave before the next is applied.
-            crate::net::out::flush(&mut self.dirty);
+            crate::conn::out::flush(&mut self.dirty);
             if !more {
                 return;
             }

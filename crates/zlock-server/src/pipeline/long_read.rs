@@ -25,9 +25,9 @@ use std::thread::JoinHandle;
 
 use zlock_core::read::LongRead;
 
-use crate::net::frames::write_reply;
-use crate::net::out::Reserved;
-use crate::net::{ConnHandle, Permit};
+use crate::conn::frames::write_reply;
+use crate::conn::out::Reserved;
+use crate::conn::{ConnHandle, Permit};
 
 /// Look-ups a read may make under the core's lock; past them it finishes here. About
 /// as long as the lock is held for one chunk of applied Txns.

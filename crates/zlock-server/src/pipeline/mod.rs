@@ -23,7 +23,7 @@
 //!   overtake anything of its session, and it does not wait for another session's fsync.
 //!   A read that follows a write of its session is queued by the router behind that
 //!   write and answered right after it. Each connection counts its items inside the
-//!   commit stage ([`InFlight`](crate::net::InFlight)).
+//!   commit stage ([`InFlight`](crate::conn::InFlight)).
 //! - Either way a read holds the lock for a bounded walk: a long one (getAllChildrenNumber
 //!   of a big subtree) is served there on an O(1) copy of the tree and finished by the
 //!   [`long_read`] thread, its reply's place on the connection held meanwhile.
@@ -39,7 +39,7 @@ pub(crate) mod ticker;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::net::{ConnHandle, InFlight, Permit};
+use crate::conn::{ConnHandle, InFlight, Permit};
 
 use tokio::sync::oneshot;
 use zlock_core::SessionId;
@@ -123,9 +123,7 @@ pub(crate) enum Item {
         done: oneshot::Sender<crate::admin::json::Fields>,
     },
     /// A metrics scrape: the applied state's numbers (see `crate::metrics`).
-    Scrape {
-        done: oneshot::Sender<Box<crate::metrics::Scrape>>,
-    },
+    Scrape { done: oneshot::Sender<Box<Scrape>> },
     /// A snapshot at this index was written: older log segments may go.
     Purge { through: u64 },
     /// In an ensemble: this member lost touch with its quorum. Every client connection
@@ -154,3 +152,29 @@ pub(crate) struct Asker {
     /// of an item that went through it is queued).
     pub inflight: InFlight,
 }
+
+/// What a scrape reads from the core, copied under its lock (see `Item::Scrape`).
+#[derive(Debug)]
+pub(crate) struct Scrape {
+    pub latency: crate::stats::Latency,
+    pub znode_count: usize,
+    pub watch_count: usize,
+    pub ephemerals_count: usize,
+    pub global_sessions: usize,
+    /// An O(1) copy, for `approximate_data_size` off the lock.
+    pub nodes: zlock_core::tree::Nodes,
+    /// Requests waiting for their commit (or queued behind their session's writes).
+    pub waiting: usize,
+    pub lock_waiters: usize,
+    pub lock_paths: usize,
+    pub lock_delays: usize,
+    pub lock_holders: usize,
+    pub lock_longest_wait_ms: i64,
+    pub ensemble: Option<crate::commit::raft::RaftFacts>,
+    /// Since when this member leads; `None` unless it is an ensemble's leader.
+    pub led_since: Option<std::time::Instant>,
+}
+
+/// How often the ticker looks at session liveness and containers, and an ensemble
+/// member reports its sessions' activity to the leader.
+pub(crate) const TICK: std::time::Duration = std::time::Duration::from_millis(100);

@@ -31,8 +31,8 @@ use zlock_proto::Request;
 
 use super::long_read::{self, LongReads};
 use super::{Asker, Handshake};
-use crate::net::frames::{write_connect, write_event, write_grant, write_reply};
-use crate::net::{ConnHandle, InFlight, Permit};
+use crate::conn::frames::{write_connect, write_event, write_grant, write_reply};
+use crate::conn::{ConnHandle, InFlight, Permit};
 use crate::stats::{Latency, Stats};
 
 /// A request of a local session that has not been answered yet.

@@ -38,7 +38,7 @@ impl<C: Commit> Sequencer<C> {
         // Stopped, or the log failed: nothing more is applied.
         let mut dirty = Vec::new();
         with_core(&self.core, &mut dirty, Core::finish);
-        crate::net::out::flush(&mut dirty);
+        crate::conn::out::flush(&mut dirty);
     }
 
     fn serve(&mut self) {
@@ -69,7 +69,7 @@ impl<C: Commit> Sequencer<C> {
                     step.txns.clear();
                     let mut dirty = Vec::new();
                     with_core(&self.core, &mut dirty, Core::drop_all_clients);
-                    crate::net::out::flush(&mut dirty);
+                    crate::conn::out::flush(&mut dirty);
                 }
                 Err(e) => return self.fail(e),
             }
@@ -111,7 +111,7 @@ impl<C: Commit> Sequencer<C> {
 struct Step {
     batch: Vec<Item>,
     txns: Vec<Txn>,
-    dirty: Vec<crate::net::ConnHandle>,
+    dirty: Vec<crate::conn::ConnHandle>,
 }
 
 impl Step {
@@ -162,7 +162,7 @@ impl Step {
                     }
                 }
             });
-            crate::net::out::flush(&mut self.dirty);
+            crate::conn::out::flush(&mut self.dirty);
         }
         (flow, dropped)
     }
@@ -188,7 +188,7 @@ impl RaftSequencer {
         }
         let mut dirty = Vec::new();
         with_core(&self.core, &mut dirty, Core::finish);
-        crate::net::out::flush(&mut dirty);
+        crate::conn::out::flush(&mut dirty);
     }
 
     async fn serve(&mut self) -> Result<(), CommitError> {

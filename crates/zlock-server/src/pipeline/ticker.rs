@@ -3,16 +3,13 @@
 //! their removal through the sequencer like any write.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 
 use super::core::{with_core, Core};
 use super::Item;
-
-/// How often liveness is checked; bounds how late an expiry can be (the tracker's
-/// bucket width).
-pub(crate) const TICK: Duration = Duration::from_millis(100);
+use super::TICK;
 
 /// Starts the ticker thread: every [`TICK`], session liveness and container checks
 /// ([`Core::tick`]), whose expiries and removals it proposes through `commit`. It stops when the returned sender is dropped.
@@ -30,7 +27,7 @@ pub(crate) fn start_ticker(
                 with_core(&core, &mut dirty, |c| {
                     c.tick(Instant::now(), &mut proposals)
                 });
-                crate::net::out::flush(&mut dirty);
+                crate::conn::out::flush(&mut dirty);
                 // Sent with the core's lock released: the sequencer needs the lock to
                 // drain the queue this may wait for.
                 for item in proposals.drain(..) {

@@ -70,7 +70,7 @@ impl LogStore for MemDisk {
         if index != p.next {
             let e = format!("append at {index}, expected {}", p.next);
             p.errors.push(e.clone());
-            return Err(CommitError::Raft(RaftFailure::Disk(e)));
+            return Err(RaftFailure::Disk(e).into());
         }
         p.next = index + 1;
         p.unsynced.push((index, payload.to_vec()));
@@ -80,9 +80,7 @@ impl LogStore for MemDisk {
     fn sync(&mut self) -> Result<(), CommitError> {
         let mut p = lock(self);
         if p.power_failing {
-            return Err(CommitError::Raft(RaftFailure::Disk(
-                "power failure during fsync".into(),
-            )));
+            return Err(RaftFailure::Disk("power failure during fsync".into()).into());
         }
         let written = std::mem::take(&mut p.unsynced);
         p.durable.extend(written);

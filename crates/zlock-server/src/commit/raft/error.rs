@@ -6,6 +6,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::peer::{ForwardError, FrameError};
+use crate::commit::CommitError;
+
+impl From<RaftFailure> for CommitError {
+    fn from(f: RaftFailure) -> CommitError {
+        CommitError::Raft(Arc::new(f))
+    }
+}
+
+impl From<Unknown> for CommitError {
+    fn from(u: Unknown) -> CommitError {
+        CommitError::Unavailable(Arc::new(u))
+    }
+}
 
 /// How this member's Raft failed: it takes nothing more, and the server stops.
 #[derive(Debug, Clone, thiserror::Error)]

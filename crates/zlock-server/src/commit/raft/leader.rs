@@ -8,7 +8,7 @@ use super::members::Addrs;
 use super::peer::{FrameError, Identity, Peer, Reply, Request};
 use super::types::Raft;
 use super::types::WatchReceiver as _;
-use super::{CommitError, RaftFailure};
+use super::RaftFailure;
 
 /// A connection to whichever member leads, for the requests only the leader answers:
 /// the read index ([`super::Barrier`]), session reports ([`super::Reporter`]), an
@@ -83,20 +83,20 @@ impl LeaderLink {
 }
 
 /// The leader this member knows of, once it knows one.
-pub(super) async fn known_leader(raft: &Raft) -> Result<u64, CommitError> {
+pub(super) async fn known_leader(raft: &Raft) -> Result<u64, RaftFailure> {
     // Woken by openraft's server metrics, which change with the vote, the state, the
     // leader or the membership: its full metrics change on every turn of its core loop,
     // several times per write (see `on_leadership`).
     let mut m = raft.server_metrics();
     loop {
         if let Err(e) = &raft.metrics().borrow_watched().running_state {
-            return Err(RaftFailure::Fatal(e.to_string()).into());
+            return Err(RaftFailure::Fatal(e.to_string()));
         }
         if let Some(l) = m.borrow_and_update().current_leader {
             return Ok(l);
         }
         if m.changed().await.is_err() {
-            return Err(RaftFailure::Stopped.into());
+            return Err(RaftFailure::Stopped);
         }
     }
 }

@@ -41,7 +41,7 @@ impl RaftCommit {
         hooks: peer::Hooks,
     ) -> Result<RaftCommit, CommitError> {
         let mut config = opts.config()?;
-        let io = |e: std::io::Error| CommitError::Raft(RaftFailure::Open(Arc::new(e)));
+        let io = |e: std::io::Error| CommitError::from(RaftFailure::Open(Arc::new(e)));
         let mut log = log::RaftLog::open(disk, records, &opts.meta_dir).map_err(io)?;
         let log_closer = log.closer();
         let gate = Arc::new(rejoin::Gate::open(&opts.meta_dir).map_err(io)?);

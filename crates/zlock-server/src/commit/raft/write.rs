@@ -416,14 +416,10 @@ impl Writer {
         if idle {
             // Nothing in flight: the route may change (and a leader's pin is taken
             // afresh: every earlier outcome is known).
-            let leader = self.leader(unit.since).await;
-            let leader = match leader {
-                Ok(l) => l,
-                Err(CommitError::Unavailable(why)) => {
-                    return Err(Failure::Unknown(why, Some(unit)))
-                }
-                Err(CommitError::Raft(f)) => return Err(Failure::Fatal(f)),
-                Err(e) => return Err(Failure::Fatal(RaftFailure::Fatal(e.to_string()))),
+            let leader = match self.leader(unit.since).await {
+                Ok(Ok(l)) => l,
+                Ok(Err(f)) => return Err(Failure::Fatal(f)),
+                Err(why) => return Err(Failure::Unknown(why, Some(unit))),
             };
             let keep = matches!(route, Some(Route::Remote(l)) if l.leader == leader);
             if !keep {
@@ -508,11 +504,11 @@ impl Writer {
     }
 
     /// The leader this member knows of, waiting for one until `since` plus the
-    /// patience.
-    async fn leader(&self, since: Instant) -> Result<u64, CommitError> {
+    /// patience (`Err`: none by then; `Ok(Err)`: this member's Raft failed).
+    async fn leader(&self, since: Instant) -> Result<Result<u64, RaftFailure>, Unknown> {
         tokio::time::timeout_at(since + self.patience, super::known_leader(&self.raft))
             .await
-            .unwrap_or_else(|_| Err(Unknown::NoLeader(self.patience).into()))
+            .map_err(|_| Unknown::NoLeader(self.patience))
     }
 
     /// A new forwarding connection to `leader`.
@@ -553,8 +549,8 @@ impl Writer {
             self.failed.store(true, Ordering::SeqCst);
         }
         let why = || match &failed {
-            Some(e) => CommitError::Raft(e.clone()),
-            None => CommitError::Unavailable(why.clone()),
+            Some(e) => CommitError::from(e.clone()),
+            None => CommitError::from(why.clone()),
         };
         let _ = self.troubles.send(why());
         let units = in_flight
@@ -578,7 +574,7 @@ impl Writer {
         refused: Vec<Unit>,
     ) {
         self.failed.store(true, Ordering::SeqCst);
-        let _ = self.troubles.send(CommitError::Raft(e.clone()));
+        let _ = self.troubles.send(e.clone().into());
         let units = in_flight
             .into_iter()
             .map(|s| s.unit)
@@ -586,7 +582,7 @@ impl Writer {
             .chain(queue);
         for u in units {
             if let Some(d) = u.done {
-                let _ = d.send(Err(CommitError::Raft(e.clone())));
+                let _ = d.send(Err(e.clone().into()));
             }
         }
     }
