@@ -16,7 +16,7 @@ use zlock_store::WalOptions;
 
 use crate::commit::raft::{log, peer, RaftCommit, RaftOptions, Reporter};
 use crate::config::ServerConfig;
-use crate::pipeline::core::{with_core, Core, CoreApply};
+use crate::pipeline::core::{locked, Core, CoreApply};
 use crate::pipeline::Item;
 use crate::pipeline::TICK;
 use crate::ServerError;
@@ -154,8 +154,7 @@ pub(crate) async fn start(
     let hooks = peer::Hooks {
         touch: Arc::new(move |sessions: Vec<i64>| {
             let ids: Vec<SessionId> = sessions.into_iter().map(SessionId).collect();
-            let mut dirty = Vec::new();
-            with_core(&touch_core, &mut dirty, |c| c.touched_elsewhere(&ids));
+            locked(&touch_core, |c| c.touched_elsewhere(&ids));
         }),
     };
     tracing::info!(
@@ -191,11 +190,7 @@ pub(crate) async fn start(
                 let view =
                     crate::commit::raft::members::view(&membership.borrow_and_update(), &fixed);
                 if let Some(v) = view {
-                    let mut dirty = Vec::new();
-                    with_core(&core, &mut dirty, |c| {
-                        c.set_config_view(v.text(), v.version)
-                    });
-                    crate::conn::out::flush(&mut dirty);
+                    locked(&core, |c| c.set_config_view(v.text(), v.version));
                     // A configuration a reconfiguration made (not the first one, version
                     // 0) goes back to the file this member starts from.
                     if let Some(file) = write_back.clone().filter(|_| v.version > written) {
@@ -214,8 +209,7 @@ pub(crate) async fn start(
         let core = core.clone();
         tokio::spawn(async move {
             r.on_leadership(|leads| {
-                let mut dirty = Vec::new();
-                with_core(&core, &mut dirty, |c| c.set_leader(leads));
+                locked(&core, |c| c.set_leader(leads));
             })
             .await
         })
@@ -247,14 +241,13 @@ pub(crate) async fn start(
         tokio::spawn(async move {
             let mut every = tokio::time::interval(TICK);
             let mut pending: Vec<i64> = Vec::new();
-            let stats = with_core(&core, &mut Vec::new(), |c| c.stats());
+            let stats = locked(&core, |c| c.stats());
             let mut leaderless = Leaderless::default();
             loop {
                 every.tick().await;
-                let mut dirty = Vec::new();
                 let facts = r.facts();
                 leaderless.saw(facts.leader.is_some(), &stats);
-                let fresh = with_core(&core, &mut dirty, |c| {
+                let fresh = locked(&core, |c| {
                     c.saw_ensemble(facts);
                     c.take_touched()
                 });
@@ -307,9 +300,7 @@ async fn watch_quorum(
             continue;
         }
         was = now;
-        let mut dirty = Vec::new();
-        with_core(&core, &mut dirty, |c| c.set_in_touch(now));
-        crate::conn::out::flush(&mut dirty);
+        locked(&core, |c| c.set_in_touch(now));
         if !now && items.send(Item::OutOfTouch).await.is_err() {
             return; // stopping
         }

@@ -30,7 +30,7 @@ use super::{ConnHandle, InFlight, Permit, Shared};
 use crate::conn::frames::reply_frame;
 use crate::conn::out::{flush, read_some, write_all, ConnOut};
 use crate::conn::tls::TlsState;
-use crate::pipeline::core::with_core;
+use crate::pipeline::core::{locked, with_core};
 use crate::pipeline::{Asker, Handshake, Item};
 use crate::stats::ConnInfo;
 
@@ -457,11 +457,9 @@ async fn reconfig(
     };
     match rc.run(change).await {
         Ok(view) => {
-            let mut dirty = Vec::new();
-            with_core(&shared.core, &mut dirty, |c| {
+            locked(&shared.core, |c| {
                 c.set_config_view(view.text(), view.version)
             });
-            flush(&mut dirty);
             Item::Request {
                 session,
                 asker,

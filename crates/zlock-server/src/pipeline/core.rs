@@ -85,6 +85,17 @@ pub(crate) fn with_core<R>(
     r
 }
 
+/// Runs `f` under the core's lock, then writes what it queued on any connection once
+/// the lock is released: the usual way in. [`with_core`] is for a caller that gathers
+/// several holds' connections for one flush (the sequencer's chunks, the apply path, a
+/// connection task answering in place).
+pub(crate) fn locked<R>(core: &Mutex<Core>, f: impl FnOnce(&mut Core) -> R) -> R {
+    let mut dirty = Vec::new();
+    let r = with_core(core, &mut dirty, f);
+    crate::conn::out::flush(&mut dirty);
+    r
+}
+
 /// What the sequencer should do after an item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flow {
@@ -704,10 +715,7 @@ pub(crate) struct CoreApply {
 
 impl crate::commit::Snapshots for CoreApply {
     fn image(&mut self) -> crate::commit::SnapshotJob {
-        let mut dirty = Vec::new();
-        let image = with_core(&self.core, &mut dirty, |c| {
-            zlock_core::snapshot::Image::of(&c.state)
-        });
+        let image = locked(&self.core, |c| zlock_core::snapshot::Image::of(&c.state));
         Box::new(move |w| zlock_core::snapshot::write_image(&image, w))
     }
 

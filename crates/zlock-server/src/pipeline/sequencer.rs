@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use zlock_core::{LogIndex, Txn};
 
-use super::core::{with_core, Core, Flow, APPLY_CHUNK};
+use super::core::{locked, with_core, Core, Flow, APPLY_CHUNK};
 use super::Item;
 use crate::commit::{Commit, CommitError};
 
@@ -36,9 +36,7 @@ impl<C: Commit> Sequencer<C> {
     pub fn run(mut self) {
         self.serve();
         // Stopped, or the log failed: nothing more is applied.
-        let mut dirty = Vec::new();
-        with_core(&self.core, &mut dirty, Core::finish);
-        crate::conn::out::flush(&mut dirty);
+        locked(&self.core, Core::finish);
     }
 
     fn serve(&mut self) {
@@ -67,9 +65,7 @@ impl<C: Commit> Sequencer<C> {
                     // reconnect and resume), and go on with the next batch.
                     tracing::warn!(reason = %why, "no answer from the leader; closing client connections");
                     step.txns.clear();
-                    let mut dirty = Vec::new();
-                    with_core(&self.core, &mut dirty, Core::drop_all_clients);
-                    crate::conn::out::flush(&mut dirty);
+                    locked(&self.core, Core::drop_all_clients);
                 }
                 Err(e) => return self.fail(e),
             }
@@ -186,9 +182,7 @@ impl RaftSequencer {
             tracing::error!(error = %e, "the ensemble's log failed; stopping the server");
             let _ = self.fatal.send(Some(e.to_string()));
         }
-        let mut dirty = Vec::new();
-        with_core(&self.core, &mut dirty, Core::finish);
-        crate::conn::out::flush(&mut dirty);
+        locked(&self.core, Core::finish);
     }
 
     async fn serve(&mut self) -> Result<(), CommitError> {
