@@ -118,15 +118,15 @@ fn check_config_text(text: &str, e: &ChildEnsemble) {
 /// zkCli's output without its connection chatter: the lines from the first
 /// `server.` line on, up to the end of the Stat block if any.
 fn zkcli_config(stdout: &str) -> String {
+    // zkCli prints its connection event ("WATCHER::", a blank line, "WatchedEvent ...")
+    // from another thread, so those lines can fall anywhere in the command's output,
+    // even between two lines of the stat (seen in CI): they are skipped wherever they are.
     let mut out = Vec::new();
     for l in stdout.lines() {
+        if l.is_empty() || l.starts_with("WATCHER") || l.starts_with("WatchedEvent") {
+            continue;
+        }
         if l.starts_with("server.") || l.starts_with("version=") || !out.is_empty() {
-            if l.is_empty() || l.starts_with("WATCHER") || l.starts_with("WatchedEvent") {
-                if !out.is_empty() {
-                    break;
-                }
-                continue;
-            }
             out.push(l);
         }
     }
