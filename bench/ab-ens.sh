@@ -69,11 +69,9 @@ done
 log "old: $OLD (leader: member $(sys_leader old)); new: $NEW (leader: member $(sys_leader new))"
 
 cpu_ticks() { # name: utime+stime of every member, in clock ticks
-    local pid total=0 f
+    local pid total=0
     for pid in $(sys_pids "$1"); do
-        f=$(sed 's/.*) //' "/proc/$pid/stat")
-        # fields after the comm: state is $1, utime $12, stime $13
-        total=$((total + $(awk '{ print $12 + $13 }' <<<"$f")))
+        total=$((total + $(sys_cpu_ticks "$pid")))
     done
     echo "$total"
 }

@@ -32,10 +32,6 @@ trap 'sys_cleanup; rm -rf "$TMP"' EXIT
 sys_init "$TMP/sys"
 log() { printf '[%5ss] %s\n' "$SECONDS" "$*" >&2; }
 
-ticks() { # pid: utime+stime in clock ticks
-    sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
-}
-
 for sys in $SYSTEMS; do
     case $sys in
     zlock-ens) path="--lock-path auto" ;;
@@ -51,7 +47,7 @@ for sys in $SYSTEMS; do
             d="$TMP/out/$sys/$sc/$r"
             mkdir -p "$d"
             declare -A before=()
-            for i in $(sys_members "$sys"); do before[$i]=$(ticks "${SYS_PID[$sys.$i]}"); done
+            for i in $(sys_members "$sys"); do before[$i]=$(sys_cpu_ticks "${SYS_PID[$sys.$i]}"); done
             args=(--secs "$SECS")
             [[ $sc == d ]] && args=(--clients "$D_CLIENTS" --cycles "$D_CYCLES")
             # shellcheck disable=SC2086
@@ -61,7 +57,7 @@ for sys in $SYSTEMS; do
             for i in $(sys_members "$sys"); do
                 role=follower
                 [[ $i == "$leader" ]] && role=leader
-                echo "$role $(( $(ticks "${SYS_PID[$sys.$i]}") - ${before[$i]} ))" >>"$d/cpu"
+                echo "$role $(( $(sys_cpu_ticks "${SYS_PID[$sys.$i]}") - ${before[$i]} ))" >>"$d/cpu"
             done
         done
         log "$sys: round $r/$ROUNDS done$([[ $r == 0 ]] && echo ' (warm-up)')"

@@ -28,6 +28,7 @@
 #   sys_wait_port PORT [PID] [SECS]   until 127.0.0.1:PORT accepts (PID: fail if it exits)
 #   sys_leader NAME            prints the leader's member number (zlock/ZooKeeper: `srvr`;
 #                              etcd: /v3/maintenance/status); empty if none
+#   sys_cpu_ticks PID          prints a process's CPU time so far (utime + stime), in ticks
 #   sys_kill9 NAME I           SIGKILL member I and reap it
 #   sys_restart NAME I         start member I again, same ports, config and data
 #   sys_members NAME           prints the member numbers (1..n)
@@ -316,6 +317,11 @@ with urllib.request.urlopen(r, timeout=2) as f:
     d = json.load(f)
 print(d["header"]["member_id"], d.get("leader", ""))
 EOF
+}
+
+sys_cpu_ticks() { # pid: its CPU time so far (utime + stime), in clock ticks
+    # Fields after the comm (which may hold spaces): state is $1, utime $12, stime $13.
+    sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
 
 sys_leader() { # name

@@ -86,6 +86,23 @@ struct Held {
 }
 
 impl Queue {
+    /// Moves the queued frames into a TLS connection's rustls state, in order (it makes
+    /// them records). `false`: rustls refused them, and the connection is dead.
+    fn hand_to_rustls(&mut self, c: &mut rustls::ServerConnection) -> bool {
+        if self.bytes.is_empty() {
+            return true;
+        }
+        if c.writer().write_all(&self.bytes).is_err() {
+            self.dead = true;
+            return false;
+        }
+        self.bytes.clear();
+        if self.bytes.capacity() > OUT_KEEP {
+            self.bytes = Vec::new();
+        }
+        true
+    }
+
     /// Close now: asked for, and no held reply still to go before the close.
     fn closing(&self) -> bool {
         self.close && self.held.is_empty()
@@ -299,17 +316,10 @@ impl ConnOut {
             return;
         }
         let mut c = tls::lock(state);
-        if !q.bytes.is_empty() {
-            if c.writer().write_all(&q.bytes).is_err() {
-                q.dead = true;
-                q.bytes = Vec::new();
-                q.permits.clear();
-                return;
-            }
-            q.bytes.clear();
-            if q.bytes.capacity() > OUT_KEEP {
-                q.bytes = Vec::new();
-            }
+        if !q.hand_to_rustls(&mut c) {
+            q.bytes = Vec::new();
+            q.permits.clear();
+            return;
         }
         if q.writer_busy {
             // It writes what rustls holds, these records included.
@@ -407,12 +417,8 @@ impl ConnOut {
                         return;
                     }
                     let mut c = tls::lock(state);
-                    if !q.bytes.is_empty() {
-                        if c.writer().write_all(&q.bytes).is_err() {
-                            q.dead = true;
-                            return;
-                        }
-                        q.bytes.clear();
+                    if !q.hand_to_rustls(&mut c) {
+                        return;
                     }
                     let close = q.closing();
                     if !c.wants_write() && !close {

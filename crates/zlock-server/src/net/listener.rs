@@ -119,14 +119,11 @@ pub(crate) async fn accept_loop(
     port: Port,
 ) {
     let mut tasks = JoinSet::new();
-    for (stream, addr) in held {
-        tasks.spawn(connection::serve(
-            stream,
-            addr,
-            shared.clone(),
-            shutdown.clone(),
-            port.clone(),
-        ));
+    let serve = |(stream, addr): Held, shutdown: &watch::Receiver<bool>| {
+        connection::serve(stream, addr, shared.clone(), shutdown.clone(), port.clone())
+    };
+    for h in held {
+        tasks.spawn(serve(h, &shutdown));
     }
     loop {
         tokio::select! {
@@ -139,13 +136,7 @@ pub(crate) async fn accept_loop(
                         drop(stream);
                         continue;
                     }
-                    tasks.spawn(connection::serve(
-                        stream,
-                        addr,
-                        shared.clone(),
-                        shutdown.clone(),
-                        port.clone(),
-                    ));
+                    tasks.spawn(serve((stream, addr), &shutdown));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.

@@ -15,7 +15,9 @@ use zlock_proto::records::{
 use zlock_proto::{Reader, Record, Request};
 use zlock_testkit::TestServer;
 
-use crate::common::rawclient::{create_req, delete_req, get_data_req, set_data_req};
+use crate::common::rawclient::{
+    create_req, delete_req, expect_in_order, get_data_req, late_reader_script,
+};
 
 fn encode(req: &Request) -> (i32, Vec<u8>) {
     let mut body = Vec::new();
@@ -29,49 +31,11 @@ async fn a_client_that_reads_late_gets_every_reply_in_order() {
     let (mut s, _) = handshake(server.addr).await.unwrap();
 
     // 64 KiB per read reply, 200 of them: far more than a socket buffer holds.
-    let big = vec![b'x'; 64 * 1024];
-    let mut xid = 0;
-    let mut frames = Vec::new();
-    let mut next = |req: Request, frames: &mut Vec<u8>| {
-        xid += 1;
-        let (op, body) = encode(&req);
-        frames.extend_from_slice(&request_frame(xid, op, &body));
-        xid
-    };
-    next(create_req("/big", &big), &mut frames);
-    next(create_req("/n", b"0"), &mut frames);
-    // What each xid must answer: None for a write, Some(data) for a read.
-    let mut expect: Vec<(i32, Option<Vec<u8>>)> = vec![(1, None), (2, None)];
-    for i in 1..=200 {
-        let x = next(get_data_req("/big"), &mut frames);
-        expect.push((x, Some(big.clone())));
-        if i % 3 == 0 {
-            let v = i.to_string().into_bytes();
-            let x = next(set_data_req("/n", &v, -1), &mut frames);
-            expect.push((x, None));
-            // Read-your-writes: queued behind the write of the same session.
-            let x = next(get_data_req("/n"), &mut frames);
-            expect.push((x, Some(v)));
-        }
-    }
+    let (frames, _, expect) = late_reader_script();
     send_bytes(&mut s, &frames).await.unwrap();
     // Let the server run into the full socket buffer before anything is read.
     tokio::time::sleep(Duration::from_millis(300)).await;
-
-    for (want_xid, want_data) in expect {
-        let body = tokio::time::timeout(Duration::from_secs(20), read_frame(&mut s))
-            .await
-            .expect("reply did not arrive")
-            .unwrap();
-        let mut r = Reader::new(&body);
-        let hdr = ReplyHeader::decode(&mut r).unwrap();
-        assert_eq!(hdr.xid, want_xid, "replies out of order");
-        assert_eq!(hdr.err, 0, "xid {want_xid} failed");
-        if let Some(data) = want_data {
-            let resp = GetDataResponse::decode(&mut r).unwrap();
-            assert_eq!(resp.data.as_deref(), Some(&data[..]), "xid {want_xid}");
-        }
-    }
+    expect_in_order(&mut s, expect, Duration::from_secs(20)).await;
 }
 
 /// One write whose watch fires for more sessions than the commit thread writes to

@@ -15,12 +15,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use zlock_proto::{Reader, Record};
 use zlock_testkit::{free_port, require, Peer, TestServer};
 
 use crate::common::rawclient::{
-    connect_frame, create_req, expect_closed, get_data_req, read_frame, request_frame, send_bytes,
-    set_data_req, STUCK,
+    connect_frame, expect_closed, expect_in_order, late_reader_script, read_frame, request_frame,
+    send_bytes, STUCK,
 };
 use support::{connect, kazoo, run_bounded, rust_client, start, start_binary, Pki};
 
@@ -236,7 +235,6 @@ fn tls_keys_zlock_does_not_implement_stop_the_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_client_that_reads_late_gets_every_reply_in_order() {
     use tokio::io::AsyncWriteExt;
-    use zlock_proto::records::{GetDataResponse, ReplyHeader};
 
     let pki = Pki::make();
     let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -256,30 +254,7 @@ async fn a_tls_client_that_reads_late_gets_every_reply_in_order() {
     .unwrap();
     let mut s = rust_client(&pki, secure, "alice").await;
 
-    let big = vec![b'x'; 64 * 1024];
-    let mut xid = 0;
-    let mut frames = Vec::new();
-    let mut next = |req: zlock_proto::Request, frames: &mut Vec<u8>| {
-        xid += 1;
-        let mut body = Vec::new();
-        req.encode(&mut body);
-        frames.extend_from_slice(&request_frame(xid, req.op_code() as i32, &body));
-        xid
-    };
-    next(create_req("/big", &big), &mut frames);
-    next(create_req("/n", b"0"), &mut frames);
-    let mut expect: Vec<(i32, Option<Vec<u8>>)> = vec![(1, None), (2, None)];
-    for i in 1..=200 {
-        let x = next(get_data_req("/big"), &mut frames);
-        expect.push((x, Some(big.clone())));
-        if i % 3 == 0 {
-            let v = i.to_string().into_bytes();
-            let x = next(set_data_req("/n", &v, -1), &mut frames);
-            expect.push((x, None));
-            let x = next(get_data_req("/n"), &mut frames);
-            expect.push((x, Some(v)));
-        }
-    }
+    let (frames, xid, expect) = late_reader_script();
     s.write_all(&frames).await.unwrap();
     s.flush().await.unwrap();
     // The plain port meanwhile.
@@ -289,20 +264,7 @@ async fn a_tls_client_that_reads_late_gets_every_reply_in_order() {
     assert!(plain.exists("/").await.unwrap().is_ok());
     // Let the server run into the full socket buffer before anything is read.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for (want_xid, want_data) in expect {
-        let body = tokio::time::timeout(STUCK, read_frame(&mut s))
-            .await
-            .expect("reply did not arrive")
-            .unwrap();
-        let mut r = Reader::new(&body);
-        let hdr = ReplyHeader::decode(&mut r).unwrap();
-        assert_eq!(hdr.xid, want_xid, "replies out of order");
-        assert_eq!(hdr.err, 0, "xid {want_xid} failed");
-        if let Some(data) = want_data {
-            let resp = GetDataResponse::decode(&mut r).unwrap();
-            assert_eq!(resp.data.as_deref(), Some(&data[..]), "xid {want_xid}");
-        }
-    }
+    expect_in_order(&mut s, expect, STUCK).await;
     // A close: the server's close_notify, then the end of the stream.
     let close = request_frame(xid + 1, -11, &[]);
     s.write_all(&close).await.unwrap();

@@ -13,6 +13,9 @@ use super::types::Raft;
 /// session resumes here.
 pub struct Barrier {
     pub(super) raft: Raft,
+    /// This member's id.
+    pub(super) me: u64,
+    /// Held through one ask: concurrent waits on a follower ask one at a time.
     pub(super) link: tokio::sync::Mutex<LeaderLink>,
     pub(super) applied: watch::Receiver<u64>,
     pub(super) patience: Duration,
@@ -54,7 +57,7 @@ impl Barrier {
                 let leader = known_leader(&self.raft)
                     .await
                     .map_err(|_| BarrierError::Stopped)?;
-                if self.link.lock().await.is_me(leader) {
+                if leader == self.me {
                     match peer::read_index(&self.raft).await {
                         Ok(index) => break index,
                         // Deposed, or no quorum answered in time: look again (at the

@@ -154,6 +154,7 @@ impl RaftCommit {
     pub fn barrier(&self) -> Barrier {
         Barrier {
             raft: self.raft.clone(),
+            me: self.id.me,
             link: tokio::sync::Mutex::new(self.leader_link()),
             applied: self.applied.clone(),
             patience: self.patience,

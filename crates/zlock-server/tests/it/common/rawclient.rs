@@ -452,3 +452,62 @@ pub fn get_children_req(path: &str) -> Request {
         watch: false,
     })
 }
+
+/// A reply's xid, and the data it reads (`None`: a write's reply).
+pub type Expected = (i32, Option<Vec<u8>>);
+
+/// A client that pipelines far more reply bytes than a socket buffer holds: /big and /n
+/// created, then 200 reads of /big's 64 KiB, every third followed by a write of /n and
+/// a read of it queued behind the write (read-your-writes). The frames, the last xid,
+/// and what each xid must answer: `None` for a write, the data for a read.
+pub fn late_reader_script() -> (Vec<u8>, i32, Vec<Expected>) {
+    let big = vec![b'x'; 64 * 1024];
+    let mut xid = 0;
+    let mut frames = Vec::new();
+    let mut next = |req: Request, frames: &mut Vec<u8>| {
+        xid += 1;
+        let mut body = Vec::new();
+        req.encode(&mut body);
+        frames.extend_from_slice(&request_frame(xid, req.op_code() as i32, &body));
+        xid
+    };
+    next(create_req("/big", &big), &mut frames);
+    next(create_req("/n", b"0"), &mut frames);
+    let mut expect: Vec<Expected> = vec![(1, None), (2, None)];
+    for i in 1..=200 {
+        let x = next(get_data_req("/big"), &mut frames);
+        expect.push((x, Some(big.clone())));
+        if i % 3 == 0 {
+            let v = i.to_string().into_bytes();
+            let x = next(set_data_req("/n", &v, -1), &mut frames);
+            expect.push((x, None));
+            let x = next(get_data_req("/n"), &mut frames);
+            expect.push((x, Some(v)));
+        }
+    }
+    let last = expect.last().map_or(0, |e| e.0);
+    (frames, last, expect)
+}
+
+/// Reads the replies `expect` names, in that order, each within `within`: each must
+/// carry its xid and no error, and a read's reply its data.
+pub async fn expect_in_order(
+    s: &mut (impl AsyncReadExt + Unpin),
+    expect: Vec<Expected>,
+    within: Duration,
+) {
+    for (want_xid, want_data) in expect {
+        let body = tokio::time::timeout(within, read_frame(s))
+            .await
+            .expect("reply did not arrive")
+            .unwrap();
+        let mut r = Reader::new(&body);
+        let hdr = ReplyHeader::decode(&mut r).unwrap();
+        assert_eq!(hdr.xid, want_xid, "replies out of order");
+        assert_eq!(hdr.err, 0, "xid {want_xid} failed");
+        if let Some(data) = want_data {
+            let resp = GetDataResponse::decode(&mut r).unwrap();
+            assert_eq!(resp.data.as_deref(), Some(&data[..]), "xid {want_xid}");
+        }
+    }
+}
