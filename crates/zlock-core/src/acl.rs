@@ -48,6 +48,17 @@ pub fn check(acl: &[Acl], perm: i32, auth: &[Id]) -> Result<(), ErrorCode> {
     Err(ErrorCode::NoAuth)
 }
 
+/// Does `acl` grant every permission in `wanted`, each bit checked on its own (by
+/// whichever entries grant it)? What ZooKeeper 3.9's AdminServer asks of a command's
+/// caller (`Commands.handleAuthorization`; since ZOOKEEPER-4964, 3.9.4, each bit
+/// separately: before, one entry granting any of the bits passed the whole check).
+pub fn check_each(acl: &[Acl], wanted: i32, auth: &[Id]) -> Result<(), ErrorCode> {
+    (0..i32::BITS)
+        .map(|b| 1 << b)
+        .filter(|bit| wanted & bit != 0)
+        .try_for_each(|bit| check(acl, bit, auth))
+}
+
 /// The identities an `auth` ACL entry stands for: the caller's authenticated ones.
 fn callers(auth: &[Id]) -> impl Iterator<Item = &Id> {
     auth.iter().filter(|x| x.scheme != "ip")
@@ -162,6 +173,37 @@ pub const ALL: i32 = perms::ALL;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_each_asks_every_bit_of_its_own() {
+        let me = [Id::new("digest", "admin:x")];
+        let split = [
+            acl(perms::READ | perms::WRITE, "digest", "admin:x"),
+            acl(
+                perms::CREATE | perms::DELETE | perms::ADMIN,
+                "digest",
+                "admin:x",
+            ),
+        ];
+        assert_eq!(
+            check_each(&split, ALL, &me),
+            Ok(()),
+            "two entries cover ALL"
+        );
+        let part = [acl(perms::READ | perms::ADMIN, "digest", "admin:x")];
+        assert_eq!(
+            check(&part, ALL, &me),
+            Ok(()),
+            "one bit is enough for check"
+        );
+        assert_eq!(check_each(&part, ALL, &me), Err(ErrorCode::NoAuth));
+        let other = [Id::new("digest", "alice:y")];
+        assert_eq!(check_each(&split, ALL, &other), Err(ErrorCode::NoAuth));
+        let anyone = [acl(ALL, "world", "anyone")];
+        assert_eq!(check_each(&anyone, ALL, &other), Ok(()));
+        let sup = [Id::new("super", "")];
+        assert_eq!(check_each(&part, ALL, &sup), Ok(()), "super passes");
+    }
 
     #[test]
     fn digest_matches_zookeeper() {

@@ -720,6 +720,10 @@ impl ServerConfig {
                 }
                 "initLimit" => self.init_limit = ticks(v)?,
                 "syncLimit" => self.sync_limit = ticks(v)?,
+                "zlock.adminAuthRequired" => {
+                    self.admin.auth_required =
+                        v.parse().map_err(|_| bad("expected true or false"))?
+                }
                 "zlock.raftHeartbeatMs" => self.raft_heartbeat_ms = Some(ms(v)?),
                 "zlock.electionTimeoutMs" => self.election_timeout_ms = Some(ms(v)?),
                 // As ZooKeeper reads it; checked against this server's own line when

@@ -13,6 +13,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,11 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// Connections served at once.
 pub const MAX_CONNS: usize = 16;
 
+/// The address a request came from (a request extension): the `ip` identity of the
+/// AdminServer's authentication.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub SocketAddr);
+
 /// What a handler answers.
 pub(crate) type Reply = Response<Full<Bytes>>;
 
@@ -60,7 +66,7 @@ pub(crate) async fn serve<F, Fut>(
                 let Ok(permit) = permit else { break };
                 let stream = tokio::select! {
                     r = listener.accept() => match r {
-                        Ok((stream, _)) => stream,
+                        Ok(accepted) => accepted,
                         Err(e) => {
                             tracing::warn!(error = %e, "{what}: accept failed");
                             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -83,9 +89,10 @@ pub(crate) async fn serve<F, Fut>(
     conns.shutdown().await;
 }
 
-/// One HTTP/1 connection, bounded in time (see the module doc).
+/// One HTTP/1 connection, bounded in time (see the module doc). Each request carries
+/// the client's address as a [`Peer`] extension.
 async fn connection<F, Fut>(
-    stream: tokio::net::TcpStream,
+    (stream, peer): (tokio::net::TcpStream, SocketAddr),
     what: &'static str,
     respond: Arc<F>,
     mut shutdown: watch::Receiver<bool>,
@@ -98,7 +105,8 @@ async fn connection<F, Fut>(
         .max_buf_size(MAX_HEAD)
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT);
-    let service = hyper::service::service_fn(move |req| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(Peer(peer));
         let answer = respond(req);
         async move { Ok::<_, Infallible>(answer.await) }
     });

@@ -17,24 +17,29 @@
 //! - another path: 404; another method: 405 with `Allow: GET, HEAD` (ZooKeeper's
 //!   POST-only commands, `snapshot`, `restore`, `shed_connections`, are not served).
 //!
+//! With `zlock.adminAuthRequired`, the commands that show sessions, clients, watches or
+//! lock holders, and the dashboard, ask for credentials first (`super::auth`).
+//!
 //! The commands that need only the configuration (`ruok`, `configuration`,
 //! `environment`, `dirs`, `is_read_only`) are answered here; the others ask the core
 //! through the sequencer (`Item::AdminJson`, see `admin::json`), in commit order.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW};
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::{Method, Request, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::auth::{self, Denied};
 use super::json::{Fields, Query};
 use super::VERSION;
-use crate::http::{plain, with_type, Reply};
+use crate::http::{plain, with_type, Peer, Reply};
 use crate::pipeline::{AdminQuery, Item};
 use crate::ServerConfig;
 
@@ -58,37 +63,52 @@ enum Run {
 struct Command {
     names: &'static [&'static str],
     run: Run,
+    /// It shows sessions, client addresses, watched paths or lock holders, or resets
+    /// counters: with `zlock.adminAuthRequired`, it asks for credentials (`super::auth`).
+    guarded: bool,
 }
 
 /// Every command served, ZooKeeper's names and aliases (`Commands.java`).
 const COMMANDS: &[Command] = &[
     cmd(&["configuration", "conf", "config"], Run::Configuration),
-    cmd(
+    guarded(
         &["connection_stat_reset", "crst"],
         Run::Reset(AdminQuery::Crst),
     ),
-    cmd(&["connections", "cons"], Run::Core(Query::Connections)),
+    guarded(&["connections", "cons"], Run::Core(Query::Connections)),
     cmd(&["dirs"], Run::Dirs),
-    cmd(&["dump"], Run::Core(Query::Dump)),
+    guarded(&["dump"], Run::Core(Query::Dump)),
     cmd(&["environment", "env", "envi"], Run::Environment),
     cmd(&["is_read_only", "isro"], Run::IsReadOnly),
-    cmd(&["locks"], Run::Core(Query::Locks)),
+    guarded(&["locks"], Run::Core(Query::Locks)),
     cmd(&["monitor", "mntr"], Run::Core(Query::Monitor)),
     cmd(&["ruok"], Run::Ruok),
     cmd(&["server_stats", "srvr"], Run::Core(Query::ServerStats)),
-    cmd(&["sessions"], Run::Core(Query::Sessions)),
-    cmd(&["stat_reset", "srst"], Run::Reset(AdminQuery::Srst)),
-    cmd(&["stats", "stat"], Run::Core(Query::Stats)),
+    guarded(&["sessions"], Run::Core(Query::Sessions)),
+    guarded(&["stat_reset", "srst"], Run::Reset(AdminQuery::Srst)),
+    guarded(&["stats", "stat"], Run::Core(Query::Stats)),
     cmd(&["watch_summary", "wchs"], Run::Core(Query::WatchSummary)),
-    cmd(&["watches", "wchc"], Run::Core(Query::Watches)),
-    cmd(
+    guarded(&["watches", "wchc"], Run::Core(Query::Watches)),
+    guarded(
         &["watches_by_path", "wchp"],
         Run::Core(Query::WatchesByPath),
     ),
 ];
 
 const fn cmd(names: &'static [&'static str], run: Run) -> Command {
-    Command { names, run }
+    Command {
+        names,
+        run,
+        guarded: false,
+    }
+}
+
+const fn guarded(names: &'static [&'static str], run: Run) -> Command {
+    Command {
+        names,
+        run,
+        guarded: true,
+    }
 }
 
 fn find(name: &str) -> Option<&'static Command> {
@@ -145,9 +165,9 @@ async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
             "text/html; charset=utf-8",
         );
     }
-    let answer = run(name, ctx).await;
+    let (status, answer) = run(name, &req, ctx).await;
     let body = serde_json::to_vec_pretty(&Value::Object(answer)).unwrap_or_default();
-    with_type(StatusCode::OK, Bytes::from(body), "application/json")
+    with_type(status, Bytes::from(body), "application/json")
 }
 
 /// The lock dashboard: its page at `/` and `/locks` (one HTML file, inline CSS and
@@ -158,7 +178,16 @@ async fn dashboard(req: &Request<Incoming>, ctx: &Context) -> Option<Reply> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return None;
     }
-    match req.uri().path() {
+    let path = req.uri().path();
+    if !matches!(path, "/" | "/locks" | "/locks/" | "/locks.json") {
+        return None;
+    }
+    if ctx.config.admin.auth_required {
+        if let Err(denied) = authorize(req, ctx).await {
+            return Some(login(denied));
+        }
+    }
+    match path {
         "/" | "/locks" | "/locks/" => Some(with_type(
             StatusCode::OK,
             Bytes::from_static(DASHBOARD.as_bytes()),
@@ -190,6 +219,39 @@ async fn dashboard(req: &Request<Incoming>, ctx: &Context) -> Option<Reply> {
     }
 }
 
+/// A refusal of the dashboard: ZooKeeper's status and words, and on a 401 a
+/// `WWW-Authenticate: Basic` challenge, so that a browser asks its user for a name and
+/// a password and sends them (see `super::auth`).
+fn login(denied: Denied) -> Reply {
+    let mut r = plain(denied.status(), denied.message());
+    if denied.status() == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"zlock admin\", charset=\"UTF-8\""),
+        );
+    }
+    r
+}
+
+/// Does the request carry credentials with ALL on `/` (see `super::auth`)?
+async fn authorize(req: &Request<Incoming>, ctx: &Context) -> Result<(), Denied> {
+    let value = req.headers().get(AUTHORIZATION).ok_or(Denied::Missing)?;
+    let value = value.to_str().map_err(|_| Denied::NotAuthenticated)?;
+    let peer = req
+        .extensions()
+        .get::<Peer>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |p| p.0.ip().to_canonical());
+    let ids = auth::identities(value, peer, ctx.config.super_digest.as_deref())?;
+    let (tx, rx) = oneshot::channel();
+    let path = auth::ON.to_owned();
+    let acl = ask(ctx, Item::Acl { path, done: tx }, rx)
+        .await
+        .ok_or(Denied::NotServing)?
+        // `/` is never deleted; were it gone, nobody has ALL on it.
+        .ok_or(Denied::NotAuthorized)?;
+    zlock_core::acl::check_each(&acl, auth::WANTED, &ids).map_err(|_| Denied::NotAuthorized)
+}
+
 /// The dashboard page.
 const DASHBOARD: &str = include_str!("dashboard.html");
 
@@ -208,18 +270,26 @@ fn links(base: &str) -> String {
         .collect()
 }
 
-/// `command`, `error` and the fields of command `name`.
-async fn run(name: &str, ctx: &Context) -> Fields {
+/// The status, and `command`, `error` and the fields of command `name`; in
+/// ZooKeeper's order: an unknown command, a member not serving, then the caller's
+/// credentials if the command asks for them.
+async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> (StatusCode, Fields) {
     let mut out = Fields::new();
     let Some(command) = find(name) else {
         out.insert("command".into(), name.into());
         out.insert("error".into(), format!("Unknown command: {name}").into());
-        return out;
+        return (StatusCode::OK, out);
     };
     let primary = command.names[0];
     out.insert("command".into(), primary.into());
     let cfg = &ctx.config;
     let serving = ctx.quorum.as_ref().is_none_or(|q| q.borrow().in_touch);
+    if command.guarded && cfg.admin.auth_required && serving {
+        if let Err(denied) = authorize(req, ctx).await {
+            out.insert("error".into(), denied.message().into());
+            return (denied.status(), out);
+        }
+    }
     let fields = match command.run {
         Run::Reset(_) | Run::Core(_) if !serving => None,
         Run::Ruok => Some(Fields::new()),
@@ -251,7 +321,7 @@ async fn run(name: &str, ctx: &Context) -> Fields {
             );
         }
     }
-    out
+    (StatusCode::OK, out)
 }
 
 /// Sends `item` to the sequencer and waits for its answer, at most [`PATIENCE`].

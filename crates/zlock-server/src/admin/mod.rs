@@ -6,6 +6,7 @@
 //! The same answers as JSON, ZooKeeper's AdminServer, are in [`json`] (built from the
 //! same [`Facts`]) and served over HTTP by [`http`].
 
+pub(crate) mod auth;
 pub(crate) mod http;
 pub(crate) mod json;
 

@@ -18,6 +18,13 @@
 //!   client addresses, watched paths and lock holders. `0.0.0.0` restores ZooKeeper's.
 //! - `serverPort`: 8080, as in ZooKeeper, once enabled. 0 picks a free port (tests).
 //! - `commandURL`: `/commands`, as in ZooKeeper.
+//! - `zlock.adminAuthRequired` (zlock's own key, default false): ZooKeeper 3.9 asks
+//!   for credentials (an `Authorization` header whose identity has ALL on `/`) only
+//!   before a snapshot or a restore; with this key true, zlock asks them also before
+//!   every command that shows sessions, client addresses, watched paths or lock
+//!   holders, or that resets counters, and before the lock dashboard (see
+//!   `crate::admin::auth`). False keeps ZooKeeper's behaviour, so that tools written
+//!   against ZooKeeper's AdminServer keep working.
 //! - `idleTimeout` is read and ignored: zlock's endpoint bounds every connection's time
 //!   itself (see `crate::http`). It serves plain HTTP only: the TLS keys are accepted
 //!   when `false`, and `true` stops the start (an operator who asks for HTTPS must not
@@ -39,6 +46,9 @@ pub struct AdminConfig {
     /// `admin.commandURL`: where the commands are listed; `<it>/<name>` runs one.
     /// Starts with `/`, no trailing `/`.
     pub command_url: String,
+    /// `zlock.adminAuthRequired`: the commands that show sessions, clients, watches or
+    /// lock holders ask for credentials (see the module doc).
+    pub auth_required: bool,
 }
 
 impl Default for AdminConfig {
@@ -48,6 +58,7 @@ impl Default for AdminConfig {
             server_address: IpAddr::from([127, 0, 0, 1]),
             server_port: 8080,
             command_url: "/commands".into(),
+            auth_required: false,
         }
     }
 }

@@ -43,7 +43,7 @@ use crate::conn::{ConnHandle, InFlight, Permit};
 
 use tokio::sync::oneshot;
 use zlock_core::SessionId;
-use zlock_proto::records::Id;
+use zlock_proto::records::{Acl, Id};
 use zlock_proto::Request;
 
 /// The outcome of a handshake, for the connection task.
@@ -116,6 +116,12 @@ pub(crate) enum Item {
     Admin {
         query: AdminQuery,
         done: oneshot::Sender<String>,
+    },
+    /// The ACL of a node, as applied (None: no such node), for the AdminServer's
+    /// authorization of a command (`crate::admin::auth`), read in commit order.
+    Acl {
+        path: String,
+        done: oneshot::Sender<Option<Arc<Vec<Acl>>>>,
     },
     /// An AdminServer command answered from the core (see `crate::admin::json`).
     AdminJson {

@@ -16,6 +16,7 @@
 
 mod common;
 
+mod admin_auth;
 mod admin_http;
 mod commit_conformance;
 mod crash;

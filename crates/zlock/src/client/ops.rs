@@ -5,8 +5,8 @@ use tokio::sync::{mpsc, oneshot};
 use zlock_proto::records::{
     add_watch_mode, Acl, AddWatchRequest, Create2Response, CreateRequest, CreateResponse,
     DeleteRequest, GetAclResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    MultiOp, MultiResult, PathRequest, PathWatchRequest, ReconfigRequest, SetDataRequest, Stat,
-    StatResponse,
+    MultiOp, MultiResult, PathRequest, PathWatchRequest, ReconfigRequest, SetAclRequest,
+    SetDataRequest, Stat, StatResponse,
 };
 use zlock_proto::{ErrorCode, OpCode, Reader, Record, Request};
 
@@ -181,6 +181,19 @@ impl Client {
             }))
             .await?;
         Ok((r.acl, r.stat))
+    }
+
+    /// Replaces `path`'s ACL (`version`: the ACL version expected, -1 for any); the
+    /// node's new Stat.
+    pub async fn set_acl(&self, path: &str, acl: Vec<Acl>, version: i32) -> Result<Stat> {
+        let r: StatResponse = self
+            .call(Request::SetAcl(SetAclRequest {
+                path: path.to_owned(),
+                acl,
+                version,
+            }))
+            .await?;
+        Ok(r.stat)
     }
 
     /// An atomic multi; per-op results (an error entry for each op when it failed).

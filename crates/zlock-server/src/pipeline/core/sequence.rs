@@ -127,6 +127,9 @@ impl Core {
             Item::AdminJson { query, done } => {
                 let _ = done.send(admin::json::answer(query, &self.facts()));
             }
+            Item::Acl { path, done } => {
+                let _ = done.send(self.state.tree.get(&path).map(|n| n.acl.clone()));
+            }
             Item::Scrape { done } => {
                 let _ = done.send(Box::new(self.scrape()));
             }
