@@ -75,6 +75,29 @@ pub(crate) struct Member {
     pub touch: watch::Receiver<Touch>,
 }
 
+/// Why this member could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no ensemble configured")]
+    NotConfigured,
+    #[error("member {0} is not in the ensemble")]
+    NotAMember(u64),
+    #[error("cannot create {}: {source}", .path.display())]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the Raft log: {0}")]
+    Log(#[source] std::io::Error),
+    #[error("cannot listen on {addr} (the quorum port): {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("the member's Raft could not start: {0}")]
+    Raft(#[source] crate::commit::CommitError),
+}
+
 /// Starts this member's Raft over `apply` and the member tasks.
 pub(crate) async fn start(
     config: &ServerConfig,
@@ -84,13 +107,9 @@ pub(crate) async fn start(
     timings: &Option<crate::stats::Timings>,
 ) -> Result<Member, ServerError> {
     let Some(e) = &config.ensemble else {
-        return Err(ServerError::Ensemble("no ensemble configured".into()));
+        return Err(StartError::NotConfigured.into());
     };
-    let err = |x: &dyn std::fmt::Display| ServerError::Ensemble(x.to_string());
-    let me = e
-        .members
-        .get(&e.me)
-        .ok_or_else(|| err(&format!("member {} is not in the ensemble", e.me)))?;
+    let me = e.members.get(&e.me).ok_or(StartError::NotAMember(e.me))?;
     let addrs = |observers: bool| {
         e.members
             .values()
@@ -136,7 +155,10 @@ pub(crate) async fn start(
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.clone(),
     };
-    std::fs::create_dir_all(&dir).map_err(|x| err(&x))?;
+    std::fs::create_dir_all(&dir).map_err(|source| StartError::Dir {
+        path: dir.clone(),
+        source,
+    })?;
     let wal_opts = WalOptions {
         preallocate_bytes: config.wal_preallocate_bytes,
         ..WalOptions::default()
@@ -145,11 +167,14 @@ pub(crate) async fn start(
     let (wal, records) =
         tokio::task::spawn_blocking(move || log::open_wal(&log_dir, &meta_dir, wal_opts))
             .await
-            .map_err(|x| err(&x))?
-            .map_err(|x| err(&x))?;
+            .map_err(|x| StartError::Log(std::io::Error::other(x)))?
+            .map_err(StartError::Log)?;
     let listener = tokio::net::TcpListener::bind(me.quorum_addr())
         .await
-        .map_err(|x| err(&format!("cannot listen on {}: {x}", me.quorum_addr())))?;
+        .map_err(|source| StartError::Listen {
+            addr: me.quorum_addr(),
+            source,
+        })?;
     let touch_core = core.clone();
     let hooks = peer::Hooks {
         touch: Arc::new(move |sessions: Vec<i64>| {
@@ -171,7 +196,7 @@ pub(crate) async fn start(
             RaftCommit::start_with(opts, apply, wal, records, listener, hooks).await
         }
     }
-    .map_err(|x| err(&x))?;
+    .map_err(StartError::Raft)?;
 
     // With reconfiguration, `/zookeeper/config` follows the committed membership (see
     // `commit::raft::members`), its version the log position of the membership entry

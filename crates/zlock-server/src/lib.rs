@@ -72,18 +72,22 @@ pub enum ServerError {
     #[error("recovery failed: {0}")]
     Recovery(#[from] recovery::RecoveryError),
     #[error("the write-ahead log failed: {0}")]
-    Log(String),
+    Log(#[source] Fatal),
     #[error("cannot start a server thread: {0}")]
     Thread(std::io::Error),
     #[error(transparent)]
     Config(#[from] config::ConfigError),
-    #[error("{0}")]
-    DataDir(String),
+    #[error(transparent)]
+    DataDir(#[from] DataDirMix),
     #[error("the ensemble could not start: {0}")]
-    Ensemble(String),
+    Ensemble(#[from] ensemble::StartError),
     #[error("TLS on the client port: {0}")]
     Tls(#[from] tls::TlsError),
 }
+
+/// Why the commit stage stopped the server (shared: the sequencer sends it, the
+/// server's shell returns it).
+pub type Fatal = Arc<commit::CommitError>;
 
 /// Binds the client port with `clientPortListenBacklog` (ZooKeeper's default of 50 makes a burst
 /// of clients wait for SYN retries).
@@ -118,7 +122,7 @@ pub async fn serve(
     let ports = server::Ports::bind(&config).await?;
 
     let (items, items_rx) = mpsc::channel(config.global_outstanding_limit.max(1));
-    let (fatal, mut fatal_rx) = watch::channel(None::<String>);
+    let (fatal, mut fatal_rx) = watch::channel(None::<Fatal>);
     let timings = ports.timings();
     let stats = Arc::new(stats::Stats::with_timings(timings.clone()));
     let snapshots = snapshot::SnapshotWorker::start(
@@ -163,22 +167,35 @@ pub async fn serve(
     }
 }
 
+/// A data directory written by the other kind of server.
+#[derive(Debug, Error)]
+pub enum DataDirMix {
+    #[error(
+        "{} holds a standalone server's log; an ensemble member starts on an empty \
+         dataDir (its state comes from the ensemble)",
+        .0.display()
+    )]
+    StandaloneLog(std::path::PathBuf),
+    #[error(
+        "{} holds an ensemble member's Raft log; start it with its server.N lines and \
+         myid, or use another dataDir for a standalone server",
+        .0.display()
+    )]
+    MemberLog(std::path::PathBuf),
+}
+
 /// Refuses a data directory written by the other kind of server: a standalone
 /// server's log is not a Raft log, and a member's Raft log is not a standalone log.
 fn check_data_dir(config: &ServerConfig) -> Result<(), ServerError> {
     let has_files =
         |dir: &std::path::Path| std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
     match &config.ensemble {
-        Some(_) if has_files(&config.wal_dir()) => Err(ServerError::DataDir(format!(
-            "{} holds a standalone server's log; an ensemble member starts on an empty \
-             dataDir (its state comes from the ensemble)",
-            config.wal_dir().display()
-        ))),
-        None if has_files(&ensemble::raft_dir(config)) => Err(ServerError::DataDir(format!(
-            "{} holds an ensemble member's Raft log; start it with its server.N lines and \
-             myid, or use another dataDir for a standalone server",
-            ensemble::raft_dir(config).display()
-        ))),
+        Some(_) if has_files(&config.wal_dir()) => {
+            Err(DataDirMix::StandaloneLog(config.wal_dir()).into())
+        }
+        None if has_files(&ensemble::raft_dir(config)) => {
+            Err(DataDirMix::MemberLog(ensemble::raft_dir(config)).into())
+        }
         _ => Ok(()),
     }
 }

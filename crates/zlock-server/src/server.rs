@@ -160,7 +160,7 @@ pub(crate) struct Pipeline {
     pub timings: Option<Timings>,
     pub items: mpsc::Sender<Item>,
     /// Set once, with why, if the commit stage fails (the server then stops).
-    pub fatal: watch::Sender<Option<String>>,
+    pub fatal: watch::Sender<Option<crate::Fatal>>,
 }
 
 /// The commit stage and the sequencer, started; the client listener comes back with
@@ -262,7 +262,7 @@ fn spawn_sequencer<C: commit::Commit>(
     rx: mpsc::Receiver<Item>,
     core: Arc<Mutex<Core>>,
     spin: Duration,
-    fatal: watch::Sender<Option<String>>,
+    fatal: watch::Sender<Option<crate::Fatal>>,
 ) -> Result<std::thread::JoinHandle<()>, ServerError> {
     let sequencer = pipeline::sequencer::Sequencer {
         commit,

@@ -85,8 +85,12 @@ pub trait Snapshots: Apply {
     fn image(&mut self) -> SnapshotJob;
     /// Replaces the state by a snapshot payload that includes every entry through
     /// `index`.
-    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String>;
+    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), InstallError>;
 }
+
+/// Why a snapshot payload could not be installed: the implementation's own error
+/// (the server's is `zlock_core::snapshot::SnapshotError`), kept whole for the log line.
+pub type InstallError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Encodes a snapshot image into a writer.
 pub type SnapshotJob = Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>;

@@ -29,7 +29,7 @@ pub(crate) struct Sequencer<C: Commit> {
     pub spin: Duration,
     /// Set when the log fails: the server must stop (nothing after a failed write may
     /// be acknowledged).
-    pub fatal: tokio::sync::watch::Sender<Option<String>>,
+    pub fatal: tokio::sync::watch::Sender<Option<crate::Fatal>>,
 }
 
 impl<C: Commit> Sequencer<C> {
@@ -97,7 +97,7 @@ impl<C: Commit> Sequencer<C> {
 
     fn fail(&self, e: CommitError) {
         tracing::error!(error = %e, "write-ahead log failed; stopping the server");
-        let _ = self.fatal.send(Some(e.to_string()));
+        let _ = self.fatal.send(Some(std::sync::Arc::new(e)));
     }
 }
 
@@ -173,14 +173,14 @@ pub(crate) struct RaftSequencer {
     pub commit: crate::commit::raft::RaftCommit,
     pub rx: mpsc::Receiver<Item>,
     pub core: Arc<Mutex<Core>>,
-    pub fatal: tokio::sync::watch::Sender<Option<String>>,
+    pub fatal: tokio::sync::watch::Sender<Option<crate::Fatal>>,
 }
 
 impl RaftSequencer {
     pub async fn run(mut self) {
         if let Err(e) = self.serve().await {
             tracing::error!(error = %e, "the ensemble's log failed; stopping the server");
-            let _ = self.fatal.send(Some(e.to_string()));
+            let _ = self.fatal.send(Some(std::sync::Arc::new(e)));
         }
         locked(&self.core, Core::finish);
     }

@@ -96,7 +96,11 @@ impl Snapshots for Recorder {
         let seen = self.seen.lock().unwrap().clone();
         Box::new(move |w| common::write_history(&seen, w))
     }
-    fn install(&mut self, _index: LogIndex, payload: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        _index: LogIndex,
+        payload: &[u8],
+    ) -> Result<(), zlock_server::commit::InstallError> {
         *self.seen.lock().unwrap() = common::read_history(payload)?;
         Ok(())
     }

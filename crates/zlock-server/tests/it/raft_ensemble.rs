@@ -45,7 +45,11 @@ impl Snapshots for Member {
         let h = self.history.lock().unwrap().clone();
         Box::new(move |w| common::write_history(&h, w))
     }
-    fn install(&mut self, _index: LogIndex, p: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        _index: LogIndex,
+        p: &[u8],
+    ) -> Result<(), zlock_server::commit::InstallError> {
         *self.history.lock().unwrap() = common::read_history(p)?;
         self.installs
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -351,7 +351,11 @@ impl Snapshots for SimHost {
         Box::new(move |w| w.write_all(&bytes))
     }
 
-    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        index: LogIndex,
+        payload: &[u8],
+    ) -> Result<(), zlock_server::commit::InstallError> {
         let mut state =
             zlock_core::snapshot::decode(payload, config()).map_err(|e| e.to_string())?;
         state.applied = index;

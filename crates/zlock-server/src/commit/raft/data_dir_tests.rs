@@ -218,7 +218,11 @@ impl Snapshots for Host {
         Box::new(move |w| zlock_core::snapshot::write_image(&image, w))
     }
 
-    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        index: LogIndex,
+        payload: &[u8],
+    ) -> Result<(), crate::commit::InstallError> {
         let mut state = zlock_core::snapshot::decode(payload, zlock_core::Config::default())
             .map_err(|e| e.to_string())?;
         state.applied = index;

@@ -46,9 +46,13 @@ impl Snapshots for Positions {
         })
     }
 
-    fn install(&mut self, _index: LogIndex, payload: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        _index: LogIndex,
+        payload: &[u8],
+    ) -> Result<(), crate::commit::InstallError> {
         if !payload.len().is_multiple_of(8) {
-            return Err(format!("{} bytes of positions", payload.len()));
+            return Err(format!("{} bytes of positions", payload.len()).into());
         }
         *self.0.lock().unwrap() = payload
             .chunks_exact(8)

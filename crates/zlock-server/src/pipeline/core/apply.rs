@@ -86,11 +86,15 @@ impl Core {
     /// Replaces the state by a snapshot payload (from the ensemble's leader) taken at
     /// `index`. Watches and the `/zookeeper/config` view are member-local and stay; sessions are tracked again from the
     /// snapshot's, each with a full timeout.
-    pub fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+    pub fn install(
+        &mut self,
+        index: LogIndex,
+        payload: &[u8],
+    ) -> Result<(), zlock_core::snapshot::SnapshotError> {
         let config = zlock_core::Config {
             extended_types: self.config.extended_types,
         };
-        let mut st = zlock_core::snapshot::decode(payload, config).map_err(|e| e.to_string())?;
+        let mut st = zlock_core::snapshot::decode(payload, config)?;
         st.applied = index;
         st.watches = std::mem::take(&mut self.state.watches);
         // So is the view of `/zookeeper/config` (ZooKeeper resets the node from its local

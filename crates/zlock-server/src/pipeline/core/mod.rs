@@ -186,10 +186,14 @@ impl crate::commit::Snapshots for CoreApply {
         Box::new(move |w| zlock_core::snapshot::write_image(&image, w))
     }
 
-    fn install(&mut self, index: LogIndex, payload: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        index: LogIndex,
+        payload: &[u8],
+    ) -> Result<(), crate::commit::InstallError> {
         let r = with_core(&self.core, &mut self.dirty, |c| c.install(index, payload));
         crate::conn::out::flush(&mut self.dirty);
-        r
+        Ok(r?)
     }
 }
 
