@@ -16,7 +16,8 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
-use super::{entries, server_id, ConfigError, EnsembleConfig, MemberSpec, ServerConfig};
+use super::zoo_cfg::{entries, server_id};
+use super::{ConfigError, EnsembleConfig, MemberSpec, ServerConfig};
 
 /// The largest member id. A member puts its id in the top byte of the session ids it
 /// creates, as ZooKeeper does (`zlock_core::state::session_id_for`), so two ids that
