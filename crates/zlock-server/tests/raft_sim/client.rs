@@ -21,9 +21,9 @@ use zlock_proto::records::{
 };
 use zlock_proto::{OpCode, Reader, Record, Request};
 use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
+use zlock_server::commit::raft::submit::Submitter;
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::types::WatchReceiver as _;
-use zlock_server::commit::raft::write::Submitter;
 
 use crate::host;
 use crate::world::{lock, Shared};

@@ -60,6 +60,7 @@ mod storage_suite_tests;
 pub mod stream;
 #[cfg(test)]
 mod stream_tests;
+pub mod submit;
 mod touch;
 pub mod types;
 mod wire;

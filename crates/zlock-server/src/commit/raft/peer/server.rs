@@ -307,7 +307,7 @@ async fn serve_requests(
     contact: &Contact,
 ) -> Result<(), FrameError> {
     use crate::commit::raft::stream::{Answered, Appends};
-    use crate::commit::raft::write::Forwards;
+    use crate::commit::raft::submit::Forwards;
     use futures_util::StreamExt as _;
     // The snapshot file being received on this connection, and its length so far.
     let mut receiving: Option<(tokio::fs::File, u64)> = None;
@@ -437,7 +437,7 @@ pub async fn write_as_leader(
     batch: Vec<Proposal>,
     now_ms: i64,
 ) -> Result<u64, ForwardError> {
-    let mut s = crate::commit::raft::write::Submitter::new(raft.clone(), me);
+    let mut s = crate::commit::raft::submit::Submitter::new(raft.clone(), me);
     s.submit(batch, now_ms).await.await
 }
 
