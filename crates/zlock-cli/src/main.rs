@@ -41,6 +41,10 @@ enum Cmd {
     /// `zlock lock /locks/job -- ./job.sh`
     #[command(after_help = cmd::lock::AFTER_HELP)]
     Lock(cmd::lock::LockArgs),
+    /// Backups: `zlock snapshot save --server HOST:ADMINPORT --auth digest:USER:PW FILE`,
+    /// `zlock snapshot status FILE`
+    #[command(subcommand)]
+    Snapshot(cmd::snapshot::SnapshotCmd),
     /// Demonstrations: `zlock demo orders --clients 101 [--no-lock | --naive]`
     #[command(subcommand)]
     Demo(cmd::demo::DemoCmd),
@@ -357,6 +361,7 @@ fn main() -> anyhow::Result<()> {
         // Their own exit codes and messages; no log lines on stderr.
         Cmd::Lock(a) => std::process::exit(cmd::lock::run(a)),
         Cmd::Demo(d) => std::process::exit(cmd::demo::run(d)),
+        Cmd::Snapshot(c) => std::process::exit(cmd::snapshot::run(c)),
         other => Cli { cmd: other },
     };
     tracing_subscriber::fmt()
@@ -408,6 +413,6 @@ fn main() -> anyhow::Result<()> {
                 anyhow::Ok(())
             })
         }
-        Cmd::Zk(_) | Cmd::Lock(_) | Cmd::Demo(_) => Ok(()),
+        Cmd::Zk(_) | Cmd::Lock(_) | Cmd::Demo(_) | Cmd::Snapshot(_) => Ok(()),
     }
 }

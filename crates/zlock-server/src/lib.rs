@@ -40,6 +40,7 @@ mod conn;
 pub mod recovery;
 
 mod admin;
+pub mod backup;
 mod ensemble;
 mod http;
 mod metrics;

@@ -355,6 +355,8 @@ impl Running {
                 config: p.config.clone(),
                 commit: p.items.clone(),
                 quorum: member.quorum.clone(),
+                stats: p.stats.clone(),
+                last_snapshot: std::sync::Mutex::new(None),
             };
             tasks.push(tokio::spawn(admin::http::serve(listener, ctx, stopping)));
         }

@@ -48,6 +48,11 @@ pub struct Stats {
     pub sessions_expired: AtomicU64,
     /// Times this ensemble member found itself without a known leader (`looking_count`).
     pub looking: AtomicU64,
+    /// AdminServer `snapshot` commands that failed (`snapshot_error_count`).
+    pub snapshot_errors: AtomicU64,
+    /// AdminServer `snapshot` commands refused by the rate limit
+    /// (`snapshot_rate_limited_count`).
+    pub snapshots_rate_limited: AtomicU64,
     pub started: Started,
     /// The summaries recorded on the request path; `None` while metrics are off.
     pub timings: Option<Timings>,

@@ -56,6 +56,9 @@ pub struct EnsembleOptions {
     /// Extra environment for one member's process, by member index (at every start):
     /// say, libfaketime preloaded to skew its wall clock.
     pub member_env: Vec<(usize, Vec<(String, String)>)>,
+    /// Each member serves its AdminServer on a loopback port of its own
+    /// ([`ChildEnsemble::admin_addr`]).
+    pub admin: bool,
 }
 
 impl Default for EnsembleOptions {
@@ -75,6 +78,7 @@ impl Default for EnsembleOptions {
             extra: Vec::new(),
             netns: false,
             member_env: Vec::new(),
+            admin: false,
         }
     }
 }
@@ -96,6 +100,8 @@ struct Member {
     servers: Option<Vec<String>>,
     /// Extra environment for its process ([`EnsembleOptions::member_env`]).
     env: Vec<(String, String)>,
+    /// Its AdminServer ([`EnsembleOptions::admin`]).
+    admin: Option<SocketAddr>,
 }
 
 /// Where one member listens: clients on `client`, peers on its host's `quorum_port`.
@@ -220,6 +226,9 @@ impl ChildEnsemble {
                     .filter(|(i, _)| *i == members.len())
                     .flat_map(|(_, env)| env.iter().cloned())
                     .collect(),
+                admin: opts
+                    .admin
+                    .then(|| SocketAddr::from(([127, 0, 0, 1], crate::free_port()))),
             });
         }
         let config = root.path().join("zoo.cfg");
@@ -254,6 +263,11 @@ impl ChildEnsemble {
             e.wait_serving(i).await?;
         }
         Ok(e)
+    }
+
+    /// Where member `i` serves its AdminServer, with [`EnsembleOptions::admin`].
+    pub fn admin_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.members[i].admin
     }
 
     /// Member `i`'s `server.N=...` line, as `reconfig` joins it
@@ -485,6 +499,9 @@ impl ChildEnsemble {
             .arg(&m.data_dir);
         for s in m.servers.as_ref().unwrap_or(&self.servers) {
             cmd.args(["--server", s]);
+        }
+        if let Some(a) = m.admin {
+            cmd.args(["--admin-port", &a.port().to_string()]);
         }
         let child = cmd
             .env(

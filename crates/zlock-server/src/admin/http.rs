@@ -57,15 +57,27 @@ enum Run {
     /// A four-letter word's effect (`crst`, `srst`): no fields.
     Reset(AdminQuery),
     Core(Query),
+    /// A backup of the state, streamed (`super::snapshot`).
+    Snapshot,
 }
 
 /// A command: its names, the primary first (ZooKeeper's), and how it is answered.
 struct Command {
     names: &'static [&'static str],
     run: Run,
+    /// When it asks for credentials (`super::auth`).
+    ask: Ask,
+}
+
+/// When a command asks for credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    Never,
     /// It shows sessions, client addresses, watched paths or lock holders, or resets
-    /// counters: with `zlock.adminAuthRequired`, it asks for credentials (`super::auth`).
-    guarded: bool,
+    /// counters: with `zlock.adminAuthRequired`.
+    WhenRequired,
+    /// Always, as in ZooKeeper 3.9 (`snapshot`).
+    Always,
 }
 
 /// Every command served, ZooKeeper's names and aliases (`Commands.java`).
@@ -84,6 +96,11 @@ const COMMANDS: &[Command] = &[
     cmd(&["monitor", "mntr"], Run::Core(Query::Monitor)),
     cmd(&["ruok"], Run::Ruok),
     cmd(&["server_stats", "srvr"], Run::Core(Query::ServerStats)),
+    Command {
+        names: &["snapshot", "snap"],
+        run: Run::Snapshot,
+        ask: Ask::Always,
+    },
     guarded(&["sessions"], Run::Core(Query::Sessions)),
     guarded(&["stat_reset", "srst"], Run::Reset(AdminQuery::Srst)),
     guarded(&["stats", "stat"], Run::Core(Query::Stats)),
@@ -99,7 +116,7 @@ const fn cmd(names: &'static [&'static str], run: Run) -> Command {
     Command {
         names,
         run,
-        guarded: false,
+        ask: Ask::Never,
     }
 }
 
@@ -107,7 +124,7 @@ const fn guarded(names: &'static [&'static str], run: Run) -> Command {
     Command {
         names,
         run,
-        guarded: true,
+        ask: Ask::WhenRequired,
     }
 }
 
@@ -124,6 +141,10 @@ pub(crate) struct Context {
     /// (or that a `reconfig` removed) serves nobody, and the commands that read the core
     /// answer ZooKeeper's "not currently serving" error, as the four-letter words do.
     pub quorum: Option<watch::Receiver<crate::ensemble::Touch>>,
+    /// The server's counters (`snapshot_error_count`, ...).
+    pub stats: Arc<crate::stats::Stats>,
+    /// When the last `snapshot` was let through (`admin.rateLimiterIntervalInMS`).
+    pub last_snapshot: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Serves `listener` until `shutdown` turns true.
@@ -165,9 +186,24 @@ async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
             "text/html; charset=utf-8",
         );
     }
-    let (status, answer) = run(name, &req, ctx).await;
+    let (status, answer) = match run(name, &req, ctx).await {
+        Ran::Json(status, answer) => (status, answer),
+        Ran::Reply(reply) => return reply,
+    };
+    json(status, answer)
+}
+
+/// A command's answer as JSON.
+pub(super) fn json(status: StatusCode, answer: Fields) -> Reply {
     let body = serde_json::to_vec_pretty(&Value::Object(answer)).unwrap_or_default();
     with_type(status, Bytes::from(body), "application/json")
+}
+
+/// What a command answered.
+enum Ran {
+    Json(StatusCode, Fields),
+    /// A reply of its own (`snapshot`'s file).
+    Reply(Reply),
 }
 
 /// The lock dashboard: its page at `/` and `/locks` (one HTML file, inline CSS and
@@ -273,24 +309,33 @@ fn links(base: &str) -> String {
 /// The status, and `command`, `error` and the fields of command `name`; in
 /// ZooKeeper's order: an unknown command, a member not serving, then the caller's
 /// credentials if the command asks for them.
-async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> (StatusCode, Fields) {
+async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> Ran {
     let mut out = Fields::new();
     let Some(command) = find(name) else {
         out.insert("command".into(), name.into());
         out.insert("error".into(), format!("Unknown command: {name}").into());
-        return (StatusCode::OK, out);
+        return Ran::Json(StatusCode::OK, out);
     };
     let primary = command.names[0];
     out.insert("command".into(), primary.into());
     let cfg = &ctx.config;
     let serving = ctx.quorum.as_ref().is_none_or(|q| q.borrow().in_touch);
-    if command.guarded && cfg.admin.auth_required && serving {
+    let asks = match command.ask {
+        Ask::Never => false,
+        Ask::WhenRequired => cfg.admin.auth_required,
+        Ask::Always => true,
+    };
+    if asks && serving {
         if let Err(denied) = authorize(req, ctx).await {
             out.insert("error".into(), denied.message().into());
-            return (denied.status(), out);
+            return Ran::Json(denied.status(), out);
         }
     }
     let fields = match command.run {
+        Run::Snapshot if serving => {
+            return Ran::Reply(super::snapshot::answer(req, ctx, out).await);
+        }
+        Run::Snapshot => None,
         Run::Reset(_) | Run::Core(_) if !serving => None,
         Run::Ruok => Some(Fields::new()),
         Run::Configuration => Some(configuration(cfg)),
@@ -321,11 +366,11 @@ async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> (StatusCode,
             );
         }
     }
-    (StatusCode::OK, out)
+    Ran::Json(StatusCode::OK, out)
 }
 
 /// Sends `item` to the sequencer and waits for its answer, at most [`PATIENCE`].
-async fn ask<T>(ctx: &Context, item: Item, rx: oneshot::Receiver<T>) -> Option<T> {
+pub(super) async fn ask<T>(ctx: &Context, item: Item, rx: oneshot::Receiver<T>) -> Option<T> {
     let asked = async {
         ctx.commit.send(item).await.ok()?;
         rx.await.ok()

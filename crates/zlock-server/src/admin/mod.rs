@@ -9,6 +9,7 @@
 pub(crate) mod auth;
 pub(crate) mod http;
 pub(crate) mod json;
+mod snapshot;
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;

@@ -25,6 +25,10 @@
 //!   holders, or that resets counters, and before the lock dashboard (see
 //!   `crate::admin::auth`). False keeps ZooKeeper's behaviour, so that tools written
 //!   against ZooKeeper's AdminServer keep working.
+//! - `snapshot.enabled` and `rateLimiterIntervalInMS` guard the `snapshot` command as in
+//!   ZooKeeper 3.9 (503 when off; one per interval, else 429). The interval is in ms,
+//!   as ZooKeeper documents it (its 3.9 source builds the snapshot's limiter in
+//!   microseconds, so there the 5 minutes are in fact 0.3 s).
 //! - `idleTimeout` is read and ignored: zlock's endpoint bounds every connection's time
 //!   itself (see `crate::http`). It serves plain HTTP only: the TLS keys are accepted
 //!   when `false`, and `true` stops the start (an operator who asks for HTTPS must not
@@ -49,6 +53,12 @@ pub struct AdminConfig {
     /// `zlock.adminAuthRequired`: the commands that show sessions, clients, watches or
     /// lock holders ask for credentials (see the module doc).
     pub auth_required: bool,
+    /// `admin.snapshot.enabled` (ZooKeeper 3.9; default true): the `snapshot` command
+    /// is served (else 503).
+    pub snapshot_enabled: bool,
+    /// `admin.rateLimiterIntervalInMS` (ZooKeeper 3.9; default 300,000, 5 minutes, as
+    /// documented): at most one `snapshot` per interval (else 429).
+    pub rate_limit_ms: u64,
 }
 
 impl Default for AdminConfig {
@@ -59,6 +69,8 @@ impl Default for AdminConfig {
             server_port: 8080,
             command_url: "/commands".into(),
             auth_required: false,
+            snapshot_enabled: true,
+            rate_limit_ms: 300_000,
         }
     }
 }
@@ -80,6 +92,14 @@ impl AdminConfig {
             }
             "commandURL" => self.command_url = command_url(value)?,
             "idleTimeout" => return Ok(Applied::NotApplicable),
+            "snapshot.enabled" => {
+                self.snapshot_enabled = value.parse().map_err(|_| "expected true or false")?;
+            }
+            "rateLimiterIntervalInMS" => {
+                self.rate_limit_ms = value
+                    .parse()
+                    .map_err(|_| "expected a whole number of ms (0: no limit)")?;
+            }
             // Jetty's TLS: off is what zlock serves; on is refused rather than ignored,
             // so that asking for HTTPS never gets plain HTTP.
             "portUnification" | "forceHttps" | "needClientAuth" => {

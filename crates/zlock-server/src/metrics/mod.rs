@@ -40,7 +40,9 @@
 //! - Counters: `bytes_received_count`, `response_bytes`, `watch_bytes` (native lock
 //!   grants count here too: zlock's notification of the same kind),
 //!   `connection_request_count`, `connection_rejected` (`maxClientCnxns`),
-//!   `stale_sessions_expired`, `looking_count` (0 on a single node, as in ZooKeeper).
+//!   `stale_sessions_expired`, `looking_count` (0 on a single node, as in ZooKeeper),
+//!   `snapshot_error_count`, `snapshot_rate_limited_count` (the AdminServer's
+//!   `snapshot`, ZooKeeper 3.9's).
 //! - Summaries, 0.5/0.9/0.99: `readlatency`, `updatelatency` (ms, received to answered).
 //! - Summaries, 0.5: `fsynctime` (ms per fsync of the log: the WAL's on a single node,
 //!   the Raft log's on a member), `sync_processor_batch_size` (records per fsync, the
@@ -226,6 +228,8 @@ struct Counters {
     lock_requests: Counter,
     lock_grants: Counter,
     lock_failures: Counter,
+    snapshot_errors: Counter,
+    snapshots_rate_limited: Counter,
 }
 
 impl Registry {
@@ -348,6 +352,14 @@ impl Registry {
                 "zlock_native_lock_grants_total",
                 "Native lock grants pushed (hand-overs to waiters connected here).",
             ),
+            snapshot_errors: main.counter(
+                "snapshot_error_count",
+                "AdminServer snapshot commands that failed.",
+            ),
+            snapshots_rate_limited: main.counter(
+                "snapshot_rate_limited_count",
+                "AdminServer snapshot commands refused by admin.rateLimiterIntervalInMS.",
+            ),
             lock_failures: main.counter(
                 "zlock_native_lock_failures_total",
                 "Native lock requests answered with an error.",
@@ -424,6 +436,9 @@ impl Registry {
         c.lock_requests.absolute(load(&stats.lock_requests));
         c.lock_grants.absolute(load(&stats.lock_grants));
         c.lock_failures.absolute(load(&stats.lock_failures));
+        c.snapshot_errors.absolute(load(&stats.snapshot_errors));
+        c.snapshots_rate_limited
+            .absolute(load(&stats.snapshots_rate_limited));
 
         let mut out = self.main.handle.render();
         out.push_str(&self.basic.handle.render());

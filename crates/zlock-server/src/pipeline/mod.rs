@@ -117,6 +117,11 @@ pub(crate) enum Item {
         query: AdminQuery,
         done: oneshot::Sender<String>,
     },
+    /// An image of the applied state, for a backup (`crate::admin::snapshot`): O(1)
+    /// under the core's lock, in commit order.
+    Image {
+        done: oneshot::Sender<zlock_core::snapshot::Image>,
+    },
     /// The ACL of a node, as applied (None: no such node), for the AdminServer's
     /// authorization of a command (`crate::admin::auth`), read in commit order.
     Acl {

@@ -127,6 +127,9 @@ impl Core {
             Item::AdminJson { query, done } => {
                 let _ = done.send(admin::json::answer(query, &self.facts()));
             }
+            Item::Image { done } => {
+                let _ = done.send(zlock_core::snapshot::Image::of(&self.state));
+            }
             Item::Acl { path, done } => {
                 let _ = done.send(self.state.tree.get(&path).map(|n| n.acl.clone()));
             }

@@ -1,0 +1,218 @@
+//! The AdminServer's `snapshot` command (`src/admin/snapshot.rs`), answered as ZooKeeper
+//! 3.9 documents it: credentials always (401 without, 403 without ALL on `/`),
+//! `last_zxid` and `snapshot_size` headers, the file unless `streaming=false`, 503 when
+//! `admin.snapshot.enabled=false`, 429 past `admin.rateLimiterIntervalInMS` (counted in
+//! `snapshot_rate_limited_count`). The file is checked against what the server serves:
+//! every znode's data, ACL and Stat. Apache ZooKeeper 3.8 has no `snapshot` command (3.9
+//! added it), so there is no peer to run beside.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use zlock::{Client, CreateMode};
+use zlock_proto::records::{perms, Acl, Id, Stat};
+use zlock_testkit::{with_admin, with_metrics, TestServer};
+
+const T: Duration = Duration::from_secs(30);
+const AUTH: &str = "digest root:r00t";
+
+/// One GET: status, head (lower case), body bytes.
+async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String, Vec<u8>) {
+    let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: zlock\r\n{header}Connection: close\r\n\r\n");
+    let deadline = tokio::time::Instant::now() + T;
+    let mut s = loop {
+        match TcpStream::connect(addr).await {
+            Ok(s) => break s,
+            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(T, s.read_to_end(&mut got))
+        .await
+        .expect("the endpoint answers and closes")
+        .unwrap();
+    let split = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&got[..split]).to_ascii_lowercase();
+    let body = got[split + 4..].to_vec();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, head, body)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .map(str::trim)
+}
+
+/// Every znode the server serves: data, ACL, Stat.
+type Served = BTreeMap<String, (Vec<u8>, Vec<Acl>, Stat)>;
+
+async fn served(c: &Client) -> Served {
+    let mut out = BTreeMap::new();
+    let mut todo = vec!["/".to_owned()];
+    while let Some(path) = todo.pop() {
+        let (data, stat) = c.get_data(&path, false).await.unwrap();
+        let (acl, _) = c.get_acl(&path).await.unwrap();
+        for child in c.get_children(&path, false).await.unwrap() {
+            todo.push(zlock_core::path::join(&path, &child));
+        }
+        out.insert(path, (data, acl, stat));
+    }
+    out
+}
+
+/// Every znode of a backup's state.
+fn in_file(bytes: &[u8]) -> (zlock_server::backup::Header, Served) {
+    let (h, st) = zlock_server::backup::decode(bytes, zlock_core::Config::default()).unwrap();
+    let nodes = st
+        .tree
+        .iter()
+        .map(|(p, n)| {
+            let data = n.data.clone().unwrap_or_default();
+            (p.to_owned(), (data, n.acl.to_vec(), n.stat()))
+        })
+        .collect();
+    (h, nodes)
+}
+
+#[tokio::test]
+async fn snapshot_is_the_served_state_and_answers_as_zookeeper_39() {
+    let s = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+        with_metrics(cfg);
+    })
+    .await
+    .unwrap();
+    let a = s.admin_addr().unwrap();
+    let (c, _events) = Client::connect(&s.connect_string(), 30_000).await.unwrap();
+    c.create("/app", b"config", CreateMode::Persistent)
+        .await
+        .unwrap();
+    for i in 0..5 {
+        c.create("/app/job-", &[i], CreateMode::PersistentSequential)
+            .await
+            .unwrap();
+    }
+    c.create("/app/owner", b"me", CreateMode::Ephemeral)
+        .await
+        .unwrap();
+    c.create("/empty", b"", CreateMode::Persistent)
+        .await
+        .unwrap();
+    c.set_data("/app", b"config-2", -1).await.unwrap();
+    c.delete("/app/job-0000000001", -1).await.unwrap();
+
+    // No credentials, then credentials without ALL on `/`.
+    let (status, _, body) = get(a, "/commands/snapshot", None).await;
+    assert_eq!(status, 401, "{}", String::from_utf8_lossy(&body));
+    let root = Id::new("digest", &zlock_core::acl::digest_id("root:r00t").unwrap());
+    let acl = vec![
+        Acl {
+            perms: perms::ALL,
+            id: root,
+        },
+        Acl {
+            perms: perms::READ,
+            id: Id::new("world", "anyone"),
+        },
+    ];
+    c.set_acl("/", acl, -1).await.unwrap();
+    let (status, _, _) = get(a, "/commands/snap", Some("digest eve:x")).await;
+    assert_eq!(status, 403);
+
+    // As root: GetACL shows a digest's hash only to a caller with ADMIN (ZOOKEEPER-1392).
+    c.add_auth("digest", b"root:r00t").await.unwrap();
+    let want = served(&c).await;
+    let (status, head, body) = get(a, "/commands/snapshot", Some(AUTH)).await;
+    assert_eq!(status, 200, "{head}");
+    assert!(
+        head.contains("content-type: application/octet-stream"),
+        "{head}"
+    );
+    let (h, got) = in_file(&body);
+    assert_eq!(
+        header(&head, "last_zxid"),
+        Some(format!("0x{:x}", h.zxid).as_str()),
+        "{head}"
+    );
+    assert_eq!(
+        header(&head, "snapshot_size"),
+        Some(body.len().to_string().as_str())
+    );
+    let last = want.values().map(|(_, _, st)| st.mzxid).max().unwrap();
+    assert!(h.zxid >= last, "the file holds every change served");
+    assert_eq!(h.nodes as usize, got.len());
+    assert_eq!(h.sessions, 1, "the one session");
+    assert!(h.source.contains("standalone"), "{}", h.source);
+    assert_eq!(got, want, "every znode's data, ACL and Stat");
+
+    // One per interval (ZooKeeper's default, 5 minutes): the next is 429, counted.
+    let (status, _, _) = get(a, "/commands/snapshot", Some(AUTH)).await;
+    assert_eq!(status, 429);
+    let (_, _, scrape) = get(s.metrics_addr().unwrap(), "/metrics", None).await;
+    let scrape = String::from_utf8(scrape).unwrap();
+    assert!(
+        scrape.contains("snapshot_rate_limited_count 1"),
+        "{}",
+        scrape
+            .lines()
+            .filter(|l| l.contains("snapshot"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(scrape.contains("snapshot_error_count 0"));
+    s.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn snapshot_without_streaming_and_when_disabled() {
+    let s = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+        cfg.admin.rate_limit_ms = 0;
+    })
+    .await
+    .unwrap();
+    let a = s.admin_addr().unwrap();
+    let (c, _events) = Client::connect(&s.connect_string(), 30_000).await.unwrap();
+    c.create("/x", b"1", CreateMode::Persistent).await.unwrap();
+    let st = c.exists("/x", false).await.unwrap().unwrap();
+    for q in ["streaming=false", "streaming=no", "x=1&streaming=FALSE"] {
+        let (status, head, body) = get(a, &format!("/commands/snapshot?{q}"), Some(AUTH)).await;
+        assert_eq!(status, 200, "{q}: {head}");
+        assert_eq!(
+            header(&head, "last_zxid"),
+            Some(format!("0x{:x}", st.mzxid).as_str())
+        );
+        assert!(
+            header(&head, "snapshot_size")
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        assert!(body.is_empty(), "{q}: no file without streaming");
+    }
+    let (status, _, body) = get(a, "/commands/snapshot?streaming=TRUE", Some(AUTH)).await;
+    assert_eq!(status, 200);
+    assert!(!body.is_empty());
+    s.stop().await.unwrap();
+
+    let s = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+        cfg.admin.snapshot_enabled = false;
+    })
+    .await
+    .unwrap();
+    let (status, _, body) = get(s.admin_addr().unwrap(), "/commands/snapshot", Some(AUTH)).await;
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    s.stop().await.unwrap();
+}
