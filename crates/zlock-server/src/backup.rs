@@ -128,10 +128,13 @@ pub fn to_vec(image: &Image, source: &str) -> (Header, Vec<u8>) {
 /// Reads the header of `bytes` and checks both checksums and the length; the header
 /// and the payload (not decoded: see [`decode`]).
 pub fn read(bytes: &[u8]) -> Result<(Header, &[u8]), BackupError> {
-    let mut c = Cursor { bytes, at: 0 };
-    if c.take(8, "header")? != MAGIC {
+    // A file that does not start as a backup does is not one, however short.
+    let start = &bytes[..bytes.len().min(MAGIC.len())];
+    if !MAGIC.starts_with(start) {
         return Err(BackupError::Magic);
     }
+    let mut c = Cursor { bytes, at: 0 };
+    c.take(MAGIC.len(), "header")?;
     let version = c.u32("header")?;
     if version != VERSION {
         return Err(BackupError::Version(version));
