@@ -38,6 +38,7 @@ pub mod commit;
 pub mod config;
 mod conn;
 pub mod recovery;
+pub mod restore;
 
 mod admin;
 pub mod backup;

@@ -24,6 +24,40 @@ pub enum SnapshotCmd {
     /// checksums and its state checked; exit 1 if it is damaged.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
+    /// Write a new data directory from a backup, before a server starts on it: the
+    /// tree as the backup has it, no session, the zxid moved to the next epoch.
+    #[command(after_help = RESTORE_HELP)]
+    Restore(RestoreArgs),
+}
+
+const RESTORE_HELP: &str = "\
+Example:
+  zlock snapshot restore backup.zlock --data-dir /var/lib/zlock-new
+  zlock server --data-dir /var/lib/zlock-new
+
+What the restored server starts from:
+  - the backup's tree: data, ACLs, every Stat field, TTL and container nodes, lock-delays;
+  - no session: each session of the backup is closed as an expiry closes it, so its
+    ephemeral nodes are deleted and its place in lock queues goes to the next waiter;
+  - its zxid moved to the next epoch (0x100000000 above a backup made in epoch 0), so that
+    a ZooKeeper client that saw a later change of the old server is not refused.
+The data directory must hold no data yet. Restoring a member of an ensemble is not built
+yet.";
+
+#[derive(Args)]
+pub struct RestoreArgs {
+    /// The backup file (`zlock snapshot save`).
+    pub file: PathBuf,
+    /// The new data directory (dataDir).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Where the log goes, if not in the data directory (dataLogDir).
+    #[arg(long)]
+    pub data_log_dir: Option<PathBuf>,
+    /// The server's zoo.cfg, for dataDir, dataLogDir and extendedTypesEnabled (the flags
+    /// above override it).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 const SAVE_HELP: &str = "\
@@ -80,6 +114,7 @@ pub fn run(cmd: SnapshotCmd) -> i32 {
     let result = match cmd {
         SnapshotCmd::Save(a) => save(&a),
         SnapshotCmd::Status(a) => status(&a),
+        SnapshotCmd::Restore(a) => restore(&a),
     };
     match result {
         Ok(()) => 0,
@@ -252,4 +287,34 @@ fn print(a: &StatusArgs, h: &Header, size: usize) {
     println!("source         {}", h.source);
     println!("file size      {size} bytes");
     println!("checksums      ok (header and payload; the state decodes)");
+}
+
+fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
+    let mut cfg = match &a.config {
+        Some(p) => zlock_server::ServerConfig::from_file(p)?,
+        None => zlock_server::ServerConfig::default(),
+    };
+    if let Some(d) = &a.data_dir {
+        cfg.data_dir = d.clone();
+    } else if a.config.is_none() {
+        anyhow::bail!("give --data-dir (or --config naming a dataDir)");
+    }
+    if let Some(d) = &a.data_log_dir {
+        cfg.data_log_dir = Some(d.clone());
+    }
+    cfg.resolve_ensemble()?;
+    let r = zlock_server::restore::restore(&a.file, &cfg)?;
+    eprintln!(
+        "restored {} into {}: {} znodes from zxid 0x{:x} ({}), {} sessions closed ({} \
+         ephemeral nodes deleted), the server starts at zxid 0x{:x}",
+        a.file.display(),
+        cfg.data_dir.display(),
+        r.header.nodes,
+        r.header.zxid,
+        r.header.source,
+        r.sessions_closed,
+        r.ephemerals_deleted,
+        r.zxid
+    );
+    Ok(())
 }

@@ -130,6 +130,74 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
         "{before} writes before, {after} after"
     );
 
+    // Restored twice into new directories: the same tree both times; every write up to
+    // the file's zxid, none after; no session, so the lock queue's ephemerals are gone;
+    // new changes take zxids of the next epoch.
+    let mut trees = Vec::new();
+    for d in ["r1", "r2"] {
+        let data = dir.path().join(d);
+        let out = run(
+            zlock_cmd(&[
+                "snapshot",
+                "restore",
+                &file,
+                "--data-dir",
+                data.to_str().unwrap(),
+            ]),
+            "zlock snapshot restore",
+            RUN_BOUND,
+        )
+        .await;
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(out.stderr.contains("sessions closed"), "{}", out.stderr);
+        let mut srv = zlock_testkit::ChildServer::start(&data, &[]).unwrap();
+        let (r, _ev) = Client::connect(&srv.addr.to_string(), 30_000)
+            .await
+            .unwrap();
+        let mut names = r.get_children("/t", false).await.unwrap();
+        names.sort();
+        let mut want: Vec<String> = acked
+            .iter()
+            .filter(|(_, _, z)| *z <= h.zxid)
+            .map(|(p, _, _)| p.trim_start_matches("/t/").to_owned())
+            .collect();
+        want.sort();
+        assert_eq!(names, want, "{d}: the writes up to the file's zxid");
+        for (path, data, zxid) in acked.iter().filter(|(_, _, z)| *z <= h.zxid).step_by(97) {
+            let (got, stat) = r.get_data(path, false).await.unwrap();
+            assert_eq!((&got, stat.czxid), (data, *zxid), "{d}: {path}");
+        }
+        let queue = r
+            .get_children("/locks/job", false)
+            .await
+            .unwrap_or_default();
+        assert!(queue.is_empty(), "{d}: no session, no lock node: {queue:?}");
+        let (_, st) = r
+            .create("/after", b"", CreateMode::Persistent)
+            .await
+            .unwrap();
+        assert!(
+            st.czxid > 1 << 32 && st.czxid > h.zxid,
+            "{d}: 0x{:x}",
+            st.czxid
+        );
+        r.delete("/after", -1).await.unwrap();
+        let stat = r.exists("/t", false).await.unwrap().unwrap();
+        trees.push((names, stat));
+        srv.terminate().unwrap();
+    }
+    assert_eq!(trees[0], trees[1], "the same file restores the same tree");
+
+    // Into a directory that holds data: refused, nothing written.
+    let out = run(
+        zlock_cmd(&["snapshot", "restore", &file, "--data-dir", &dir.file("r1")]),
+        "zlock snapshot restore",
+        RUN_BOUND,
+    )
+    .await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("already holds data"), "{}", out.stderr);
+
     // Damage: one flipped byte in the payload, a truncated copy, not a backup at all.
     let mut flipped = bytes.clone();
     let mid = flipped.len() / 2;
@@ -149,6 +217,21 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
         .await;
         assert_eq!(out.code, 1, "{name}: {out:?}");
         assert!(out.stderr.contains(says), "{name}: {}", out.stderr);
+        let data = dir.path().join(format!("from-{name}"));
+        let out = run(
+            zlock_cmd(&[
+                "snapshot",
+                "restore",
+                &f,
+                "--data-dir",
+                data.to_str().unwrap(),
+            ]),
+            "zlock snapshot restore",
+            RUN_BOUND,
+        )
+        .await;
+        assert_eq!(out.code, 1, "restore {name}: {out:?}");
+        assert!(!data.join("snapshots").exists(), "{name}: nothing written");
     }
 }
 

@@ -1,0 +1,152 @@
+//! Restoring a backup (`crate::backup`) into a new data directory, offline, before the
+//! server starts on it: `zlock snapshot restore FILE --data-dir D`.
+//!
+//! What a restore does to the state:
+//! - **The zxid moves to the next epoch** (`(epoch + 1) << 32`, where the epoch is the
+//!   zxid's upper 32 bits, as a new ZooKeeper leader starts one). A client that saw a
+//!   change made after the backup holds a zxid above the file's; a ZooKeeper client
+//!   refuses a server whose last zxid is below the one it saw, so without the move it
+//!   could not reconnect until as many changes were made again. Past the move every
+//!   zxid the old server gave is below the restored one (unless it made 4 billion
+//!   changes after the backup).
+//! - **No session survives**: the clients of the backed-up server are not connected to
+//!   the restored one, and a session cannot be resumed across the move anyway. Each
+//!   session is closed as an expiry closes it (one CloseSession Txn each, applied right
+//!   after the move): its ephemeral nodes are deleted, its lock entries leave their
+//!   queues (the next waiter is granted), and the parents' Stats move as they would.
+//! - The tree, ACLs, every Stat field of the nodes not deleted, TTL and container nodes
+//!   and the lock-delays are the file's.
+//!
+//! Only a single node's directory is written for now; a member of an ensemble is refused
+//! with a message (its directory holds a Raft log and a membership, which a restore must
+//! make for the new ensemble).
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+use zlock_core::txn::{Origin, TxnBody};
+use zlock_core::{LogIndex, SessionId, State, Txn, Zxid};
+
+use crate::backup::{BackupError, Header};
+use crate::config::ServerConfig;
+
+/// Snapshot files a restored directory starts with.
+const KEEP: usize = 2;
+
+/// Why a restore did not happen. Nothing is written then.
+#[derive(Debug, Error)]
+pub enum RestoreError {
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", .path.display())]
+    Backup { path: PathBuf, source: BackupError },
+    #[error(
+        "{} already holds data: a restore writes a new data directory (move it aside, \
+         or give another --data-dir)",
+        .0.display()
+    )]
+    NotEmpty(PathBuf),
+    #[error(
+        "the configuration makes this server member {0} of an ensemble: restoring an \
+         ensemble member is not built yet (restore into a single node's directory, \
+         without server.N lines or --myid)"
+    )]
+    Member(u64),
+    #[error("writing the restored snapshot: {0}")]
+    Store(#[from] zlock_store::StoreError),
+}
+
+/// What a restore wrote.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    pub header: Header,
+    /// The zxid the server starts from (after the move and the sessions' closes).
+    pub zxid: i64,
+    pub sessions_closed: usize,
+    pub ephemerals_deleted: usize,
+    /// The snapshot file written.
+    pub snapshot: PathBuf,
+}
+
+/// The first zxid of the epoch after `zxid`'s.
+pub fn next_epoch(zxid: i64) -> i64 {
+    ((zxid >> 32) + 1) << 32
+}
+
+/// Restores the backup at `file` into `cfg`'s (empty) data directory.
+pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError> {
+    if let Some(e) = &cfg.ensemble {
+        return Err(RestoreError::Member(e.me));
+    }
+    for dir in [
+        cfg.snapshot_dir(),
+        cfg.wal_dir(),
+        crate::ensemble::raft_dir(cfg),
+    ] {
+        if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(RestoreError::NotEmpty(dir));
+        }
+    }
+    let bytes = std::fs::read(file).map_err(|source| RestoreError::Read {
+        path: file.to_owned(),
+        source,
+    })?;
+    let config = zlock_core::Config {
+        extended_types: cfg.extended_types,
+    };
+    let (header, mut state) =
+        crate::backup::decode(&bytes, config).map_err(|source| RestoreError::Backup {
+            path: file.to_owned(),
+            source,
+        })?;
+    state.applied = LogIndex(header.applied);
+    state.zxid = Zxid(next_epoch(state.zxid.0));
+    let before = state.tree.ephemeral_count();
+    let sessions_closed = close_sessions(&mut state);
+    let ephemerals_deleted = before - state.tree.ephemeral_count();
+    let mut payload = Vec::new();
+    zlock_core::snapshot::encode(&state, &mut payload);
+    let snapshot =
+        zlock_store::snapshot::write(&cfg.snapshot_dir(), state.applied.0, &payload, KEEP)?;
+    Ok(Restored {
+        header,
+        zxid: state.zxid.0,
+        sessions_closed,
+        ephemerals_deleted,
+        snapshot,
+    })
+}
+
+/// Closes every session of `state` as its expiry would, each in an entry of its own
+/// after the last applied one; how many.
+fn close_sessions(state: &mut State) -> usize {
+    let sessions: Vec<SessionId> = state.sessions.keys().copied().collect();
+    let time = state.time_ms;
+    for &session_id in &sessions {
+        let txn = Txn::new(
+            Origin::default(),
+            time,
+            TxnBody::CloseSession { session_id },
+        );
+        let index = state.applied.next();
+        // In order by construction: each entry follows the one before.
+        let _ = state.apply(index, &txn);
+    }
+    sessions.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_epoch_is_above_every_zxid_of_this_one() {
+        assert_eq!(next_epoch(0), 1 << 32);
+        assert_eq!(next_epoch(0x1234), 1 << 32);
+        assert_eq!(next_epoch((3 << 32) + 7), 4 << 32);
+        assert!(next_epoch(u32::MAX as i64) > u32::MAX as i64);
+    }
+}
