@@ -50,7 +50,7 @@ pub(crate) fn raft_dir(config: &ServerConfig) -> PathBuf {
     config.data_dir.join("raft")
 }
 
-fn raft_log_dir(config: &ServerConfig) -> PathBuf {
+pub(crate) fn raft_log_dir(config: &ServerConfig) -> PathBuf {
     config
         .data_log_dir
         .as_ref()

@@ -17,9 +17,12 @@
 //! - The tree, ACLs, every Stat field of the nodes not deleted, TTL and container nodes
 //!   and the lock-delays are the file's.
 //!
-//! Only a single node's directory is written for now; a member of an ensemble is refused
-//! with a message (its directory holds a Raft log and a membership, which a restore must
-//! make for the new ensemble).
+//! For a single node the directory gets the state as a snapshot, its log empty. For a
+//! member of a new ensemble (`server.N` lines and a `myid`), run on every member with
+//! the same file and configuration, it gets the same Raft directory on each
+//! (`crate::commit::raft::seed`): the state as a snapshot at one log position, the new
+//! ensemble's membership, the log purged through there. The members then elect a
+//! leader and serve the restored state; no session and the moved zxid as above.
 
 use std::path::{Path, PathBuf};
 
@@ -49,14 +52,10 @@ pub enum RestoreError {
         .0.display()
     )]
     NotEmpty(PathBuf),
-    #[error(
-        "the configuration makes this server member {0} of an ensemble: restoring an \
-         ensemble member is not built yet (restore into a single node's directory, \
-         without server.N lines or --myid)"
-    )]
-    Member(u64),
     #[error("writing the restored snapshot: {0}")]
     Store(#[from] zlock_store::StoreError),
+    #[error("writing the member's Raft directory: {0}")]
+    Seed(#[from] std::io::Error),
 }
 
 /// What a restore wrote.
@@ -78,13 +77,11 @@ pub fn next_epoch(zxid: i64) -> i64 {
 
 /// Restores the backup at `file` into `cfg`'s (empty) data directory.
 pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError> {
-    if let Some(e) = &cfg.ensemble {
-        return Err(RestoreError::Member(e.me));
-    }
     for dir in [
         cfg.snapshot_dir(),
         cfg.wal_dir(),
         crate::ensemble::raft_dir(cfg),
+        crate::ensemble::raft_log_dir(cfg),
     ] {
         if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
             return Err(RestoreError::NotEmpty(dir));
@@ -102,15 +99,31 @@ pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError
             path: file.to_owned(),
             source,
         })?;
-    state.applied = LogIndex(header.applied);
+    // A single node's log positions go on from the file's; a new ensemble's log starts
+    // over (its first entry after the seed's position).
+    state.applied = LogIndex(match cfg.ensemble {
+        None => header.applied,
+        Some(_) => 1,
+    });
     state.zxid = Zxid(next_epoch(state.zxid.0));
     let before = state.tree.ephemeral_count();
     let sessions_closed = close_sessions(&mut state);
     let ephemerals_deleted = before - state.tree.ephemeral_count();
     let mut payload = Vec::new();
     zlock_core::snapshot::encode(&state, &mut payload);
-    let snapshot =
-        zlock_store::snapshot::write(&cfg.snapshot_dir(), state.applied.0, &payload, KEEP)?;
+    let snapshot = match &cfg.ensemble {
+        None => zlock_store::snapshot::write(&cfg.snapshot_dir(), state.applied.0, &payload, KEEP)?,
+        Some(e) => {
+            let dir = crate::ensemble::raft_dir(cfg);
+            crate::commit::raft::seed::seed(
+                &dir.join("snapshots"),
+                &dir,
+                &e.members,
+                state.applied.0,
+                &payload,
+            )?
+        }
+    };
     Ok(Restored {
         header,
         zxid: state.zxid.0,

@@ -41,8 +41,15 @@ What the restored server starts from:
     ephemeral nodes are deleted and its place in lock queues goes to the next waiter;
   - its zxid moved to the next epoch (0x100000000 above a backup made in epoch 0), so that
     a ZooKeeper client that saw a later change of the old server is not refused.
-The data directory must hold no data yet. Restoring a member of an ensemble is not built
-yet.";
+The data directory must hold no data yet (a myid file may be there).
+
+A new ensemble: run it on every member with the same file and the same member list, then
+start the members:
+  zlock snapshot restore backup.zlock --data-dir /data/zl1 --myid 1 --config zoo.cfg
+  (zoo.cfg holding the new ensemble's server.N lines; or --server N=HOST:PORT:PORT;PORT
+  flags for each member, as `zlock server` takes them)
+Each member gets the same Raft log start: the state as a snapshot, the new ensemble's
+membership. Start every member on its restored directory; they elect a leader.";
 
 #[derive(Args)]
 pub struct RestoreArgs {
@@ -54,10 +61,18 @@ pub struct RestoreArgs {
     /// Where the log goes, if not in the data directory (dataLogDir).
     #[arg(long)]
     pub data_log_dir: Option<PathBuf>,
-    /// The server's zoo.cfg, for dataDir, dataLogDir and extendedTypesEnabled (the flags
-    /// above override it).
+    /// The server's zoo.cfg, for dataDir, dataLogDir, extendedTypesEnabled and an
+    /// ensemble's server.N lines (the flags override it).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// This member's id in the new ensemble (else <data-dir>/myid), as `zlock server`
+    /// takes it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=255))]
+    pub myid: Option<u64>,
+    /// A member of the new ensemble, as `zlock server --server` takes it; repeat for
+    /// every member, this one included.
+    #[arg(long = "server", value_name = "N=HOST:PORT:PORT[;PORT]", value_parser = crate::server_flag)]
+    pub servers: Vec<(String, zlock_server::config::MemberSpec)>,
 }
 
 const SAVE_HELP: &str = "\
@@ -302,13 +317,28 @@ fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
     if let Some(d) = &a.data_log_dir {
         cfg.data_log_dir = Some(d.clone());
     }
+    if let Some(v) = a.myid {
+        cfg.declared.myid = Some(v);
+    }
+    if !a.servers.is_empty() {
+        cfg.declared.members.clear();
+        for (flag, m) in &a.servers {
+            cfg.declared
+                .add(zlock_server::config::Origin::Flag(flag.clone()), m.clone())?;
+        }
+    }
     cfg.resolve_ensemble()?;
     let r = zlock_server::restore::restore(&a.file, &cfg)?;
     eprintln!(
-        "restored {} into {}: {} znodes from zxid 0x{:x} ({}), {} sessions closed ({} \
+        "restored {} into {}{}: {} znodes from zxid 0x{:x} ({}), {} sessions closed ({} \
          ephemeral nodes deleted), the server starts at zxid 0x{:x}",
         a.file.display(),
         cfg.data_dir.display(),
+        cfg.ensemble.as_ref().map_or(String::new(), |e| format!(
+            " as member {} of {}",
+            e.me,
+            e.members.len()
+        )),
         r.header.nodes,
         r.header.zxid,
         r.header.source,

@@ -187,6 +187,72 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
         srv.terminate().unwrap();
     }
     assert_eq!(trees[0], trees[1], "the same file restores the same tree");
+    let standalone = dir.path().join("r1");
+    let mut srv = zlock_testkit::ChildServer::start(&standalone, &[]).unwrap();
+    let (r, _ev) = Client::connect(&srv.addr.to_string(), 30_000)
+        .await
+        .unwrap();
+    let want = tree(&r).await;
+    srv.terminate().unwrap();
+
+    // Into a new 3-member ensemble: each member's directory restored from the same file
+    // (with its id and the new member list), then started: they elect a leader and
+    // serve the same tree as the restored single node, on every member.
+    drop(c);
+    let mut b = ChildEnsemble::start_with(EnsembleOptions::default())
+        .await
+        .expect("the second ensemble");
+    let lines: Vec<String> = (0..3)
+        .map(|i| b.server_line(i).trim_start_matches("server.").to_owned())
+        .collect();
+    for i in 0..3 {
+        b.stop(i).unwrap();
+        std::fs::remove_dir_all(b.data_dir(i)).unwrap();
+        std::fs::create_dir_all(b.data_dir(i)).unwrap();
+        let myid = (i + 1).to_string();
+        let mut args = vec![
+            "snapshot",
+            "restore",
+            &file,
+            "--data-dir",
+            b.data_dir(i).to_str().unwrap(),
+            "--myid",
+            &myid,
+        ];
+        for l in &lines {
+            args.extend(["--server", l.as_str()]);
+        }
+        let out = run(zlock_cmd(&args), "zlock snapshot restore", RUN_BOUND).await;
+        assert_eq!(out.code, 0, "member {i}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("as member {} of 3", i + 1)),
+            "{}",
+            out.stderr
+        );
+    }
+    for i in 0..3 {
+        b.start_again(i).await.unwrap();
+    }
+    let leader = b
+        .leader()
+        .await
+        .expect("the restored ensemble elects a leader");
+    let (w, _ev) = Client::connect(&b.connect_string_from(leader), 30_000)
+        .await
+        .unwrap();
+    let (_, st) = w
+        .create("/restored", b"", CreateMode::Persistent)
+        .await
+        .unwrap();
+    assert!(st.czxid > 1 << 32, "0x{:x}", st.czxid);
+    w.delete("/restored", -1).await.unwrap();
+    for i in 0..3 {
+        let (m, _ev) = Client::connect(&b.client_addr(i).to_string(), 30_000)
+            .await
+            .unwrap();
+        m.sync("/").await.unwrap();
+        assert_eq!(tree(&m).await, want, "member {i} serves the restored tree");
+    }
 
     // Into a directory that holds data: refused, nothing written.
     let out = run(
@@ -233,6 +299,36 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
         assert_eq!(out.code, 1, "restore {name}: {out:?}");
         assert!(!data.join("snapshots").exists(), "{name}: nothing written");
     }
+}
+
+/// Every znode's data and Stat outside `/zookeeper` (whose `config` is member-local), by
+/// path.
+async fn tree(
+    c: &Client,
+) -> std::collections::BTreeMap<String, (Vec<u8>, zlock_proto::records::Stat)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec!["/".to_owned()];
+    while let Some(path) = todo.pop() {
+        if path == "/zookeeper" {
+            continue;
+        }
+        let (data, mut stat) = c.get_data(&path, false).await.unwrap();
+        for child in c.get_children(&path, false).await.unwrap() {
+            let p = if path == "/" {
+                format!("/{child}")
+            } else {
+                format!("{path}/{child}")
+            };
+            todo.push(p);
+        }
+        if path == "/" {
+            // `/`'s pzxid follows the writes under it: /restored's create and delete.
+            stat.pzxid = 0;
+            stat.cversion = 0;
+        }
+        out.insert(path, (data, stat));
+    }
+    out
 }
 
 /// Without credentials the member answers 401, and `save` says what to give.

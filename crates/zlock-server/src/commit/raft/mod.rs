@@ -53,6 +53,7 @@ pub mod reconfig;
 pub mod rejoin;
 mod reporter;
 pub mod runtime;
+pub mod seed;
 pub mod sm;
 mod start;
 #[cfg(test)]
