@@ -337,6 +337,11 @@ fn locks(f: &Facts<'_>, m: &mut Fields) {
             })
         })
         .collect();
+    let followed: std::collections::BTreeSet<String> =
+        st.locks.view().iter().map(|l| l.path.to_string()).collect();
+    let mut locks = locks;
+    locks.extend(super::recipes::queues(st, &followed));
+    locks.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
     m.insert("locks".into(), locks.into());
     m.insert("native_lock_waiters".into(), st.locks.waiting().into());
     m.insert("lock_delays_running".into(), st.locks.delayed().into());

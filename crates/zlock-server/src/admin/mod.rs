@@ -9,6 +9,7 @@
 pub(crate) mod auth;
 pub(crate) mod http;
 pub(crate) mod json;
+mod recipes;
 mod snapshot;
 
 use std::fmt::Write;

@@ -1,0 +1,173 @@
+//! The lock queues of the standard recipes, derived from the tree, for `locks` and the
+//! dashboard: a service that locks with Curator or kazoo (most of the seeds' users)
+//! never touches zlock's native lock index, so without this its locks would not show.
+//!
+//! A queue is the ephemeral sequential children of one parent, in queue order
+//! (`zlock_proto::lock_order`: by create counter, as every recipe orders them). A parent
+//! is found through the tree's index of ephemeral nodes, so a look costs the number of
+//! ephemeral nodes, not of all znodes. Which recipe made an entry is read from its name:
+//! Curator's `_c_<uuid>-lock-`, `-__READ__`, `-__WRIT__` and `-lease-`, kazoo's
+//! `<uuid>__lock__` and `__rlock__`, and the plain `lock-` of ZooKeeper's own recipe
+//! and the seeds'. Who holds follows the recipes' rules: a reader holds when no writer
+//! is before it, any other entry when it is first; a semaphore's lease node exists only
+//! while its lease is held (Curator creates it after taking the semaphore's internal
+//! lock), so every lease holds. Paths the native index follows are left to it (it shows
+//! native and recipe entries of one path as one queue).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+use zlock_core::State;
+use zlock_proto::lock_order;
+
+/// Is `name` a lock recipe's contender: a sequence number after one of the recipes'
+/// lock names? (Other ephemeral sequential nodes, a service registry's instances, a
+/// leader latch's candidates, are no lock.)
+fn contender(name: &str) -> bool {
+    let Some(seq) = lock_order::sequence(name) else {
+        return false;
+    };
+    let digits = format!("{seq:010}").len();
+    let prefix = &name[..name.len().saturating_sub(digits)];
+    [
+        "lock-",
+        "__lock__",
+        "__rlock__",
+        "__READ__",
+        "__WRIT__",
+        "-lease-",
+    ]
+    .iter()
+    .any(|m| prefix.ends_with(m))
+}
+
+/// The recipe that named an entry.
+fn recipe(name: &str) -> &'static str {
+    if name.starts_with("_c_") {
+        "curator"
+    } else if name.contains("__lock__") || name.contains("__rlock__") {
+        "kazoo"
+    } else {
+        "plain"
+    }
+}
+
+/// Whether the entry reads (Curator's `__READ__`, kazoo's `__rlock__`).
+fn reads(name: &str) -> bool {
+    lock_order::is_reader(name) || name.contains("__rlock__")
+}
+
+/// Whether the entry is a semaphore's lease (Curator's `-lease-`).
+fn lease(name: &str) -> bool {
+    name.contains("-lease-")
+}
+
+/// The recipe queues outside `followed` (the native index's paths), by path.
+pub(super) fn queues(st: &State, followed: &BTreeSet<String>) -> Vec<Value> {
+    let mut parents: BTreeSet<&str> = BTreeSet::new();
+    for (_, paths) in st.tree.ephemeral_sessions() {
+        for p in paths {
+            let parent = zlock_core::path::parent(p);
+            let name = p.rsplit('/').next().unwrap_or(p);
+            if contender(name) && !followed.contains(parent) {
+                parents.insert(parent);
+            }
+        }
+    }
+    parents
+        .into_iter()
+        .filter_map(|parent| queue(st, parent))
+        .collect()
+}
+
+/// One parent's queue, if it has ephemeral sequential children.
+fn queue(st: &State, parent: &str) -> Option<Value> {
+    let node = st.tree.get(parent)?;
+    let mut owners = BTreeMap::new();
+    let names: Vec<String> = node
+        .children
+        .iter()
+        .filter_map(|c| {
+            let path = zlock_core::path::join(parent, c);
+            let n = st.tree.get(&path)?;
+            let owner = n.stat().ephemeral_owner;
+            (owner != 0 && contender(c)).then(|| {
+                owners.insert(c.to_string(), (path, owner, n.czxid, n.ctime));
+                c.to_string()
+            })
+        })
+        .collect();
+    let order = lock_order::queue(names);
+    if order.is_empty() {
+        return None;
+    }
+    let mut writer_before = false;
+    let entries: Vec<Value> = order
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| {
+            let (path, owner, czxid, ctime) = owners.get(name)?;
+            let (mode, holds) = if lease(name) {
+                ("lease", true)
+            } else if reads(name) {
+                ("read", !writer_before)
+            } else {
+                ("write", i == 0)
+            };
+            if !reads(name) && !lease(name) {
+                writer_before = true;
+            }
+            Some(json!({
+                "node": path,
+                "session_id": owner,
+                "session_id_hex": format!("0x{owner:x}"),
+                "state": if holds { "holds" } else { "queued" },
+                "mode": mode,
+                "leases": null,
+                "lock_delay_ms": 0,
+                "czxid": czxid,
+                "ctime": ctime,
+                "recipe": recipe(name),
+            }))
+        })
+        .collect();
+    Some(json!({
+        "path": parent,
+        "entries": entries,
+        "lock_delay_until": null,
+        "recipe": true,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recipes_are_told_by_their_names() {
+        assert_eq!(recipe("_c_0f3e-lock-0000000001"), "curator");
+        assert_eq!(recipe("8d1c__lock__0000000002"), "kazoo");
+        assert_eq!(recipe("lock-0000000003"), "plain");
+        assert!(reads("_c_0f3e-__READ__0000000004"));
+        assert!(reads("8d1c__rlock__0000000005"));
+        assert!(!reads("_c_0f3e-__WRIT__0000000006"));
+        assert!(lease("_c_0f3e-lease-0000000007"));
+        for yes in [
+            "_c_0f3e-lock-0000000001",
+            "8d1c__lock__0000000002",
+            "lock-0000000003",
+            "_c_0f3e-__READ__0000000004",
+            "_c_0f3e-lease-0000000007",
+        ] {
+            assert!(contender(yes), "{yes}");
+        }
+        for no in [
+            "instance-0000000001",
+            "_c_0f3e-latch-0000000001",
+            "lock",
+            "n_0000000001",
+        ] {
+            assert!(!contender(no), "{no}");
+        }
+    }
+}
