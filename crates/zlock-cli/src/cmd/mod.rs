@@ -3,5 +3,6 @@
 pub mod bench;
 pub mod demo;
 pub mod ensemble;
+pub mod import;
 pub mod lock;
 pub mod zk;

@@ -14,3 +14,4 @@ mod lock_cli;
 mod lock_demo;
 mod server_config;
 mod zk_cmds;
+mod zk_import;
