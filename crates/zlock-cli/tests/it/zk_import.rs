@@ -519,6 +519,47 @@ async fn import_from_zookeeper() {
     let diffs = differences(&live, &read_zlock(&target).await);
     assert!(diffs.is_empty(), "after the fallback: {}", diffs.join("\n"));
 
+    // 3b. A gzip-compressed newest snapshot (snapshot.compression.method=gz) reads the
+    // same; a snappy one is refused, saying what to do.
+    let gz = scratch.path().join("gz");
+    copy_dir(&zk_dir, &gz);
+    let newest = files(&gz, "snapshot").pop().unwrap();
+    let status = std::process::Command::new("gzip")
+        .arg(&newest)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let target = scratch.path().join("zl-gz");
+    let out = import(&gz, &target).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    let diffs = differences(&live, &read_zlock(&target).await);
+    assert!(
+        diffs.is_empty(),
+        "from a gzip snapshot: {}",
+        diffs.join("\n")
+    );
+    let snappy = scratch.path().join("snappy");
+    copy_dir(&zk_dir, &snappy);
+    let newest = files(&snappy, "snapshot").pop().unwrap();
+    std::fs::rename(
+        &newest,
+        newest.with_extension(format!(
+            "{}.snappy",
+            newest.extension().unwrap().to_str().unwrap()
+        )),
+    )
+    .unwrap();
+    let target = scratch.path().join("zl-snappy");
+    let out = import(&snappy, &target).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("compressed with snappy"),
+        "{}",
+        out.stderr
+    );
+    assert!(!target.exists());
+
     // 4. The last log torn inside its last entry: the entries before it are imported,
     // exactly what ZooKeeper itself recovers from the same files.
     let torn = scratch.path().join("torn");

@@ -20,6 +20,8 @@ mod log;
 mod passwd;
 mod replay;
 mod snap;
+#[cfg(test)]
+mod tests;
 mod txn;
 
 use std::path::{Path, PathBuf};

@@ -57,7 +57,7 @@ pub(crate) struct Loaded {
 }
 
 /// Why one snapshot did not read.
-enum Failure {
+pub(super) enum Failure {
     /// ZooKeeper would skip it for the one before it.
     Skip { offset: u64, what: String },
     /// ZooKeeper would not start.
@@ -127,7 +127,7 @@ fn read_file(f: &ZkFile) -> Result<Vec<u8>, ImportError> {
 }
 
 /// Decodes one snapshot's bytes (`zxid`: the one in its name).
-fn parse(
+pub(super) fn parse(
     bytes: &[u8],
     zxid: i64,
     config: zlock_core::Config,
