@@ -172,6 +172,13 @@ pub fn import(
             total,
         });
     }
+    let orphans = replay.drop_orphan_ephemerals();
+    if orphans > 0 {
+        warned(format!(
+            "{orphans} ephemeral nodes belonged to no session: deleted, as ZooKeeper \
+             deletes them when it starts"
+        ));
+    }
     let (last_zxid, max_time, replayed) = (replay.last_zxid, replay.max_time, replay.applied);
     state.zxid = zlock_core::Zxid(last_zxid);
     state.time_ms = max_time;

@@ -73,6 +73,28 @@ impl Replay<'_> {
         self.applied += 1;
     }
 
+    /// What ZooKeeper does once its log is replayed (`ZooKeeperServer.loadData`):
+    /// ephemeral nodes whose session is not among the sessions are deleted, at the last
+    /// zxid. Returns how many went.
+    pub fn drop_orphan_ephemerals(&mut self) -> usize {
+        let orphans: Vec<SessionId> = self
+            .state
+            .tree
+            .ephemeral_sessions()
+            .map(|(s, _)| *s)
+            .filter(|s| !self.state.sessions.contains_key(s))
+            .collect();
+        let mut dropped = 0;
+        for s in orphans {
+            for p in self.state.tree.ephemerals_of(s) {
+                if self.delete(&p, self.last_zxid).is_ok() {
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+
     /// `killSession`: the paths the log lists, then whatever else the session owns.
     fn close_session(&mut self, h: &Header, paths: Option<&[String]>) {
         let session = SessionId(h.client_id);

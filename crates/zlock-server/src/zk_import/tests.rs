@@ -232,3 +232,21 @@ fn a_damaged_entry_before_the_end_names_file_and_offset() {
         other => panic!("expected a corrupt entry, got {other:?}"),
     }
 }
+
+#[test]
+fn ephemerals_of_no_session_go_as_when_zookeeper_starts() {
+    let bytes = snapshot();
+    let Ok(mut loaded) = parse(&bytes, 0x20, Config::default(), &mut |_| {}) else {
+        panic!("the snapshot should read");
+    };
+    loaded.state.sessions.remove(&SessionId(0x100));
+    let mut replay = super::replay::Replay {
+        state: &mut loaded.state,
+        last_zxid: 0x30,
+        max_time: 0,
+        applied: 0,
+    };
+    assert_eq!(replay.drop_orphan_ephemerals(), 1);
+    assert!(loaded.state.tree.get("/null/eph").is_none());
+    assert_eq!(loaded.state.tree.get("/null").map(|n| n.pzxid), Some(0x30));
+}
