@@ -38,8 +38,9 @@ timeouts and passwords; the last zxid (zlock's next zxid follows it).
 
 Sessions and ephemeral nodes behave as when ZooKeeper restarts on its directory: each
 session gets one full timeout from zlock's start; a client that reconnects in time with
-its session id and password (any ZooKeeper client does this by itself) keeps its session
-and its ephemeral nodes, and the others' sessions expire and their ephemerals go.
+its session id and password (a ZooKeeper client still running does so by itself once zlock
+listens where ZooKeeper did) keeps its session and its ephemeral nodes; the other
+sessions expire and their ephemeral nodes go.
 
 Not carried over: watches (clients set them again on reconnect, as with any restart),
 quotas' usage counters under /zookeeper/quota (copied as plain nodes), ZooKeeper's tree
