@@ -278,6 +278,28 @@ async fn import_from_zookeeper() {
     );
     assert!(!target.exists());
 
+    // 3c. The logs kept apart from the snapshots (ZooKeeper's dataLogDir).
+    let split = scratch.path().join("split");
+    let split_logs = scratch.path().join("split-logs");
+    copy_dir(&zk_dir, &split);
+    std::fs::create_dir_all(split_logs.join("version-2")).unwrap();
+    for log in files(&split, "log") {
+        let to = split_logs.join("version-2").join(log.file_name().unwrap());
+        std::fs::rename(&log, to).unwrap();
+    }
+    let target = scratch.path().join("zl-split");
+    let mut cmd = zlock_cmd(&["import", "--from-zookeeper", split.to_str().unwrap()]);
+    cmd.args(["--data-log-dir", split_logs.to_str().unwrap()])
+        .args(["--data-dir", target.to_str().unwrap()]);
+    let out = run(cmd, "zlock import --data-log-dir", RUN_BOUND).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let diffs = differences(&live, &read_zlock(&target).await);
+    assert!(
+        diffs.is_empty(),
+        "with --data-log-dir: {}",
+        diffs.join("\n")
+    );
+
     // 4. The last log torn inside its last entry: the entries before it are imported,
     // exactly what ZooKeeper itself recovers from the same files.
     let torn = scratch.path().join("torn");
@@ -302,6 +324,11 @@ async fn import_from_zookeeper() {
     // entry's offset, and no directory.
     let corrupt = scratch.path().join("corrupt");
     copy_dir(&zk_dir, &corrupt);
+    // Only the first snapshot left, so that every log is read (past the newest
+    // snapshot there may be too few entries for one in the middle).
+    for snap in files(&corrupt, "snapshot").into_iter().skip(1) {
+        std::fs::remove_file(snap).unwrap();
+    }
     let (log, entry) = files(&corrupt, "log")
         .into_iter()
         .rev()
