@@ -46,6 +46,8 @@ const SNAP_MAGIC: i32 = 0x5a4b_534e;
 /// ZooKeeper's `OPEN_UNSAFE_ACL_ID`: the index that means world:anyone with every
 /// permission, never stored in the cache.
 const OPEN_ACL_INDEX: i64 = -1;
+/// A long, then a seal (a long and the string "/").
+const LAST_ZXID_SECTION: usize = 8 + 8 + 4 + 1;
 
 /// A snapshot read into a state: its tree and sessions, nothing replayed yet.
 pub(crate) struct Loaded {
@@ -231,8 +233,11 @@ pub(super) fn parse(
         }
     }
     seal(bytes, &mut r).map_err(|(offset, what)| Failure::Skip { offset, what })?;
-    if !r.is_empty() {
-        // The tree digest (3.6+): its zxid, its version, the digest (a hex string
+    // After the seal: the tree digest (3.6+, unless zookeeper.digest.enabled=false),
+    // then the last processed zxid (3.9+). A section of 21 bytes can only be the
+    // latter (a zxid and a seal; a digest section is longer).
+    if !r.is_empty() && r.remaining() != LAST_ZXID_SECTION {
+        // The tree digest: its zxid, its version, the digest (a hex string
         // before version 2), then a seal of its own.
         let digest = (|| {
             r.read_i64()?;

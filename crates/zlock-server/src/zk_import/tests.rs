@@ -250,3 +250,14 @@ fn ephemerals_of_no_session_go_as_when_zookeeper_starts() {
     assert!(loaded.state.tree.get("/null/eph").is_none());
     assert_eq!(loaded.state.tree.get("/null").map(|n| n.pzxid), Some(0x30));
 }
+
+#[test]
+fn a_last_zxid_section_without_a_digest_reads() {
+    let mut bytes = snapshot();
+    // Cut the digest section, put a 3.9 last-processed-zxid section in its place.
+    let end_of_tree = bytes.len() - (8 + 4 + 8 + 13);
+    bytes.truncate(end_of_tree);
+    bytes.write_i64(0x21);
+    seal(&mut bytes);
+    assert!(parse(&bytes, 0x20, Config::default(), &mut |_| {}).is_ok());
+}
