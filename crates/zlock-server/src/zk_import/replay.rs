@@ -20,7 +20,7 @@ use zlock_core::tree::Node;
 use zlock_core::{SessionId, State};
 use zlock_proto::records::Acl;
 
-use super::snap::{imported_session, kind_of};
+use super::snap::{imported_session, kind_of, well_formed};
 use super::txn::{Header, ZkTxn};
 
 /// The state being rebuilt and what the replay learned beside it.
@@ -160,7 +160,9 @@ impl Replay<'_> {
         h: &Header,
     ) -> Result<(), Missed> {
         let parent = parent_of(path).ok_or(Missed::NoNode)?;
-        if !self.state.tree.contains(parent) {
+        // ZooKeeper validates paths before it logs them; a path it could not have
+        // logged creates nothing here either.
+        if !well_formed(path) || !self.state.tree.contains(parent) {
             return Err(Missed::NoNode);
         }
         let acl = self.state.tree.intern_acl(acl.to_vec());

@@ -212,6 +212,12 @@ pub(super) fn parse(
         } else {
             path
         };
+        if path != "/" && !well_formed(&path) {
+            return Err(Failure::Skip {
+                offset: node_at,
+                what: format!("node path {path:?} is not an absolute path"),
+            });
+        }
         if path != "/" && !state.tree.contains(zlock_core::path::parent(&path)) {
             return Err(Failure::Skip {
                 offset: node_at,
@@ -288,6 +294,12 @@ fn seal(bytes: &[u8], r: &mut Reader<'_>) -> Result<(), (u64, String)> {
         ));
     }
     Ok(())
+}
+
+/// An absolute path other than the root, as ZooKeeper's clients must send them: no
+/// empty segment (so no trailing '/').
+pub(crate) fn well_formed(path: &str) -> bool {
+    path.len() > 1 && path.starts_with('/') && path[1..].split('/').all(|s| !s.is_empty())
 }
 
 /// A session as zlock keeps it: the password is the one ZooKeeper gave the client

@@ -143,6 +143,8 @@ fn a_damaged_snapshot_is_skipped_with_its_offset() {
         Err(Failure::Skip { what, .. }) => assert!(what.contains("checksum mismatch"), "{what}"),
         _ => panic!("a failed checksum skips the snapshot"),
     }
+    assert!(super::snap::well_formed("/a/b") && !super::snap::well_formed("a"));
+    assert!(!super::snap::well_formed("/a/") && !super::snap::well_formed("//a"));
     let cut = &snapshot()[..100];
     assert!(matches!(
         parse(cut, 0x20, Config::default(), &mut |_| {}),
