@@ -15,9 +15,9 @@ pub enum ImportError {
     },
     /// No `snapshot.<zxid>` in the directory given (nor in its `version-2`).
     #[error(
-        "{}: no ZooKeeper snapshot here (expected {}/version-2/snapshot.<zxid>; \
-         give ZooKeeper's dataDir)",
-        dir.display(), dir.display()
+        "{}: no ZooKeeper snapshot (snapshot.<zxid>) here; give ZooKeeper's dataDir, \
+         the directory holding version-2",
+        dir.display()
     )]
     NoSnapshot { dir: PathBuf },
     /// Every snapshot failed to read; each reason is listed.
