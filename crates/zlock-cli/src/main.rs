@@ -34,6 +34,10 @@ enum Cmd {
     /// `zlock ensemble --members 3`
     #[command(after_help = ENSEMBLE_HELP)]
     Ensemble(cmd::ensemble::EnsembleArgs),
+    /// Create a zlock data directory from Apache ZooKeeper's (3.5-3.9) data files:
+    /// `zlock import --from-zookeeper /var/lib/zookeeper --data-dir /var/lib/zlock`
+    #[command(after_help = cmd::import::AFTER_HELP)]
+    Import(cmd::import::ImportArgs),
     /// Measure a server: `zlock bench ops --server 127.0.0.1:2181 --clients 32`
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -362,6 +366,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Lock(a) => std::process::exit(cmd::lock::run(a)),
         Cmd::Demo(d) => std::process::exit(cmd::demo::run(d)),
         Cmd::Snapshot(c) => std::process::exit(cmd::snapshot::run(c)),
+        Cmd::Import(a) => std::process::exit(cmd::import::run(a)),
         other => Cli { cmd: other },
     };
     tracing_subscriber::fmt()
@@ -413,6 +418,6 @@ fn main() -> anyhow::Result<()> {
                 anyhow::Ok(())
             })
         }
-        Cmd::Zk(_) | Cmd::Lock(_) | Cmd::Demo(_) | Cmd::Snapshot(_) => Ok(()),
+        Cmd::Zk(_) | Cmd::Lock(_) | Cmd::Demo(_) | Cmd::Snapshot(_) | Cmd::Import(_) => Ok(()),
     }
 }

@@ -26,6 +26,8 @@
 //!   commands as JSON over HTTP, and zlock's `locks` and `sessions`.
 //! - `http`: the small bounded HTTP/1 server under the metrics endpoint and the
 //!   AdminServer.
+//! - [`zk_import`]: `zlock import --from-zookeeper`: ZooKeeper's snapshot and logs
+//!   replayed as ZooKeeper recovers them, written as a zlock snapshot.
 //! - `metrics`: Prometheus metrics over HTTP (`metricsProvider.*`), ZooKeeper's names
 //!   and zlock's own; the list of what is exported and what not is its module doc.
 //!
@@ -52,6 +54,7 @@ mod snapshot;
 pub mod stages;
 mod stats;
 pub mod tls;
+pub mod zk_import;
 
 use std::future::Future;
 use std::net::SocketAddr;

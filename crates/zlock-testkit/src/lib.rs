@@ -317,6 +317,8 @@ pub struct ZooKeeper {
     pub addr: SocketAddr,
     /// Its AdminServer (`/commands`), if started with [`ZooKeeper::start_with_admin`].
     pub admin_addr: Option<SocketAddr>,
+    /// Its `dataDir` (holding `version-2`).
+    pub data_dir: PathBuf,
     child: Option<Child>,
     _dir: TempDir,
 }
@@ -339,20 +341,37 @@ const ADMIN_JARS: [&str; 11] = [
 
 impl ZooKeeper {
     pub fn start() -> anyhow::Result<ZooKeeper> {
-        Self::start_opts(false)
+        Self::start_opts(false, None, "")
+    }
+
+    /// Starts it on `data_dir` (a new temp directory if None) with `extra` zoo.cfg lines
+    /// (`snapCount=10\n`, say), so a test can make ZooKeeper write files of its own,
+    /// stop it ([`ZooKeeper::stop`]) and read or restart on them.
+    pub fn start_on(data_dir: Option<&Path>, extra: &str) -> anyhow::Result<ZooKeeper> {
+        Self::start_opts(false, data_dir, extra)
+    }
+
+    /// Kills the server (SIGKILL to its pid, as a crash) and waits for it; its data
+    /// directory stays until this is dropped.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// Starts it with its AdminServer (`admin.enableServer=true`) on a free loopback
     /// port, [`ZooKeeper::admin_addr`], and waits until that answers too.
     pub fn start_with_admin() -> anyhow::Result<ZooKeeper> {
-        Self::start_opts(true)
+        Self::start_opts(true, None, "")
     }
 
-    fn start_opts(admin: bool) -> anyhow::Result<ZooKeeper> {
+    fn start_opts(admin: bool, data_dir: Option<&Path>, extra: &str) -> anyhow::Result<ZooKeeper> {
         find(Peer::ZooKeeper)?;
         let dir = tempfile::tempdir()?;
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");
+        let data = data_dir.map_or_else(|| dir.path().join("data"), Path::to_path_buf);
         let admin_port = admin.then(free_port);
         let admin_keys = match admin_port {
             Some(p) => format!(
@@ -366,8 +385,8 @@ impl ZooKeeper {
                 "tickTime=100\nminSessionTimeout=200\nmaxSessionTimeout=60000\n\
                  dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
                  maxClientCnxns=0\n{admin_keys}4lw.commands.whitelist=*\n\
-                 extendedTypesEnabled=true\nznode.container.checkIntervalMs=100\n",
-                dir.path().join("data").display()
+                 extendedTypesEnabled=true\nznode.container.checkIntervalMs=100\n{extra}",
+                data.display()
             ),
         )?;
         let mut class_path = format!("{ZK_JAR}:/usr/share/java/slf4j-simple.jar");
@@ -400,6 +419,7 @@ impl ZooKeeper {
         let zk = ZooKeeper {
             addr,
             admin_addr,
+            data_dir: data,
             child: Some(child),
             _dir: dir,
         };

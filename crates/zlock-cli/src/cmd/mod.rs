@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod demo;
 pub mod ensemble;
+pub mod import;
 pub mod lock;
 pub mod snapshot;
 pub mod zk;

@@ -15,3 +15,4 @@ mod lock_demo;
 mod server_config;
 mod snapshot_cli;
 mod zk_cmds;
+mod zk_import;
