@@ -4,7 +4,8 @@
 //! long:
 //! - a request is HTTP/1 only (hyper's parser); its head is bounded by hyper's read
 //!   buffer, set to [`MAX_HEAD`]: larger is answered 431, malformed 400, by hyper;
-//!   a body is never read;
+//!   a body is read only by the AdminServer's `restore` (at most
+//!   `admin::restore::MAX_BODY`, and within the connection's lifetime below);
 //! - a client slower than [`HEAD_TIMEOUT`] to send its request head is disconnected
 //!   (hyper's header read timeout); any connection is asked to close after
 //!   [`CONN_LIFETIME`] (keep-alive clients reconnect) and dropped [`GRACE`] later

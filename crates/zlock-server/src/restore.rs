@@ -94,21 +94,18 @@ pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError
     let config = zlock_core::Config {
         extended_types: cfg.extended_types,
     };
-    let (header, mut state) =
-        crate::backup::decode(&bytes, config).map_err(|source| RestoreError::Backup {
-            path: file.to_owned(),
-            source,
-        })?;
     // A single node's log positions go on from the file's; a new ensemble's log starts
     // over (its first entry after the seed's position).
-    state.applied = LogIndex(match cfg.ensemble {
-        None => header.applied,
-        Some(_) => 1,
-    });
-    state.zxid = Zxid(next_epoch(state.zxid.0));
-    let before = state.tree.ephemeral_count();
-    let sessions_closed = close_sessions(&mut state);
-    let ephemerals_deleted = before - state.tree.ephemeral_count();
+    let first = cfg.ensemble.as_ref().map(|_| 1);
+    let Prepared {
+        header,
+        state,
+        sessions_closed,
+        ephemerals_deleted,
+    } = prepare(&bytes, config, first).map_err(|source| RestoreError::Backup {
+        path: file.to_owned(),
+        source,
+    })?;
     let mut payload = Vec::new();
     zlock_core::snapshot::encode(&state, &mut payload);
     let snapshot = match &cfg.ensemble {
@@ -130,6 +127,35 @@ pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError
         sessions_closed,
         ephemerals_deleted,
         snapshot,
+    })
+}
+
+/// A backup's state made ready to serve: the zxid moved, every session closed.
+pub struct Prepared {
+    pub header: Header,
+    pub state: State,
+    pub sessions_closed: usize,
+    pub ephemerals_deleted: usize,
+}
+
+/// Decodes the backup in `bytes` and prepares its state (see the module doc). The
+/// state's log position is `applied`, else the file's.
+pub fn prepare(
+    bytes: &[u8],
+    config: zlock_core::Config,
+    applied: Option<u64>,
+) -> Result<Prepared, BackupError> {
+    let (header, mut state) = crate::backup::decode(bytes, config)?;
+    state.applied = LogIndex(applied.unwrap_or(header.applied));
+    state.zxid = Zxid(next_epoch(state.zxid.0));
+    let before = state.tree.ephemeral_count();
+    let sessions_closed = close_sessions(&mut state);
+    let ephemerals_deleted = before - state.tree.ephemeral_count();
+    Ok(Prepared {
+        header,
+        state,
+        sessions_closed,
+        ephemerals_deleted,
     })
 }
 

@@ -357,6 +357,7 @@ impl Running {
                 quorum: member.quorum.clone(),
                 stats: p.stats.clone(),
                 last_snapshot: std::sync::Mutex::new(None),
+                last_restore: std::sync::Mutex::new(None),
             };
             tasks.push(tokio::spawn(admin::http::serve(listener, ctx, stopping)));
         }

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,7 +22,13 @@ use crate::pipeline::Item;
 const KEEP: usize = 2;
 
 pub(crate) struct SnapshotWorker {
-    tx: Option<std_mpsc::SyncSender<Image>>,
+    tx: Option<std_mpsc::SyncSender<(u64, Image)>>,
+    dir: PathBuf,
+    /// Bumped by [`SnapshotWorker::write_now`]: an image taken before is not written
+    /// (it would replace, at the same log position, the state written now).
+    generation: Arc<AtomicU64>,
+    /// Held while a snapshot is written, by the worker or by `write_now`.
+    busy: Arc<std::sync::Mutex<()>>,
     handle: Option<JoinHandle<()>>,
     /// Set at shutdown: a snapshot still being written is abandoned (the log holds
     /// everything it would have), so stopping does not wait for hundreds of MB.
@@ -56,14 +62,29 @@ impl SnapshotWorker {
         commit: mpsc::Sender<Item>,
         timer: Option<metrics::Histogram>,
     ) -> std::io::Result<Self> {
-        let (tx, rx) = std_mpsc::sync_channel::<Image>(1);
+        let (tx, rx) = std_mpsc::sync_channel::<(u64, Image)>(1);
         let stopping = Arc::new(AtomicBool::new(false));
         let stop_flag = stopping.clone();
+        let generation = Arc::new(AtomicU64::new(0));
+        let busy = Arc::new(std::sync::Mutex::new(()));
+        let (current, held) = (generation.clone(), busy.clone());
+        let worker_dir = dir.clone();
         let handle = std::thread::Builder::new()
             .name("zlock-snapshot".into())
             .spawn(move || {
+                let dir = worker_dir;
                 let mut previous: Option<u64> = None;
-                while let Ok(image) = rx.recv() {
+                while let Ok((taken, image)) = rx.recv() {
+                    let _busy = held
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if taken != current.load(Ordering::SeqCst) {
+                        tracing::info!(
+                            index = image.applied.0,
+                            "snapshot image from before a restore: not written"
+                        );
+                        continue;
+                    }
                     let started = std::time::Instant::now();
                     let index = image.applied.0;
                     let written = zlock_store::snapshot::write_with(&dir, index, KEEP, |w| {
@@ -102,9 +123,24 @@ impl SnapshotWorker {
             })?;
         Ok(SnapshotWorker {
             tx: Some(tx),
+            dir,
+            generation,
+            busy,
             handle: Some(handle),
             stopping,
         })
+    }
+
+    /// Writes `payload` as the snapshot of log position `index` now, durably, and
+    /// removes every older snapshot; an image the worker took before is not written
+    /// after it (for a restore: a restart must find this state, not one before it).
+    pub fn write_now(&mut self, index: u64, payload: &[u8]) -> zlock_store::Result<PathBuf> {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let _busy = self
+            .busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        zlock_store::snapshot::write(&self.dir, index, payload, 1)
     }
 
     /// Takes an image of `state` and hands it to the worker; skipped if the previous
@@ -112,7 +148,7 @@ impl SnapshotWorker {
     pub fn submit(&mut self, state: &State) {
         let Some(tx) = &self.tx else { return };
         let started = std::time::Instant::now();
-        let image = Image::of(state);
+        let image = (self.generation.load(Ordering::SeqCst), Image::of(state));
         tracing::debug!(
             us = started.elapsed().as_micros() as u64,
             "snapshot image taken"

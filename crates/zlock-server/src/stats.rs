@@ -53,6 +53,11 @@ pub struct Stats {
     /// AdminServer `snapshot` commands refused by the rate limit
     /// (`snapshot_rate_limited_count`).
     pub snapshots_rate_limited: AtomicU64,
+    /// AdminServer `restore` commands that failed (`restore_error_count`).
+    pub restore_errors: AtomicU64,
+    /// AdminServer `restore` commands refused by the rate limit
+    /// (`restore_rate_limited_count`).
+    pub restores_rate_limited: AtomicU64,
     pub started: Started,
     /// The summaries recorded on the request path; `None` while metrics are off.
     pub timings: Option<Timings>,

@@ -354,4 +354,21 @@ async fn save_without_credentials_says_what_to_give() {
     assert!(out.stderr.contains("401"), "{}", out.stderr);
     assert!(out.stderr.contains("--auth"), "{}", out.stderr);
     assert!(!std::path::Path::new(&file).exists());
+
+    // ZooKeeper 3.9's restore on a running member: refused, saying how.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(&admin).await.unwrap();
+    s.write_all(
+        b"POST /commands/restore HTTP/1.1\r\nHost: z\r\nAuthorization: digest a:b\r\n\
+          Content-Length: 3\r\nConnection: close\r\n\r\nabc",
+    )
+    .await
+    .unwrap();
+    let mut got = String::new();
+    tokio::time::timeout(RUN_BOUND, s.read_to_string(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    assert!(got.contains("zlock snapshot restore"), "{got}");
 }

@@ -14,8 +14,10 @@
 //!   currently serving requests" error;
 //! - zlock's lock dashboard: its page at `/` and `/locks` (`dashboard.html`), and
 //!   `/locks.json`, what the page polls;
-//! - another path: 404; another method: 405 with `Allow: GET, HEAD` (ZooKeeper's
-//!   POST-only commands, `snapshot`, `restore`, `shed_connections`, are not served).
+//! - `snapshot` (GET) and `restore` (POST, the backup as the body), ZooKeeper 3.9's
+//!   (`super::snapshot`, `super::restore`); `shed_connections` is not served;
+//! - another path: 404; another method: 405 with `Allow: GET, HEAD` (`POST` for
+//!   `restore`).
 //!
 //! With `zlock.adminAuthRequired`, the commands that show sessions, clients, watches or
 //! lock holders, and the dashboard, ask for credentials first (`super::auth`).
@@ -59,6 +61,8 @@ enum Run {
     Core(Query),
     /// A backup of the state, streamed (`super::snapshot`).
     Snapshot,
+    /// A backup served instead of the state (`super::restore`).
+    Restore,
 }
 
 /// A command: its names, the primary first (ZooKeeper's), and how it is answered.
@@ -99,6 +103,11 @@ const COMMANDS: &[Command] = &[
     Command {
         names: &["snapshot", "snap"],
         run: Run::Snapshot,
+        ask: Ask::Always,
+    },
+    Command {
+        names: &["restore", "rest"],
+        run: Run::Restore,
         ask: Ask::Always,
     },
     guarded(&["sessions"], Run::Core(Query::Sessions)),
@@ -145,6 +154,8 @@ pub(crate) struct Context {
     pub stats: Arc<crate::stats::Stats>,
     /// When the last `snapshot` was let through (`admin.rateLimiterIntervalInMS`).
     pub last_snapshot: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the last `restore` was let through (the same interval).
+    pub last_restore: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Serves `listener` until `shutdown` turns true.
@@ -172,13 +183,25 @@ async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
             )
         }
     };
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+    let name = rest.strip_prefix('/').unwrap_or(rest).to_owned();
+    // `restore` takes its file as a POST's body, as in ZooKeeper 3.9; every other
+    // command is a GET.
+    let posts = find(&name).is_some_and(|c| c.run == Run::Restore);
+    let allowed = match posts {
+        true => req.method() == Method::POST,
+        false => req.method() == Method::GET || req.method() == Method::HEAD,
+    };
+    if !allowed {
+        let (text, allow) = match posts {
+            true => ("only POST, with the backup file as the body\n", "POST"),
+            false => ("only GET and HEAD\n", "GET, HEAD"),
+        };
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, text);
         r.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            .insert(ALLOW, HeaderValue::from_static(allow));
         return r;
     }
-    let name = rest.strip_prefix('/').unwrap_or(rest);
+    let name = name.as_str();
     if name.is_empty() {
         return with_type(
             StatusCode::OK,
@@ -189,6 +212,7 @@ async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
     let (status, answer) = match run(name, &req, ctx).await {
         Ran::Json(status, answer) => (status, answer),
         Ran::Reply(reply) => return reply,
+        Ran::Restore(out) => return super::restore::answer(req, ctx, out).await,
     };
     json(status, answer)
 }
@@ -204,6 +228,8 @@ enum Ran {
     Json(StatusCode, Fields),
     /// A reply of its own (`snapshot`'s file).
     Reply(Reply),
+    /// `restore`, its checks passed: it reads the request's body.
+    Restore(Fields),
 }
 
 /// The lock dashboard: its page at `/` and `/locks` (one HTML file, inline CSS and
@@ -336,6 +362,8 @@ async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> Ran {
             return Ran::Reply(super::snapshot::answer(req, ctx, out).await);
         }
         Run::Snapshot => None,
+        Run::Restore if serving => return Ran::Restore(out),
+        Run::Restore => None,
         Run::Reset(_) | Run::Core(_) if !serving => None,
         Run::Ruok => Some(Fields::new()),
         Run::Configuration => Some(configuration(cfg)),
@@ -371,11 +399,21 @@ async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> Ran {
 
 /// Sends `item` to the sequencer and waits for its answer, at most [`PATIENCE`].
 pub(super) async fn ask<T>(ctx: &Context, item: Item, rx: oneshot::Receiver<T>) -> Option<T> {
+    ask_within(ctx, item, rx, PATIENCE).await
+}
+
+/// [`ask`], waiting at most `patience`.
+pub(super) async fn ask_within<T>(
+    ctx: &Context,
+    item: Item,
+    rx: oneshot::Receiver<T>,
+    patience: Duration,
+) -> Option<T> {
     let asked = async {
         ctx.commit.send(item).await.ok()?;
         rx.await.ok()
     };
-    tokio::time::timeout(PATIENCE, asked).await.ok()?
+    tokio::time::timeout(patience, asked).await.ok()?
 }
 
 /// Adds what is read from the disk or `/proc`, after the core answered.

@@ -10,6 +10,7 @@ pub(crate) mod auth;
 pub(crate) mod http;
 pub(crate) mod json;
 mod recipes;
+mod restore;
 mod snapshot;
 
 use std::fmt::Write;

@@ -103,9 +103,14 @@ pub(super) async fn answer(req: &Request<Incoming>, ctx: &Context, mut out: Fiel
 
 /// The rate limit: one snapshot per `admin.rateLimiterIntervalInMS` (0: no limit).
 fn allowed(ctx: &Context) -> bool {
+    let_through(ctx, &ctx.last_snapshot)
+}
+
+/// One per `admin.rateLimiterIntervalInMS` since `last` (0: no limit); records this one
+/// when it is let through.
+pub(super) fn let_through(ctx: &Context, last: &std::sync::Mutex<Option<Instant>>) -> bool {
     let interval = Duration::from_millis(ctx.config.admin.rate_limit_ms);
-    let mut last = ctx
-        .last_snapshot
+    let mut last = last
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let now = Instant::now();

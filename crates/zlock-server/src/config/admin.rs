@@ -56,6 +56,9 @@ pub struct AdminConfig {
     /// `admin.snapshot.enabled` (ZooKeeper 3.9; default true): the `snapshot` command
     /// is served (else 503).
     pub snapshot_enabled: bool,
+    /// `admin.restore.enabled` (ZooKeeper 3.9; default true): the `restore` command is
+    /// served (else 503).
+    pub restore_enabled: bool,
     /// `admin.rateLimiterIntervalInMS` (ZooKeeper 3.9; default 300,000, 5 minutes, as
     /// documented): at most one `snapshot` per interval (else 429).
     pub rate_limit_ms: u64,
@@ -70,6 +73,7 @@ impl Default for AdminConfig {
             command_url: "/commands".into(),
             auth_required: false,
             snapshot_enabled: true,
+            restore_enabled: true,
             rate_limit_ms: 300_000,
         }
     }
@@ -94,6 +98,9 @@ impl AdminConfig {
             "idleTimeout" => return Ok(Applied::NotApplicable),
             "snapshot.enabled" => {
                 self.snapshot_enabled = value.parse().map_err(|_| "expected true or false")?;
+            }
+            "restore.enabled" => {
+                self.restore_enabled = value.parse().map_err(|_| "expected true or false")?;
             }
             "rateLimiterIntervalInMS" => {
                 self.rate_limit_ms = value

@@ -41,8 +41,9 @@
 //!   grants count here too: zlock's notification of the same kind),
 //!   `connection_request_count`, `connection_rejected` (`maxClientCnxns`),
 //!   `stale_sessions_expired`, `looking_count` (0 on a single node, as in ZooKeeper),
-//!   `snapshot_error_count`, `snapshot_rate_limited_count` (the AdminServer's
-//!   `snapshot`, ZooKeeper 3.9's).
+//!   `snapshot_error_count`, `snapshot_rate_limited_count`, `restore_error_count`,
+//!   `restore_rate_limited_count` (the AdminServer's `snapshot` and `restore`,
+//!   ZooKeeper 3.9's).
 //! - Summaries, 0.5/0.9/0.99: `readlatency`, `updatelatency` (ms, received to answered).
 //! - Summaries, 0.5: `fsynctime` (ms per fsync of the log: the WAL's on a single node,
 //!   the Raft log's on a member), `sync_processor_batch_size` (records per fsync, the
@@ -230,6 +231,8 @@ struct Counters {
     lock_failures: Counter,
     snapshot_errors: Counter,
     snapshots_rate_limited: Counter,
+    restore_errors: Counter,
+    restores_rate_limited: Counter,
 }
 
 impl Registry {
@@ -360,6 +363,14 @@ impl Registry {
                 "snapshot_rate_limited_count",
                 "AdminServer snapshot commands refused by admin.rateLimiterIntervalInMS.",
             ),
+            restore_errors: main.counter(
+                "restore_error_count",
+                "AdminServer restore commands that failed.",
+            ),
+            restores_rate_limited: main.counter(
+                "restore_rate_limited_count",
+                "AdminServer restore commands refused by admin.rateLimiterIntervalInMS.",
+            ),
             lock_failures: main.counter(
                 "zlock_native_lock_failures_total",
                 "Native lock requests answered with an error.",
@@ -439,6 +450,9 @@ impl Registry {
         c.snapshot_errors.absolute(load(&stats.snapshot_errors));
         c.snapshots_rate_limited
             .absolute(load(&stats.snapshots_rate_limited));
+        c.restore_errors.absolute(load(&stats.restore_errors));
+        c.restores_rate_limited
+            .absolute(load(&stats.restores_rate_limited));
 
         let mut out = self.main.handle.render();
         out.push_str(&self.basic.handle.render());

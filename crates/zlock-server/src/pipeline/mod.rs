@@ -122,6 +122,14 @@ pub(crate) enum Item {
     Image {
         done: oneshot::Sender<zlock_core::snapshot::Image>,
     },
+    /// A backup's prepared state to serve instead of the current one (the AdminServer's
+    /// `restore`, single node only): a batch ends with it, and the sequencer swaps the
+    /// state once everything before it is applied (see `Core::restore`). The answer is
+    /// the restored state's zxid, or why not.
+    Restore {
+        state: Box<zlock_core::State>,
+        done: oneshot::Sender<Result<i64, String>>,
+    },
     /// The ACL of a node, as applied (None: no such node), for the AdminServer's
     /// authorization of a command (`crate::admin::auth`), read in commit order.
     Acl {

@@ -69,6 +69,9 @@ impl<C: Commit> Sequencer<C> {
                 }
                 Err(e) => return self.fail(e),
             }
+            // Everything before a restore is applied by now (the WAL applies before
+            // `submit` returns).
+            locked(&self.core, Core::restore);
             if flow == Flow::Stop {
                 break;
             }
@@ -130,6 +133,12 @@ impl Step {
                     }
                 }
                 Item::Trouble(e) if !matches!(e, CommitError::Unavailable(_)) => return Err(e),
+                // A restore ends the batch: what comes after it applies to the
+                // restored state (`Core::restore`).
+                it @ Item::Restore { .. } => {
+                    self.batch.push(it);
+                    break;
+                }
                 it => self.batch.push(it),
             }
             if self.batch.len() < MAX_BATCH {

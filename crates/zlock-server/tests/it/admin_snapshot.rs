@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zlock::{Client, CreateMode};
@@ -23,14 +25,7 @@ const AUTH: &str = "digest root:r00t";
 async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String, Vec<u8>) {
     let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
     let req = format!("GET {path} HTTP/1.1\r\nHost: zlock\r\n{header}Connection: close\r\n\r\n");
-    let deadline = tokio::time::Instant::now() + T;
-    let mut s = loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => break s,
-            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let mut s = connect(addr).await;
     s.write_all(req.as_bytes()).await.unwrap();
     let mut got = Vec::new();
     tokio::time::timeout(T, s.read_to_end(&mut got))
@@ -45,6 +40,18 @@ async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String, 
     let body = got[split + 4..].to_vec();
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
     (status, head, body)
+}
+
+/// The admin port, which the server binds once it has started: retried for a while.
+async fn connect(addr: SocketAddr) -> TcpStream {
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        match TcpStream::connect(addr).await {
+            Ok(s) => return s,
+            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
 }
 
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -215,4 +222,157 @@ async fn snapshot_without_streaming_and_when_disabled() {
     let (status, _, body) = get(s.admin_addr().unwrap(), "/commands/snapshot", Some(AUTH)).await;
     assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
     s.stop().await.unwrap();
+
+    // restore: a body that is no backup, or none, is 400 and changes nothing (ZooKeeper
+    // answers a snapshot that does not read with 500); disabled, 503.
+    let s = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+        cfg.admin.rate_limit_ms = 0;
+    })
+    .await
+    .unwrap();
+    let a = s.admin_addr().unwrap();
+    let (c, _events) = Client::connect(&s.connect_string(), 30_000).await.unwrap();
+    c.create("/kept", b"", CreateMode::Persistent)
+        .await
+        .unwrap();
+    for body in [&b"not a backup"[..], b""] {
+        let (status, v) = post(a, "/commands/rest", Some(AUTH), body).await;
+        assert_eq!(status, 400, "{v}");
+    }
+    assert!(
+        c.exists("/kept", false).await.unwrap().is_some(),
+        "unchanged"
+    );
+    s.stop().await.unwrap();
+    let s = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+        cfg.admin.restore_enabled = false;
+    })
+    .await
+    .unwrap();
+    let (status, v) = post(
+        s.admin_addr().unwrap(),
+        "/commands/restore",
+        Some(AUTH),
+        b"x",
+    )
+    .await;
+    assert_eq!(status, 503, "{v}");
+    s.stop().await.unwrap();
+}
+
+/// One POST of `body`: status and the JSON answer.
+async fn post(addr: SocketAddr, path: &str, auth: Option<&str>, body: &[u8]) -> (u16, Value) {
+    let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: zlock\r\n{header}Content-Type: application/octet-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut s = connect(addr).await;
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(T, s.read_to_end(&mut got))
+        .await
+        .expect("the endpoint answers and closes")
+        .unwrap();
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// ZooKeeper 3.9's `restore` on a single node: another server's backup replaces this
+/// one's state; its clients are cut off and their sessions gone; the restored tree is
+/// served, survives a restart, and takes writes after it.
+#[tokio::test]
+async fn restore_replaces_the_state_and_survives_a_restart() {
+    // The source: its tree, backed up.
+    let a = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+    })
+    .await
+    .unwrap();
+    let (ca, _ev) = Client::connect(&a.connect_string(), 30_000).await.unwrap();
+    ca.create("/cfg", b"v1", CreateMode::Persistent)
+        .await
+        .unwrap();
+    for i in 0..3u8 {
+        ca.create("/cfg/item-", &[i], CreateMode::PersistentSequential)
+            .await
+            .unwrap();
+    }
+    ca.set_data("/cfg", b"v2", -1).await.unwrap();
+    let want = served(&ca).await;
+    let (status, _, file) = get(a.admin_addr().unwrap(), "/commands/snapshot", Some(AUTH)).await;
+    assert_eq!(status, 200);
+    ca.close().await.unwrap();
+    a.stop().await.unwrap();
+
+    // The target: other data, a live session with an ephemeral node.
+    let b = TestServer::start_with(with_admin).await.unwrap();
+    let admin = b.admin_addr().unwrap();
+    let (cb, _ev) = Client::connect(&b.connect_string(), 30_000).await.unwrap();
+    cb.create("/other", b"x", CreateMode::Persistent)
+        .await
+        .unwrap();
+    cb.create("/mine", b"", CreateMode::Ephemeral)
+        .await
+        .unwrap();
+    for z in 0..40 {
+        cb.create(&format!("/z{z}"), b"", CreateMode::Persistent)
+            .await
+            .unwrap();
+    }
+    let before = cb.exists("/z39", false).await.unwrap().unwrap().mzxid;
+
+    // GET is not how a restore is asked; no credentials; not a backup.
+    let (status, _, _) = get(admin, "/commands/restore", Some(AUTH)).await;
+    assert_eq!(status, 405);
+    let (status, v) = post(admin, "/commands/restore", None, &file).await;
+    assert_eq!(status, 401, "{v}");
+    assert!(
+        cb.exists("/other", false).await.unwrap().is_some(),
+        "unchanged"
+    );
+
+    let (status, v) = post(admin, "/commands/restore", Some(AUTH), &file).await;
+    assert_eq!(status, 200, "{v}");
+    let zxid = v["last_zxid"].as_i64().unwrap();
+    assert!(zxid > before && zxid >= 1 << 32, "0x{zxid:x}");
+    // One per interval (ZooKeeper's default, 5 minutes), counted before the body is
+    // read, as ZooKeeper counts it.
+    let (status, _) = post(admin, "/commands/restore", Some(AUTH), b"anything").await;
+    assert_eq!(status, 429);
+
+    // The old session is gone; a new one sees the restored tree.
+    assert!(
+        cb.exists("/other", false).await.is_err(),
+        "the old client is cut off"
+    );
+    let (c2, _ev) = Client::connect(&b.connect_string(), 30_000).await.unwrap();
+    c2.add_auth("digest", b"root:r00t").await.unwrap();
+    assert_eq!(served(&c2).await, want, "the backup's tree, node for node");
+    let (_, st) = c2
+        .create("/after", b"1", CreateMode::Persistent)
+        .await
+        .unwrap();
+    assert!(st.czxid > zxid);
+    c2.close().await.unwrap();
+
+    // A restart serves the restored tree and the write after it.
+    let cfg = b.config.clone();
+    let dir = b.stop().await.unwrap();
+    let b = TestServer::start_in(cfg, dir).await.unwrap();
+    let (c3, _ev) = Client::connect(&b.connect_string(), 30_000).await.unwrap();
+    assert!(c3.exists("/other", false).await.unwrap().is_none());
+    assert_eq!(c3.get_data("/after", false).await.unwrap().0, b"1");
+    assert_eq!(
+        c3.get_data("/cfg", false).await.unwrap().0,
+        b"v2",
+        "restored data after a restart"
+    );
+    b.stop().await.unwrap();
 }

@@ -120,6 +120,50 @@ impl Core {
         Ok(())
     }
 
+    /// Serves a restored state instead of this one, if a restore was sequenced (the
+    /// AdminServer's `restore`, single node only; called by the sequencer once every
+    /// Txn before it is applied). In order:
+    /// - the state takes this one's log position, and a zxid of the epoch after both
+    ///   its own and this one's (clients of this server must not see zxids go back);
+    /// - it is written as this log position's snapshot, durably, the older snapshots
+    ///   removed (a restart must start from it, never from a snapshot before it with
+    ///   the log replayed over it); a failure here changes nothing and is the answer;
+    /// - every client connection is closed (their sessions are gone: they get
+    ///   SessionExpired when they reconnect), the session tracker follows the restored
+    ///   state (no session), watches go with the connections.
+    ///
+    /// The core's lock is held throughout, so nothing is read or sequenced meanwhile.
+    pub fn restore(&mut self) {
+        let Some((mut st, done)) = self.restore_due.take() else {
+            return;
+        };
+        st.applied = self.state.applied;
+        if st.zxid <= self.state.zxid {
+            st.zxid = zlock_core::Zxid(crate::restore::next_epoch(self.state.zxid.0));
+        }
+        let mut payload = Vec::new();
+        zlock_core::snapshot::encode(&st, &mut payload);
+        if let Err(e) = self.snapshots.write_now(st.applied.0, &payload) {
+            tracing::error!(error = %e, "restore: writing the restored snapshot failed; the state is unchanged");
+            let _ = done.send(Err(format!("writing the restored snapshot: {e}")));
+            return;
+        }
+        self.router.drop_all();
+        st.config_node = self.state.config_node.take();
+        let old = std::mem::replace(&mut self.state, *st);
+        for id in old.sessions.keys() {
+            self.sessions.remove(*id);
+            self.router.end_session(*id);
+        }
+        self.since_snapshot = 0;
+        let zxid = self.state.zxid.0;
+        tracing::warn!(zxid = %self.state.zxid, nodes = self.state.tree.len(), index = self.state.applied.0, "state replaced by a restored backup; every client connection closed");
+        let _ = std::thread::Builder::new()
+            .name("zlock-free".into())
+            .spawn(move || drop(old));
+        let _ = done.send(Ok(zxid));
+    }
+
     /// Stops the snapshot worker and frees the state on a thread of its own: dropping a
     /// million znodes takes a noticeable fraction of a second that nobody needs to wait
     /// for (everything is durable by now).

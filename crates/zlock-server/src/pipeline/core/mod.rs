@@ -68,6 +68,11 @@ pub(crate) struct Core {
     /// Whether the core takes snapshots itself (the single node; in an ensemble the
     /// Raft log asks for them).
     snapshot_self: bool,
+    /// A restore sequenced and not yet done (`Item::Restore`).
+    restore_due: Option<(
+        Box<State>,
+        tokio::sync::oneshot::Sender<Result<i64, String>>,
+    )>,
 }
 
 /// Locks the core. A panic while it was held means a bug in applying a Txn: the state
@@ -152,6 +157,7 @@ impl Core {
             led_since: None,
             touched: config.ensemble.as_ref().map(|_| Default::default()),
             snapshot_self: standalone,
+            restore_due: None,
             ensemble: None,
             config,
         }

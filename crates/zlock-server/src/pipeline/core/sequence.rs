@@ -127,6 +127,14 @@ impl Core {
             Item::AdminJson { query, done } => {
                 let _ = done.send(admin::json::answer(query, &self.facts()));
             }
+            Item::Restore { state, done } => match self.snapshot_self {
+                true => self.restore_due = Some((state, done)),
+                false => {
+                    let _ = done.send(Err("a member of an ensemble is not restored in \
+                                           place"
+                        .into()));
+                }
+            },
             Item::Image { done } => {
                 let _ = done.send(zlock_core::snapshot::Image::of(&self.state));
             }
