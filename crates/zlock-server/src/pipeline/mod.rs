@@ -68,6 +68,9 @@ pub(crate) enum AdminQuery {
     Srst,
 }
 
+/// Where a restore's outcome goes: the restored state's zxid, or why not.
+pub(crate) type RestoreDone = oneshot::Sender<Result<i64, String>>;
+
 /// One unit of work entering the pipeline.
 #[derive(Debug)]
 pub(crate) enum Item {
@@ -128,7 +131,7 @@ pub(crate) enum Item {
     /// the restored state's zxid, or why not.
     Restore {
         state: Box<zlock_core::State>,
-        done: oneshot::Sender<Result<i64, String>>,
+        done: RestoreDone,
     },
     /// The ACL of a node, as applied (None: no such node), for the AdminServer's
     /// authorization of a command (`crate::admin::auth`), read in commit order.

@@ -69,10 +69,7 @@ pub(crate) struct Core {
     /// Raft log asks for them).
     snapshot_self: bool,
     /// A restore sequenced and not yet done (`Item::Restore`).
-    restore_due: Option<(
-        Box<State>,
-        tokio::sync::oneshot::Sender<Result<i64, String>>,
-    )>,
+    restore_due: Option<(Box<State>, crate::pipeline::RestoreDone)>,
 }
 
 /// Locks the core. A panic while it was held means a bug in applying a Txn: the state
