@@ -28,7 +28,6 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -36,17 +35,16 @@ use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::{Method, Request, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use super::auth::{self, Denied};
+pub(crate) use super::context::Context;
+use super::context::{ask, json};
 use super::json::{Fields, Query};
 use super::VERSION;
 use crate::http::{plain, with_type, Peer, Reply};
 use crate::pipeline::{AdminQuery, Item};
 use crate::ServerConfig;
-
-/// How long a command waits for the core.
-pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// What a command is answered from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,23 +139,6 @@ fn find(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.names.contains(&name))
 }
 
-/// What the endpoint reads.
-pub(crate) struct Context {
-    pub config: Arc<ServerConfig>,
-    /// The sequencer's queue, for the core's facts.
-    pub commit: mpsc::Sender<Item>,
-    /// In an ensemble: whether this member is in touch with a quorum. One that is not
-    /// (or that a `reconfig` removed) serves nobody, and the commands that read the core
-    /// answer ZooKeeper's "not currently serving" error, as the four-letter words do.
-    pub quorum: Option<watch::Receiver<crate::ensemble::Touch>>,
-    /// The server's counters (`snapshot_error_count`, ...).
-    pub stats: Arc<crate::stats::Stats>,
-    /// When the last `snapshot` was let through (`admin.rateLimiterIntervalInMS`).
-    pub last_snapshot: std::sync::Mutex<Option<std::time::Instant>>,
-    /// When the last `restore` was let through (the same interval).
-    pub last_restore: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
 /// Serves `listener` until `shutdown` turns true.
 pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::Receiver<bool>) {
     let ctx = Arc::new(ctx);
@@ -215,12 +196,6 @@ async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
         Ran::Restore(out) => return super::restore::answer(req, ctx, out).await,
     };
     json(status, answer)
-}
-
-/// A command's answer as JSON.
-pub(super) fn json(status: StatusCode, answer: Fields) -> Reply {
-    let body = serde_json::to_vec_pretty(&Value::Object(answer)).unwrap_or_default();
-    with_type(status, Bytes::from(body), "application/json")
 }
 
 /// What a command answered.
@@ -395,25 +370,6 @@ async fn run(name: &str, req: &Request<Incoming>, ctx: &Context) -> Ran {
         }
     }
     Ran::Json(StatusCode::OK, out)
-}
-
-/// Sends `item` to the sequencer and waits for its answer, at most [`PATIENCE`].
-pub(super) async fn ask<T>(ctx: &Context, item: Item, rx: oneshot::Receiver<T>) -> Option<T> {
-    ask_within(ctx, item, rx, PATIENCE).await
-}
-
-/// [`ask`], waiting at most `patience`.
-pub(super) async fn ask_within<T>(
-    ctx: &Context,
-    item: Item,
-    rx: oneshot::Receiver<T>,
-    patience: Duration,
-) -> Option<T> {
-    let asked = async {
-        ctx.commit.send(item).await.ok()?;
-        rx.await.ok()
-    };
-    tokio::time::timeout(patience, asked).await.ok()?
 }
 
 /// Adds what is read from the disk or `/proc`, after the core answered.

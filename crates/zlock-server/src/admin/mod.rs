@@ -7,6 +7,7 @@
 //! same [`Facts`]) and served over HTTP by [`http`].
 
 pub(crate) mod auth;
+pub(crate) mod context;
 pub(crate) mod http;
 pub(crate) mod json;
 mod recipes;

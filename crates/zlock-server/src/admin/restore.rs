@@ -23,7 +23,7 @@ use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 use tokio::sync::oneshot;
 
-use super::http::{ask_within, json, Context};
+use super::context::{ask_within, json, Context};
 use super::json::Fields;
 use crate::http::Reply;
 use crate::pipeline::Item;

@@ -26,7 +26,7 @@ use hyper::header::{HeaderName, HeaderValue, CONTENT_DISPOSITION};
 use hyper::{Request, StatusCode};
 use tokio::sync::oneshot;
 
-use super::http::{ask, json, Context};
+use super::context::{ask, json, Context};
 use super::json::Fields;
 use crate::http::{with_type, Reply};
 use crate::pipeline::Item;
