@@ -172,6 +172,12 @@ pub struct ServerConfig {
     /// `zlock.electionTimeoutMs` (zlock's own key): the lower bound of Raft's election
     /// timeout, instead of 3 heartbeats; the upper bound is twice it.
     pub election_timeout_ms: Option<u64>,
+    /// `zlock.ensembleId` (zlock's own key): the identity of an ensemble made by a
+    /// restore (`zlock snapshot restore` prints it). A member's data directory keeps the
+    /// identity it was made with; with the key, a member whose directory was lost takes
+    /// it back when it rejoins. Members of different identities never talk (see
+    /// `crate::ensemble`).
+    pub ensemble_id: Option<String>,
     /// `metricsProvider.*`: the Prometheus endpoint, off by default (see
     /// [`MetricsConfig`]).
     pub metrics: MetricsConfig,
@@ -260,6 +266,7 @@ impl Default for ServerConfig {
             sync_limit: 5,
             raft_heartbeat_ms: None,
             election_timeout_ms: None,
+            ensemble_id: None,
             metrics: MetricsConfig::default(),
             admin: AdminConfig::default(),
             tls: TlsConfig::default(),

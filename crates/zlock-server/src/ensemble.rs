@@ -96,6 +96,42 @@ pub enum StartError {
     },
     #[error("the member's Raft could not start: {0}")]
     Raft(#[source] crate::commit::CommitError),
+    #[error("reading or keeping the ensemble's identity: {0}")]
+    Identity(#[source] std::io::Error),
+    #[error(
+        "this member's data directory belongs to ensemble {stored}, but zlock.ensembleId \
+         says {configured}: a member joins only the ensemble its directory was made for"
+    )]
+    OtherIdentity { stored: String, configured: String },
+}
+
+/// The file in a member's Raft directory that holds its ensemble's identity.
+pub(crate) const IDENTITY_FILE: &str = "ensemble-id";
+
+/// This member's ensemble identity: its directory's (`zlock snapshot restore` wrote it),
+/// else `zlock.ensembleId`'s, which is then kept in the directory; none for an ensemble
+/// that was not restored.
+fn identity(config: &ServerConfig, dir: &std::path::Path) -> Result<Option<String>, StartError> {
+    let io = |e: zlock_store::StoreError| StartError::Identity(std::io::Error::other(e));
+    let mut file = zlock_store::MetaFile::open(dir, IDENTITY_FILE).map_err(io)?;
+    let stored = file
+        .load()
+        .map_err(io)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    match (stored, &config.ensemble_id) {
+        (Some(stored), Some(configured)) if &stored != configured => {
+            Err(StartError::OtherIdentity {
+                stored,
+                configured: configured.clone(),
+            })
+        }
+        (Some(stored), _) => Ok(Some(stored)),
+        (None, Some(configured)) => {
+            file.store(configured.as_bytes()).map_err(io)?;
+            Ok(Some(configured.clone()))
+        }
+        (None, None) => Ok(None),
+    }
 }
 
 /// Starts this member's Raft over `apply` and the member tasks.
@@ -135,6 +171,17 @@ pub(crate) async fn start(
             .join(","),
     };
     let dir = raft_dir(config);
+    std::fs::create_dir_all(&dir).map_err(|source| StartError::Dir {
+        path: dir.clone(),
+        source,
+    })?;
+    // An ensemble made by a restore has an identity of its own, in its name: members of
+    // another identity (the ensemble the backup came from, whose member lines may be
+    // the same) are refused at the hello, both ways.
+    let ensemble = match identity(config, &dir)? {
+        Some(id) => format!("{ensemble} (ensemble id {id})"),
+        None => ensemble,
+    };
     let opts = RaftOptions {
         me: e.me,
         members,
@@ -155,10 +202,6 @@ pub(crate) async fn start(
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.clone(),
     };
-    std::fs::create_dir_all(&dir).map_err(|source| StartError::Dir {
-        path: dir.clone(),
-        source,
-    })?;
     let wal_opts = WalOptions {
         preallocate_bytes: config.wal_preallocate_bytes,
         ..WalOptions::default()

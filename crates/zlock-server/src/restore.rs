@@ -68,6 +68,9 @@ pub struct Restored {
     pub ephemerals_deleted: usize,
     /// The snapshot file written.
     pub snapshot: PathBuf,
+    /// For a member of a new ensemble: its identity (`zlock.ensembleId`), the same on
+    /// every member restored from this file into this member list.
+    pub ensemble_id: Option<String>,
 }
 
 /// The first zxid of the epoch after `zxid`'s.
@@ -108,17 +111,21 @@ pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError
     })?;
     let mut payload = Vec::new();
     zlock_core::snapshot::encode(&state, &mut payload);
+    let mut ensemble_id = None;
     let snapshot = match &cfg.ensemble {
         None => zlock_store::snapshot::write(&cfg.snapshot_dir(), state.applied.0, &payload, KEEP)?,
         Some(e) => {
             let dir = crate::ensemble::raft_dir(cfg);
-            crate::commit::raft::seed::seed(
+            let id = identity(&bytes, e);
+            let path = crate::commit::raft::seed::seed(
                 &dir.join("snapshots"),
                 &dir,
                 &e.members,
-                state.applied.0,
+                (state.applied.0, &id),
                 &payload,
-            )?
+            )?;
+            ensemble_id = Some(id);
+            path
         }
     };
     Ok(Restored {
@@ -127,7 +134,24 @@ pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError
         sessions_closed,
         ephemerals_deleted,
         snapshot,
+        ensemble_id,
     })
+}
+
+/// A new ensemble's identity: the backup file's checksum and the member list's, so that
+/// every member restored from one file into one member list gets the same one, and any
+/// other ensemble (the backup's own among them) another.
+fn identity(file: &[u8], e: &crate::config::EnsembleConfig) -> String {
+    let members: Vec<String> = e
+        .members
+        .values()
+        .map(|m| format!("{}={}", m.id, m.quorum_addr()))
+        .collect();
+    format!(
+        "{:08x}-{:08x}",
+        crc32c::crc32c(file),
+        crc32c::crc32c(members.join(",").as_bytes())
+    )
 }
 
 /// A backup's state made ready to serve: the zxid moved, every session closed.

@@ -346,5 +346,12 @@ fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
         r.ephemerals_deleted,
         r.zxid
     );
+    if let Some(id) = &r.ensemble_id {
+        eprintln!(
+            "new ensemble id {id}: its members refuse any member of another ensemble (the \
+             backup's own among them); add `zlock.ensembleId={id}` to every member's zoo.cfg \
+             so that a member whose data directory is lost rejoins this ensemble"
+        );
+    }
     Ok(())
 }

@@ -205,8 +205,15 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
     let lines: Vec<String> = (0..3)
         .map(|i| b.server_line(i).trim_start_matches("server.").to_owned())
         .collect();
+    let old_member = dir.path().join("old-m3");
+    let mut id = String::new();
     for i in 0..3 {
         b.stop(i).unwrap();
+        if i == 2 {
+            // Kept: a member of the ensemble as it was before the restore, on the same
+            // addresses.
+            zlock_testkit::copy_dir(b.data_dir(i), &old_member);
+        }
         std::fs::remove_dir_all(b.data_dir(i)).unwrap();
         std::fs::create_dir_all(b.data_dir(i)).unwrap();
         let myid = (i + 1).to_string();
@@ -229,6 +236,18 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
             "{}",
             out.stderr
         );
+        let this = out
+            .stderr
+            .split("new ensemble id ")
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .unwrap_or_else(|| panic!("no id in {}", out.stderr))
+            .to_owned();
+        assert!(
+            id.is_empty() || id == this,
+            "one id on every member: {id} {this}"
+        );
+        id = this;
     }
     for i in 0..3 {
         b.start_again(i).await.unwrap();
@@ -253,6 +272,54 @@ async fn a_followers_backup_under_traffic_holds_exactly_the_writes_up_to_its_zxi
         m.sync("/").await.unwrap();
         assert_eq!(tree(&m).await, want, "member {i} serves the restored tree");
     }
+
+    // The old member 3 (the ensemble before the restore, same member lines) started
+    // again: refused by the restored members, it never joins, and they go on.
+    b.stop(2).unwrap();
+    std::fs::remove_dir_all(b.data_dir(2)).unwrap();
+    zlock_testkit::copy_dir(&old_member, b.data_dir(2));
+    b.start_again(2).await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let mode = b.mode(2).await;
+        assert!(
+            !matches!(mode.as_deref(), Some("follower" | "leader")),
+            "the old member joined: {mode:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leader = b
+        .leader_among(&[0, 1], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let (w, _ev) = Client::connect(&b.client_addr(leader).to_string(), 30_000)
+        .await
+        .unwrap();
+    w.create("/still", b"", CreateMode::Persistent)
+        .await
+        .unwrap();
+
+    // Its directory lost, member 3 rejoins the restored ensemble with zlock.ensembleId.
+    b.stop(2).unwrap();
+    std::fs::remove_dir_all(b.data_dir(2)).unwrap();
+    std::fs::create_dir_all(b.data_dir(2)).unwrap();
+    let mut cfg = std::fs::read_to_string(b.config_path()).unwrap();
+    cfg.push_str(&format!("zlock.ensembleId={id}\n"));
+    std::fs::write(b.config_path(), cfg).unwrap();
+    b.start_again(2).await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while b.mode(2).await.as_deref() != Some("follower") {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "member 3 did not rejoin"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (m, _ev) = Client::connect(&b.client_addr(2).to_string(), 30_000)
+        .await
+        .unwrap();
+    m.sync("/").await.unwrap();
+    assert!(m.exists("/still", false).await.unwrap().is_some());
 
     // Into a directory that holds data: refused, nothing written.
     let out = run(

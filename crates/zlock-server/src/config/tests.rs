@@ -195,3 +195,18 @@ fn global_outstanding_limit_is_read_and_at_least_one() {
         .unwrap();
     assert_eq!(c.global_outstanding_limit, 1, "a queue needs room for one");
 }
+
+#[test]
+fn ensemble_id_is_read_and_checked() {
+    let mut c = ServerConfig::default();
+    assert_eq!(c.ensemble_id, None);
+    c.apply_text(Path::new("zoo.cfg"), "zlock.ensembleId=1a2b3c4d-5e6f7a8b\n")
+        .unwrap();
+    assert_eq!(c.ensemble_id.as_deref(), Some("1a2b3c4d-5e6f7a8b"));
+    for bad in ["a b", "", "x/y"] {
+        let e = c
+            .apply_text(Path::new("zoo.cfg"), &format!("zlock.ensembleId={bad}\n"))
+            .unwrap_err();
+        assert!(e.to_string().contains("zlock.ensembleId"), "{e}");
+    }
+}

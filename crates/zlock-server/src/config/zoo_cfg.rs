@@ -230,6 +230,15 @@ impl ServerConfig {
                     self.admin.auth_required =
                         v.parse().map_err(|_| bad("expected true or false"))?
                 }
+                "zlock.ensembleId" => {
+                    let ok = !v.is_empty()
+                        && v.len() <= 64
+                        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+                    if !ok {
+                        return Err(bad("expected the id `zlock snapshot restore` printed (letters, digits and -)"));
+                    }
+                    self.ensemble_id = Some(v.to_owned());
+                }
                 "zlock.raftHeartbeatMs" => self.raft_heartbeat_ms = Some(ms(v)?),
                 "zlock.electionTimeoutMs" => self.election_timeout_ms = Some(ms(v)?),
                 // As ZooKeeper reads it; checked against this server's own line when

@@ -6,9 +6,10 @@
 //! observers, from their `server.N` lines), the log purged through that position, and a
 //! vote for the lowest voter in that term. Started on it, the members are not blank (no
 //! `rejoin` question is asked), agree on the log's start, and elect a leader in the next
-//! term; the state machine installs the snapshot as it does after a restart. No member
-//! of another ensemble holds this log, so none can be taken for a member of this one by
-//! its log (the peer link's hello compares the members' lines, as for any ensemble).
+//! term; the state machine installs the snapshot as it does after a restart. The
+//! directory also keeps the new ensemble's identity, which goes into the ensemble's name
+//! that the peer link's hello compares: a member of the ensemble the backup came from,
+//! even on the same addresses, is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,13 +28,13 @@ pub const SEED_TERM: u64 = 1;
 const KEEP: usize = 2;
 
 /// Writes member directories' Raft part: the snapshot (`snapshot_dir`) of `payload`,
-/// the host's state after entry `index`, and the purge point and vote (`meta_dir`).
-/// Returns the snapshot file.
+/// the host's state after entry `index`, and the purge point, vote and the new
+/// ensemble's `identity` (`meta_dir`). Returns the snapshot file.
 pub fn seed(
     snapshot_dir: &Path,
     meta_dir: &Path,
     members: &BTreeMap<u64, MemberSpec>,
-    index: u64,
+    (index, identity): (u64, &str),
     payload: &[u8],
 ) -> std::io::Result<PathBuf> {
     let voters: BTreeSet<u64> = members
@@ -73,5 +74,8 @@ pub fn seed(
     let mut vote = zlock_store::MetaFile::open(meta_dir, "vote").map_err(io_err)?;
     vote.store(&encode_vote(&Vote::new(SEED_TERM, first))?)
         .map_err(io_err)?;
+    let mut id =
+        zlock_store::MetaFile::open(meta_dir, crate::ensemble::IDENTITY_FILE).map_err(io_err)?;
+    id.store(identity.as_bytes()).map_err(io_err)?;
     Ok(path)
 }
