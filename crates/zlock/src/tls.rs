@@ -1,0 +1,268 @@
+//! TLS to a server's secure client port (ZooKeeper's `secureClientPort`, or a plain port
+//! with `client.portUnification`): the CAs the client trusts, and an optional client
+//! certificate that the server maps to an `x509:<subject>` identity.
+//!
+//! rustls on ring through tokio-rustls, as the server uses; no OpenSSL. The files are
+//! PEM and are read once, when the client is made ([`TlsOptions`] stays paths so that
+//! it can be cloned, printed and built from flags), so an unreadable or invalid file
+//! fails [`crate::ClientBuilder::connect`] before any connection, naming the file. The
+//! server's name or IP address, from the host in the connect string, is checked against
+//! its certificate on every connection, reconnects to other members included (as the
+//! ZooKeeper Java client's `zookeeper.ssl.hostnameVerification`, on by default).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::ring::default_provider;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::{PemObject, SectionKind};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::error::{Error, Result};
+
+/// How to reach a server over TLS: the trusted CAs (PEM files of certificates), and a
+/// client certificate with its key for x509 authentication.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zlock::Error> {
+/// use zlock::{Client, TlsOptions};
+/// let tls = TlsOptions::new("ca.pem").client_cert("alice.crt", "alice.key");
+/// let (zk, _events) = Client::builder("zk1.example:2281,zk2.example:2281")
+///     .session_timeout_ms(10_000)
+///     .tls(tls)
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// PEM files whose certificates are the trusted roots (at least one).
+    pub ca: Vec<PathBuf>,
+    /// The client's certificate chain (PEM, leaf first). Without it the client presents
+    /// no certificate: a server with `ssl.clientAuth=need` (ZooKeeper's default) refuses
+    /// the connection.
+    pub cert: Option<PathBuf>,
+    /// The client's private key (PEM, unencrypted PKCS#8, PKCS#1 or SEC1). None with a
+    /// `cert`: the key is read from the certificate's file, as ZooKeeper's PEM key store
+    /// holds the chain and the key in one file.
+    pub key: Option<PathBuf>,
+}
+
+impl TlsOptions {
+    /// Trusts the certificates of the PEM file `ca`.
+    pub fn new(ca: impl Into<PathBuf>) -> TlsOptions {
+        TlsOptions {
+            ca: vec![ca.into()],
+            cert: None,
+            key: None,
+        }
+    }
+
+    /// Trusts the certificates of one more PEM file.
+    pub fn add_ca(mut self, ca: impl Into<PathBuf>) -> TlsOptions {
+        self.ca.push(ca.into());
+        self
+    }
+
+    /// Presents the certificate `cert` with the private key `key` (both PEM; the same
+    /// file for both is fine).
+    pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> TlsOptions {
+        self.cert = Some(cert.into());
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Reads the files into a connector (once per client).
+    pub(crate) fn connector(&self) -> Result<Tls, TlsError> {
+        if self.ca.is_empty() {
+            return Err(TlsError::NoCa);
+        }
+        let mut roots = RootCertStore::empty();
+        for path in &self.ca {
+            let bytes = read(path)?;
+            let mut n = 0;
+            for der in sections(path, &bytes, SectionKind::Certificate)? {
+                roots
+                    .add(CertificateDer::from(der))
+                    .map_err(|e| TlsError::invalid(path, e))?;
+                n += 1;
+            }
+            if n == 0 {
+                return Err(TlsError::invalid(path, "no CERTIFICATE in the file"));
+            }
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::invalid(&self.ca[0], e))?
+            .with_root_certificates(roots);
+        let config = match (&self.cert, &self.key) {
+            (None, None) => builder.with_no_client_auth(),
+            (None, Some(key)) => return Err(TlsError::KeyWithoutCert(key.clone())),
+            (Some(cert), key) => {
+                let key_path = key.as_ref().unwrap_or(cert);
+                let (chain, key) = identity(cert, key_path)?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| TlsError::invalid(key_path, e))?
+            }
+        };
+        Ok(Tls(TlsConnector::from(Arc::new(config))))
+    }
+}
+
+/// The client's chain (from `cert`) and key (from `key`, which may be the same file).
+fn identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let chain: Vec<_> = sections(cert, &read(cert)?, SectionKind::Certificate)?
+        .into_iter()
+        .map(CertificateDer::from)
+        .collect();
+    if chain.is_empty() {
+        return Err(TlsError::invalid(cert, "no CERTIFICATE in the file"));
+    }
+    let bytes = read(key)?;
+    let mut keys = <(SectionKind, Vec<u8>)>::pem_slice_iter(&bytes).filter_map(|s| match s {
+        Ok((SectionKind::PrivateKey, der)) => Some(Ok(PrivateKeyDer::Pkcs8(der.into()))),
+        Ok((SectionKind::RsaPrivateKey, der)) => Some(Ok(PrivateKeyDer::Pkcs1(der.into()))),
+        Ok((SectionKind::EcPrivateKey, der)) => Some(Ok(PrivateKeyDer::Sec1(der.into()))),
+        Ok(_) => None,
+        Err(e) => Some(Err(TlsError::invalid(key, e))),
+    });
+    match (keys.next(), keys.next()) {
+        (Some(k), None) => Ok((chain, k?)),
+        (Some(_), Some(_)) => Err(TlsError::invalid(key, "more than one private key")),
+        (None, _) if contains(&bytes, b"ENCRYPTED PRIVATE KEY") => Err(TlsError::invalid(
+            key,
+            "the private key is encrypted, which zlock does not read: write it unencrypted \
+             (openssl pkcs8 -topk8 -nocrypt) in a file only its user can read",
+        )),
+        (None, _) => Err(TlsError::invalid(key, "no PRIVATE KEY in the file")),
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| TlsError::Read {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// The DER of every `kind` section of a PEM file.
+fn sections(path: &Path, bytes: &[u8], kind: SectionKind) -> Result<Vec<Vec<u8>>, TlsError> {
+    let mut out = Vec::new();
+    for s in <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes) {
+        let (k, der) = s.map_err(|e| TlsError::invalid(path, e))?;
+        if k == kind {
+            out.push(der);
+        }
+    }
+    Ok(out)
+}
+
+/// Why [`TlsOptions`] cannot be used; each names its file. (Strings, not the I/O and
+/// rustls errors, so that [`Error`] stays `Clone` and comparable.)
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    #[error("TLS: no CA file given (the certificates the server's must chain to)")]
+    NoCa,
+    #[error("TLS: cannot read {}: {reason}", .path.display())]
+    Read { path: PathBuf, reason: String },
+    #[error("TLS: {}: {reason}", .path.display())]
+    Invalid { path: PathBuf, reason: String },
+    #[error("TLS: a client key ({}) without its certificate", .0.display())]
+    KeyWithoutCert(PathBuf),
+}
+
+impl TlsError {
+    fn invalid(path: &Path, reason: impl std::fmt::Display) -> TlsError {
+        TlsError::Invalid {
+            path: path.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// The files read into a rustls client configuration, shared by every connection of a
+/// session.
+#[derive(Clone)]
+pub(crate) struct Tls(TlsConnector);
+
+impl Tls {
+    /// The TLS handshake on `tcp` to `addr` (`host:port`, the host checked against the
+    /// server's certificate: a name against its DNS names, an IP address against its IP
+    /// addresses).
+    pub(crate) async fn connect(&self, addr: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>> {
+        let host = host_of(addr);
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|e| Error::TlsHandshake(addr.to_owned(), format!("{host:?}: {e}")))?;
+        self.0
+            .connect(name, tcp)
+            .await
+            .map_err(|e| handshake_error(addr, e))
+    }
+}
+
+/// `host` of `host:port` and of `[v6]:port`.
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// An I/O error from a TLS stream: a TLS failure (an untrusted or misnamed certificate,
+/// an alert from the server: say, it wanted a client certificate) as
+/// [`Error::TlsHandshake`], anything else a connection loss.
+pub(crate) fn handshake_error(addr: &str, e: std::io::Error) -> Error {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(tls) => Error::TlsHandshake(addr.to_owned(), tls.to_string()),
+        None => Error::Connect(addr.to_owned(), e.to_string()),
+    }
+}
+
+/// Whether `e` came from TLS (see [`handshake_error`]).
+pub(crate) fn is_tls(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|i| i.downcast_ref::<rustls::Error>().is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn hosts_of_addresses() {
+        assert_eq!(host_of("localhost:2281"), "localhost");
+        assert_eq!(host_of("127.0.0.1:2281"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:2281"), "::1");
+    }
+
+    #[test]
+    fn unusable_files_are_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let absent = dir.join("absent.pem");
+        let e = TlsOptions::new(&absent).connector().err().unwrap();
+        assert!(
+            matches!(&e, TlsError::Read { path, .. } if *path == absent),
+            "{e}"
+        );
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "not pem\n").unwrap();
+        let e = TlsOptions::new(&empty).connector().err().unwrap();
+        assert!(e.to_string().contains("empty.pem"), "{e}");
+        assert!(matches!(e, TlsError::Invalid { .. }), "{e}");
+        let e = TlsOptions::default().connector().err().unwrap();
+        assert_eq!(e, TlsError::NoCa);
+    }
+}
