@@ -15,11 +15,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
-};
+use rcgen::{DistinguishedName, ExtendedKeyUsagePurpose, KeyPair};
 use tempfile::TempDir;
+use zlock_server::tls::throwaway::{self, Issuer};
 
 use crate::{free_port, wait_for_port, ChildServer};
 
@@ -30,34 +28,23 @@ pub struct Pki {
 
 /// A subject `CN=<cn>,O=zlock` (Java's form of it).
 pub fn subject(cn: &str) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, "zlock");
-    dn.push(DnType::CommonName, cn);
-    dn
+    throwaway::subject("zlock", cn)
 }
 
 /// A self-signed CA named `CN=<cn>,O=zlock`.
-pub fn ca(cn: &str) -> anyhow::Result<CertifiedIssuer<'static, KeyPair>> {
-    let mut p = CertificateParams::default();
-    p.distinguished_name = subject(cn);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    Ok(CertifiedIssuer::self_signed(p, KeyPair::generate()?)?)
+pub fn ca(cn: &str) -> anyhow::Result<Issuer> {
+    Ok(throwaway::ca(subject(cn))?)
 }
 
 /// A certificate `issuer` signs for `names` (DNS names or IP addresses): (certificate,
 /// key).
 pub fn leaf(
-    issuer: &CertifiedIssuer<'static, KeyPair>,
+    issuer: &Issuer,
     cn: &str,
     names: &[&str],
     usage: ExtendedKeyUsagePurpose,
 ) -> anyhow::Result<(rcgen::Certificate, KeyPair)> {
-    let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
-    p.distinguished_name = subject(cn);
-    p.extended_key_usages = vec![usage];
-    let key = KeyPair::generate()?;
-    Ok((p.signed_by(&key, issuer)?, key))
+    Ok(throwaway::leaf(issuer, subject(cn), names, usage)?)
 }
 
 impl Pki {
