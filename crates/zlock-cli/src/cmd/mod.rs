@@ -4,4 +4,5 @@ pub mod bench;
 pub mod demo;
 pub mod ensemble;
 pub mod lock;
+pub mod tls;
 pub mod zk;

@@ -13,4 +13,5 @@ mod config_node;
 mod lock_cli;
 mod lock_demo;
 mod server_config;
+mod tls_cli;
 mod zk_cmds;
