@@ -34,7 +34,7 @@ pub use binary::zlock_bin;
 pub use ensemble::{ChildEnsemble, EnsembleOptions};
 pub use netns::Netns;
 use peers::ZK_JAR;
-pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR};
+pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR, NETTY_JARS};
 
 /// Copies a directory tree: what a `kill -9` leaves on disk, taken while the writer is
 /// still running, or a checked-in data directory to open without touching it.

@@ -15,7 +15,7 @@ use zlock_testkit::{ChildEnsemble, EnsembleOptions};
 use crate::common::{within, T};
 
 /// Trusting the test CA, with `who`'s certificate.
-fn tls_as(pki: &Pki, who: &str) -> TlsOptions {
+pub fn tls_as(pki: &Pki, who: &str) -> TlsOptions {
     TlsOptions::new(pki.path("ca.pem")).client_cert(
         pki.path(&format!("{who}.crt")),
         pki.path(&format!("{who}.key")),
@@ -23,7 +23,7 @@ fn tls_as(pki: &Pki, who: &str) -> TlsOptions {
 }
 
 /// Connects over TLS, bounded by [`T`].
-async fn connect_tls(connect: &str, tls: TlsOptions) -> Result<Client, Error> {
+pub async fn connect_tls(connect: &str, tls: TlsOptions) -> Result<Client, Error> {
     within(
         "a TLS connect",
         Client::builder(connect)
