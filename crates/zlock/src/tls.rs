@@ -3,7 +3,7 @@
 //! certificate that the server maps to an `x509:<subject>` identity.
 //!
 //! rustls on ring through tokio-rustls, as the server uses; no OpenSSL. The files are
-//! PEM and are read once, when the client is made ([`TlsOptions`] stays paths so that
+//! PEM, read as the server reads its own (`zlock_keystore`), and are read once, when the client is made ([`TlsOptions`] stays paths so that
 //! it can be cloned, printed and built from flags), so an unreadable or invalid file
 //! fails [`crate::ClientBuilder::connect`] before any connection, naming the file. The
 //! server's name or IP address, from the host in the connect string, is checked against
@@ -15,8 +15,7 @@ use std::sync::Arc;
 
 use rustls::crypto::ring::default_provider;
 use rustls::RootCertStore;
-use rustls_pki_types::pem::{PemObject, SectionKind};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -82,16 +81,10 @@ impl TlsOptions {
         }
         let mut roots = RootCertStore::empty();
         for path in &self.ca {
-            let bytes = read(path)?;
-            let mut n = 0;
-            for der in sections(path, &bytes, SectionKind::Certificate)? {
-                roots
-                    .add(CertificateDer::from(der))
-                    .map_err(|e| TlsError::invalid(path, e))?;
-                n += 1;
-            }
-            if n == 0 {
-                return Err(TlsError::invalid(path, "no CERTIFICATE in the file"));
+            for c in zlock_keystore::pem_certificates(&read(path)?)
+                .map_err(|e| TlsError::invalid(path, e))?
+            {
+                roots.add(c).map_err(|e| TlsError::invalid(path, e))?;
             }
         }
         let builder = rustls::ClientConfig::builder_with_provider(Arc::new(default_provider()))
@@ -102,8 +95,11 @@ impl TlsOptions {
             (None, None) => builder.with_no_client_auth(),
             (None, Some(key)) => return Err(TlsError::KeyWithoutCert(key.clone())),
             (Some(cert), key) => {
+                let chain = zlock_keystore::pem_certificates(&read(cert)?)
+                    .map_err(|e| TlsError::invalid(cert, e))?;
                 let key_path = key.as_ref().unwrap_or(cert);
-                let (chain, key) = identity(cert, key_path)?;
+                let key = zlock_keystore::pem_key(&read(key_path)?)
+                    .map_err(|e| TlsError::invalid(key_path, e))?;
                 builder
                     .with_client_auth_cert(chain, key)
                     .map_err(|e| TlsError::invalid(key_path, e))?
@@ -113,59 +109,11 @@ impl TlsOptions {
     }
 }
 
-/// The client's chain (from `cert`) and key (from `key`, which may be the same file).
-fn identity(
-    cert: &Path,
-    key: &Path,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
-    let chain: Vec<_> = sections(cert, &read(cert)?, SectionKind::Certificate)?
-        .into_iter()
-        .map(CertificateDer::from)
-        .collect();
-    if chain.is_empty() {
-        return Err(TlsError::invalid(cert, "no CERTIFICATE in the file"));
-    }
-    let bytes = read(key)?;
-    let mut keys = <(SectionKind, Vec<u8>)>::pem_slice_iter(&bytes).filter_map(|s| match s {
-        Ok((SectionKind::PrivateKey, der)) => Some(Ok(PrivateKeyDer::Pkcs8(der.into()))),
-        Ok((SectionKind::RsaPrivateKey, der)) => Some(Ok(PrivateKeyDer::Pkcs1(der.into()))),
-        Ok((SectionKind::EcPrivateKey, der)) => Some(Ok(PrivateKeyDer::Sec1(der.into()))),
-        Ok(_) => None,
-        Err(e) => Some(Err(TlsError::invalid(key, e))),
-    });
-    match (keys.next(), keys.next()) {
-        (Some(k), None) => Ok((chain, k?)),
-        (Some(_), Some(_)) => Err(TlsError::invalid(key, "more than one private key")),
-        (None, _) if contains(&bytes, b"ENCRYPTED PRIVATE KEY") => Err(TlsError::invalid(
-            key,
-            "the private key is encrypted, which zlock does not read: write it unencrypted \
-             (openssl pkcs8 -topk8 -nocrypt) in a file only its user can read",
-        )),
-        (None, _) => Err(TlsError::invalid(key, "no PRIVATE KEY in the file")),
-    }
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::Read {
         path: path.to_owned(),
         reason: e.to_string(),
     })
-}
-
-/// The DER of every `kind` section of a PEM file.
-fn sections(path: &Path, bytes: &[u8], kind: SectionKind) -> Result<Vec<Vec<u8>>, TlsError> {
-    let mut out = Vec::new();
-    for s in <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes) {
-        let (k, der) = s.map_err(|e| TlsError::invalid(path, e))?;
-        if k == kind {
-            out.push(der);
-        }
-    }
-    Ok(out)
 }
 
 /// Why [`TlsOptions`] cannot be used; each names its file. (Strings, not the I/O and
