@@ -9,12 +9,15 @@
 //! | `server.pem` | the server's certificate then its key (ZooKeeper's PEM key store) |
 //! | `misnamed.pem` | as `server.pem`, for `elsewhere.example` only |
 //! | `<who>.crt`, `<who>.key` | alice, bob, carol (test CA), mallory (other CA) |
+//! | `alice.p12` | alice's key, certificate and the CA's, PKCS12, password `alicepw` |
+//! | `trust.p12` | the test CA marked trusted (as keytool makes it), PKCS12, `trustpw` |
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use p12_keystore::{Certificate, KeyStore, KeyStoreEntry, PrivateKeyChain};
 use rcgen::{DistinguishedName, ExtendedKeyUsagePurpose, KeyPair};
 use tempfile::TempDir;
 use zlock_server::tls::throwaway::{self, Issuer};
@@ -45,6 +48,18 @@ pub fn leaf(
     usage: ExtendedKeyUsagePurpose,
 ) -> anyhow::Result<(rcgen::Certificate, KeyPair)> {
     Ok(throwaway::leaf(issuer, subject(cn), names, usage)?)
+}
+
+/// A PKCS12 store as keytool makes one: its entries, under `password`.
+pub fn pkcs12<const N: usize>(
+    entries: [(&str, KeyStoreEntry); N],
+    password: &str,
+) -> anyhow::Result<Vec<u8>> {
+    let mut ks = KeyStore::new();
+    for (alias, e) in entries {
+        ks.add_entry(alias, e);
+    }
+    Ok(ks.writer(password).write()?)
 }
 
 impl Pki {
@@ -82,7 +97,24 @@ impl Pki {
             let (cert, key) = leaf(issuer, who, &[], ExtendedKeyUsagePurpose::ClientAuth)?;
             write(&format!("{who}.crt"), cert.pem())?;
             write(&format!("{who}.key"), key.serialize_pem())?;
+            if who == "alice" {
+                let chain = PrivateKeyChain::new(
+                    key.serialize_der(),
+                    [2u8; 20],
+                    [
+                        Certificate::from_der(cert.der())?,
+                        Certificate::from_der(ca.der())?,
+                    ],
+                );
+                let store = [("alice", KeyStoreEntry::PrivateKeyChain(chain))];
+                std::fs::write(dir.path().join("alice.p12"), pkcs12(store, "alicepw")?)?;
+            }
         }
+        let trusted = KeyStoreEntry::Certificate(Certificate::from_der(ca.der())?);
+        std::fs::write(
+            dir.path().join("trust.p12"),
+            pkcs12([("ca", trusted)], "trustpw")?,
+        )?;
         Ok(Pki { dir })
     }
 

@@ -108,7 +108,7 @@ pub use recipes::{
     ReadLock, ReadWriteGuard, ReadWriteLock, Semaphore, WriteLock,
 };
 pub use retry::RetryPolicy;
-pub use tls::{TlsError, TlsOptions};
+pub use tls::{Pkcs12Store, TlsError, TlsOptions};
 pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
 pub use zlock_proto::records::{
     lock_flags, lock_mode, perms, Acl, CheckVersionRequest, CreateRequest, DeleteRequest, Id,

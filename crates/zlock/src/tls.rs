@@ -22,8 +22,9 @@ use tokio_rustls::TlsConnector;
 
 use crate::error::{Error, Result};
 
-/// How to reach a server over TLS: the trusted CAs (PEM files of certificates), and a
-/// client certificate with its key for x509 authentication.
+/// How to reach a server over TLS: the trusted CAs (PEM files of certificates, or
+/// PKCS12 trust stores), and a client certificate with its key for x509 authentication
+/// (PEM files, or a PKCS12 key store).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), zlock::Error> {
@@ -48,6 +49,28 @@ pub struct TlsOptions {
     /// `cert`: the key is read from the certificate's file, as ZooKeeper's PEM key store
     /// holds the chain and the key in one file.
     pub key: Option<PathBuf>,
+    /// PKCS12 trust stores: their certificates marked trusted (as keytool makes them)
+    /// are trusted roots too.
+    pub ca_pkcs12: Vec<Pkcs12Store>,
+    /// A PKCS12 key store whose first private key entry is the client's certificate
+    /// chain and key (instead of `cert` and `key`, not with them).
+    pub client_pkcs12: Option<Pkcs12Store>,
+}
+
+/// A PKCS12 store and its password (which `Debug` does not print).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Pkcs12Store {
+    pub path: PathBuf,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Pkcs12Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pkcs12Store")
+            .field("path", &self.path)
+            .field("password", &"(hidden)")
+            .finish()
+    }
 }
 
 impl TlsOptions {
@@ -55,9 +78,26 @@ impl TlsOptions {
     pub fn new(ca: impl Into<PathBuf>) -> TlsOptions {
         TlsOptions {
             ca: vec![ca.into()],
-            cert: None,
-            key: None,
+            ..TlsOptions::default()
         }
+    }
+
+    /// Trusts the certificates marked trusted in a PKCS12 store.
+    pub fn add_ca_pkcs12(mut self, path: impl Into<PathBuf>, password: &str) -> TlsOptions {
+        self.ca_pkcs12.push(Pkcs12Store {
+            path: path.into(),
+            password: password.to_owned(),
+        });
+        self
+    }
+
+    /// Presents the first private key entry of a PKCS12 store: its chain and key.
+    pub fn client_pkcs12(mut self, path: impl Into<PathBuf>, password: &str) -> TlsOptions {
+        self.client_pkcs12 = Some(Pkcs12Store {
+            path: path.into(),
+            password: password.to_owned(),
+        });
+        self
     }
 
     /// Trusts the certificates of one more PEM file.
@@ -76,14 +116,21 @@ impl TlsOptions {
 
     /// Reads the files into a connector (once per client).
     pub(crate) fn connector(&self) -> Result<Tls, TlsError> {
-        if self.ca.is_empty() {
+        if self.ca.is_empty() && self.ca_pkcs12.is_empty() {
             return Err(TlsError::NoCa);
         }
         let mut roots = RootCertStore::empty();
+        let mut trusted = Vec::new();
         for path in &self.ca {
-            for c in zlock_keystore::pem_certificates(&read(path)?)
-                .map_err(|e| TlsError::invalid(path, e))?
-            {
+            let certs = zlock_keystore::pem_certificates(&read(path)?);
+            trusted.push((path, certs));
+        }
+        for store in &self.ca_pkcs12 {
+            let certs = zlock_keystore::pkcs12_trusted(&read(&store.path)?, &store.password);
+            trusted.push((&store.path, certs));
+        }
+        for (path, certs) in trusted {
+            for c in certs.map_err(|e| TlsError::invalid(path, e))? {
                 roots.add(c).map_err(|e| TlsError::invalid(path, e))?;
             }
         }
@@ -91,10 +138,19 @@ impl TlsOptions {
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::invalid(&self.ca[0], e))?
             .with_root_certificates(roots);
-        let config = match (&self.cert, &self.key) {
-            (None, None) => builder.with_no_client_auth(),
-            (None, Some(key)) => return Err(TlsError::KeyWithoutCert(key.clone())),
-            (Some(cert), key) => {
+        let config = match (&self.cert, &self.key, &self.client_pkcs12) {
+            (None, None, None) => builder.with_no_client_auth(),
+            (None, Some(key), _) => return Err(TlsError::KeyWithoutCert(key.clone())),
+            (Some(cert), _, Some(_)) => return Err(TlsError::TwoClientCertificates(cert.clone())),
+            (None, None, Some(store)) => {
+                let bytes = read(&store.path)?;
+                let id = zlock_keystore::pkcs12_identity(&bytes, &store.password)
+                    .map_err(|e| TlsError::invalid(&store.path, e))?;
+                builder
+                    .with_client_auth_cert(id.chain, id.key)
+                    .map_err(|e| TlsError::invalid(&store.path, e))?
+            }
+            (Some(cert), key, None) => {
                 let chain = zlock_keystore::pem_certificates(&read(cert)?)
                     .map_err(|e| TlsError::invalid(cert, e))?;
                 let key_path = key.as_ref().unwrap_or(cert);
@@ -121,7 +177,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
-    #[error("TLS: no CA file given (the certificates the server's must chain to)")]
+    #[error("TLS: no CA given (the certificates the server's must chain to)")]
     NoCa,
     #[error("TLS: cannot read {}: {reason}", .path.display())]
     Read { path: PathBuf, reason: String },
@@ -129,6 +185,11 @@ pub enum TlsError {
     Invalid { path: PathBuf, reason: String },
     #[error("TLS: a client key ({}) without its certificate", .0.display())]
     KeyWithoutCert(PathBuf),
+    #[error(
+        "TLS: two client certificates, a PEM one ({}) and a PKCS12 store: give one",
+        .0.display()
+    )]
+    TwoClientCertificates(PathBuf),
 }
 
 impl TlsError {

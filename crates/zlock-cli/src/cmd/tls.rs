@@ -4,8 +4,9 @@
 //! `zookeeper.ssl.trustStore.*`. Flags override the file.
 //!
 //! The stores' types are told as the server tells its own (`.type`, else the file name:
-//! `zlock_server::config::StoreConfig`). A PEM key store is the chain then the key in
-//! one file, as ZooKeeper's; PKCS12 stores are refused by name: the client reads PEM.
+//! `zlock_server::config::StoreConfig`), and read as it reads them (`zlock_keystore`):
+//! a PEM key store is the chain then the key in one file, as ZooKeeper's; a PKCS12
+//! store takes its `.password` or `.passwordPath`; JKS is refused by name.
 
 use std::path::{Path, PathBuf};
 
@@ -24,8 +25,8 @@ with, in client.properties:
   zookeeper.client.secure=true
   zookeeper.ssl.trustStore.location=/etc/zk/ca.pem
   zookeeper.ssl.keyStore.location=/etc/zk/alice.pem    # chain, then the key
-Stores are PEM (PKCS12 and JKS: convert them, e.g. openssl pkcs12 -in s.p12 -nodes -out
-s.pem). Flags override the file. The server's name or IP address, as in --server, is
+Stores are PEM or PKCS12 (zookeeper.ssl.*.password; JKS: convert it to PKCS12).
+Flags override the file. The server's name or IP address, as in --server, is
 checked against its certificate."
     };
 }
@@ -66,12 +67,6 @@ pub enum TlsArgsError {
     #[error("{key}: {problem}")]
     Store { key: &'static str, problem: String },
     #[error(
-        "{key} is a PKCS12 store, which zlock's client does not read: convert it to PEM \
-         (openssl pkcs12 -in store.p12 -nodes -out store.pem) or give --tls-ca, \
-         --tls-cert and --tls-key"
-    )]
-    Pkcs12 { key: &'static str },
-    #[error(
         "zookeeper.client.secure=true needs the CAs to trust: \
          zookeeper.ssl.trustStore.location, or --tls-ca"
     )]
@@ -100,41 +95,56 @@ impl TlsArgs {
         if !props.secure && self.ca.is_none() {
             return Ok(None);
         }
-        let ca = match &self.ca {
-            Some(ca) => ca.clone(),
-            None => {
-                pem_location(TRUST_STORE, &props.trust_store)?.ok_or(TlsArgsError::NoTrustStore)?
+        let mut tls = TlsOptions::default();
+        match (&self.ca, store(TRUST_STORE, &props.trust_store)?) {
+            (Some(ca), _) => tls.ca.push(ca.clone()),
+            (None, Some(Located::Pem(path))) => tls.ca.push(path),
+            (None, Some(Located::Pkcs12(path, password))) => {
+                tls = tls.add_ca_pkcs12(path, &password)
             }
-        };
-        let mut tls = TlsOptions::new(ca);
-        match (&self.cert, &self.key) {
-            (Some(cert), key) => {
+            (None, None) => return Err(TlsArgsError::NoTrustStore),
+        }
+        match (&self.cert, store(KEY_STORE, &props.key_store)?) {
+            (Some(cert), _) => {
                 tls.cert = Some(cert.clone());
-                tls.key = key.clone();
+                tls.key = self.key.clone();
             }
-            // Flags say nothing of a certificate: the file's key store, chain and key.
-            (None, _) => tls.cert = pem_location(KEY_STORE, &props.key_store)?,
+            (None, Some(Located::Pem(path))) => tls.cert = Some(path),
+            (None, Some(Located::Pkcs12(path, password))) => {
+                tls = tls.client_pkcs12(path, &password)
+            }
+            (None, None) => {}
         }
         Ok(Some(tls))
     }
 }
 
-/// A store's file, if it has one, when it is PEM.
-fn pem_location(
-    prefix: &'static str,
-    store: &StoreConfig,
-) -> Result<Option<PathBuf>, TlsArgsError> {
+/// A store of the properties file, by type.
+enum Located {
+    /// PEM: a trust store's certificates, or a key store's chain and key.
+    Pem(PathBuf),
+    /// PKCS12 and its password.
+    Pkcs12(PathBuf, String),
+}
+
+/// A store's file and type, if it has a file.
+fn store(prefix: &'static str, store: &StoreConfig) -> Result<Option<Located>, TlsArgsError> {
     let key = location_key(prefix);
     let Some(path) = &store.location else {
         return Ok(None);
     };
-    match store.kind() {
-        Ok(StoreType::Pem) => Ok(Some(path.clone())),
-        Ok(StoreType::Pkcs12) => Err(TlsArgsError::Pkcs12 { key }),
-        Err(e) => Err(TlsArgsError::Store {
-            key,
-            problem: e.to_string(),
-        }),
+    let bad = |problem: String| TlsArgsError::Store { key, problem };
+    match store.kind().map_err(|e| bad(e.to_string()))? {
+        StoreType::Pem => Ok(Some(Located::Pem(path.clone()))),
+        StoreType::Pkcs12 => {
+            let password = store
+                .password()
+                .map_err(|e| bad(format!("reading its passwordPath: {e}")))?;
+            Ok(Some(Located::Pkcs12(
+                path.clone(),
+                password.unwrap_or_default(),
+            )))
+        }
     }
 }
 
@@ -184,6 +194,8 @@ fn parse_properties(path: &Path, text: &str) -> Result<ClientProperties, TlsArgs
             };
             match field {
                 "location" => store.location = Some(PathBuf::from(v)),
+                "password" => store.password = Some(v.to_owned()),
+                "passwordPath" => store.password_path = Some(PathBuf::from(v)),
                 "type" => {
                     store.store_type = Some(match v.to_ascii_uppercase().as_str() {
                         "PEM" => StoreType::Pem,
@@ -197,7 +209,7 @@ fn parse_properties(path: &Path, text: &str) -> Result<ClientProperties, TlsArgs
                         other => {
                             return Err(TlsArgsError::Store {
                                 key: location_key(prefix),
-                                problem: format!("type {other:?}: expected PEM"),
+                                problem: format!("type {other:?}: expected PEM or PKCS12"),
                             })
                         }
                     })
@@ -249,22 +261,36 @@ mod tests {
     }
 
     #[test]
-    fn stores_zlock_cannot_read_are_refused_by_key() {
-        let (_d, a) = args(
-            "zookeeper.client.secure=true\nzookeeper.ssl.trustStore.location=/k/t.p12\n",
-            None,
+    fn pkcs12_stores_take_their_passwords_and_jks_is_refused_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "trustpw\n").unwrap();
+        let file = format!(
+            "zookeeper.client.secure=true\nzookeeper.ssl.trustStore.location=/k/t.p12\n\
+             zookeeper.ssl.trustStore.passwordPath={}\n\
+             zookeeper.ssl.keyStore.location=/k/alice\nzookeeper.ssl.keyStore.type=PKCS12\n\
+             zookeeper.ssl.keyStore.password=alicepw\n",
+            pw.display()
         );
-        let e = a.options().unwrap_err().to_string();
-        assert!(
-            e.contains("zookeeper.ssl.trustStore.location") && e.contains("PKCS12"),
-            "{e}"
-        );
+        let (_d, a) = args(&file, None);
+        let tls = a.options().unwrap().unwrap();
+        assert!(tls.ca.is_empty());
+        assert_eq!(tls.ca_pkcs12.len(), 1);
+        assert_eq!(tls.ca_pkcs12[0].path, PathBuf::from("/k/t.p12"));
+        assert_eq!(tls.ca_pkcs12[0].password, "trustpw");
+        let key_store = tls.client_pkcs12.unwrap();
+        assert_eq!(key_store.path, PathBuf::from("/k/alice"));
+        assert_eq!(key_store.password, "alicepw");
         let (_d, a) = args(
             "zookeeper.client.secure=true\nzookeeper.ssl.trustStore.location=/k/t\n\
              zookeeper.ssl.trustStore.type=JKS\n",
             None,
         );
-        assert!(a.options().unwrap_err().to_string().contains("JKS"));
+        let e = a.options().unwrap_err().to_string();
+        assert!(
+            e.contains("zookeeper.ssl.trustStore.location") && e.contains("JKS"),
+            "{e}"
+        );
         let (_d, a) = args("zookeeper.client.secure=true\n", None);
         assert!(matches!(a.options(), Err(TlsArgsError::NoTrustStore)));
         let (_d, a) = args("nonsense\n", None);

@@ -101,6 +101,25 @@ async fn lock_and_zk_commands_over_tls_with_flags_and_the_properties_file() {
     .await;
     assert_eq!(o.code, 0, "{o:?}");
 
+    // PKCS12 stores, as ZooKeeper's Java client takes them, the password from a file.
+    let pw = scratch.file("alicepw");
+    std::fs::write(&pw, "alicepw\n").unwrap();
+    let p12 = scratch.file("client-p12.properties");
+    std::fs::write(
+        &p12,
+        format!(
+            "zookeeper.client.secure=true\n\
+             zookeeper.ssl.keyStore.location={}\nzookeeper.ssl.keyStore.passwordPath={pw}\n\
+             zookeeper.ssl.trustStore.location={}\nzookeeper.ssl.trustStore.password=trustpw\n",
+            pki.path("alice.p12").display(),
+            pki.path("trust.p12").display()
+        ),
+    )
+    .unwrap();
+    let o = zl(&["ls", "/", "--server", &s, "-client-configuration", &p12]).await;
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("over-tls"), "{o:?}");
+
     // The file trusts another CA: the handshake fails, by name; --tls-ca overrides it.
     let wrong = props("other-ca.pem");
     let o = zl(&["ls", "/", "--server", &s, "-client-configuration", &wrong]).await;

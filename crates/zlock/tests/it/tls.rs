@@ -129,6 +129,43 @@ async fn an_untrusted_or_misnamed_server_or_no_client_certificate_fails_the_hand
     }
 }
 
+/// PKCS12 stores (a trust store with the CA marked trusted, a key store with alice's
+/// key and chain) work as the PEM files do; a wrong password is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pkcs12_stores_serve_as_pem_files_do() {
+    let pki = Pki::make().unwrap();
+    let server = pki.start_server("server.pem").unwrap();
+    let addr = server.secure.to_string();
+    let tls = TlsOptions::default()
+        .add_ca_pkcs12(pki.path("trust.p12"), "trustpw")
+        .client_pkcs12(pki.path("alice.p12"), "alicepw");
+    let alice = connect_tls(&addr, tls).await.unwrap();
+    let only_alice = vec![Acl {
+        perms: perms::ALL,
+        id: Id::new("x509", "CN=alice,O=zlock"),
+    }];
+    alice
+        .create_with_acl("/p12", b"p", only_alice, CreateMode::Persistent)
+        .await
+        .unwrap();
+    assert_eq!(alice.get_data("/p12", false).await.unwrap().0, b"p");
+    alice.close().await.unwrap();
+
+    let wrong = TlsOptions::default()
+        .add_ca_pkcs12(pki.path("trust.p12"), "trustpw")
+        .client_pkcs12(pki.path("alice.p12"), "nope");
+    match connect_tls(&addr, wrong).await {
+        Err(e @ Error::Tls(TlsError::Invalid { .. })) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("alice.p12") && text.contains("password"),
+                "{text}"
+            );
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
 #[tokio::test]
 async fn unreadable_or_invalid_files_are_named_before_connecting() {
     let pki = Pki::make().unwrap();

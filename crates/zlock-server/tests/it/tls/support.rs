@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use p12_keystore::{Certificate, KeyStore, KeyStoreEntry, PrivateKeyChain};
+use p12_keystore::{Certificate, KeyStoreEntry, PrivateKeyChain};
 use rcgen::ExtendedKeyUsagePurpose;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use zlock_proto::records::ConnectResponse;
 use zlock_proto::{Reader, Record};
-use zlock_testkit::pki::{ca, leaf};
+use zlock_testkit::pki::{ca, leaf, pkcs12};
 use zlock_testkit::{free_port, zlock_bin, ChildServer};
 
 use crate::common::rawclient::{connect_frame, read_frame, STUCK};
@@ -110,15 +110,6 @@ pub struct Pki {
     dir: TempDir,
 }
 
-/// A PKCS12 store as keytool makes one: `password`, a key entry or trusted certificates.
-pub fn pkcs12(entries: Vec<(&str, KeyStoreEntry)>, password: &str) -> Vec<u8> {
-    let mut ks = KeyStore::new();
-    for (alias, e) in entries {
-        ks.add_entry(alias, e);
-    }
-    ks.writer(password).write().unwrap()
-}
-
 impl Pki {
     pub fn make() -> Pki {
         let dir = tempfile::tempdir().unwrap();
@@ -150,19 +141,21 @@ impl Pki {
         write(
             "server.p12",
             &pkcs12(
-                vec![("server", KeyStoreEntry::PrivateKeyChain(chain))],
+                [("server", KeyStoreEntry::PrivateKeyChain(chain))],
                 "serverpw",
-            ),
+            )
+            .unwrap(),
         );
         write(
             "trust.p12",
             &pkcs12(
-                vec![(
+                [(
                     "ca",
                     KeyStoreEntry::Certificate(Certificate::from_der(ca.der()).unwrap()),
                 )],
                 "trustpw",
-            ),
+            )
+            .unwrap(),
         );
         write("trustpw", b"trustpw\n");
         for (who, issuer) in [
