@@ -2,13 +2,15 @@
 //! with `client.portUnification`): the CAs the client trusts, and an optional client
 //! certificate that the server maps to an `x509:<subject>` identity.
 //!
-//! rustls on ring through tokio-rustls, as the server uses; no OpenSSL. The files are
-//! PEM, read as the server reads its own (`zlock_keystore`), and are read once, when the client is made ([`TlsOptions`] stays paths so that
-//! it can be cloned, printed and built from flags), so an unreadable or invalid file
-//! fails [`crate::ClientBuilder::connect`] before any connection, naming the file. The
-//! server's name or IP address, from the host in the connect string, is checked against
-//! its certificate on every connection, reconnects to other members included (as the
-//! ZooKeeper Java client's `zookeeper.ssl.hostnameVerification`, on by default).
+//! rustls on ring through tokio-rustls, as the server uses; no OpenSSL. The files (PEM
+//! or PKCS12) are read as the server reads its own (`zlock_keystore`), once, when the
+//! client is made ([`TlsOptions`] stays paths so that it can be cloned, printed and
+//! built from flags), so an unreadable or invalid file fails
+//! [`crate::ClientBuilder::connect`] before any connection, naming the file. The
+//! server's name or IP address, from the host in the connect string, is checked
+//! against its certificate on every connection, reconnects to other members included
+//! (as the ZooKeeper Java client's `zookeeper.ssl.hostnameVerification`, on by
+//! default).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -136,7 +138,7 @@ impl TlsOptions {
         }
         let builder = rustls::ClientConfig::builder_with_provider(Arc::new(default_provider()))
             .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::invalid(&self.ca[0], e))?
+            .map_err(|e| TlsError::Setup(e.to_string()))?
             .with_root_certificates(roots);
         let config = match (&self.cert, &self.key, &self.client_pkcs12) {
             (None, None, None) => builder.with_no_client_auth(),
@@ -190,6 +192,9 @@ pub enum TlsError {
         .0.display()
     )]
     TwoClientCertificates(PathBuf),
+    /// rustls refused its own configuration (the ring provider's protocol versions).
+    #[error("TLS: {0}")]
+    Setup(String),
 }
 
 impl TlsError {
