@@ -67,8 +67,8 @@ pub enum TlsArgsError {
     #[error("{key}: {problem}")]
     Store { key: &'static str, problem: String },
     #[error(
-        "zookeeper.client.secure=true needs the CAs to trust: \
-         zookeeper.ssl.trustStore.location, or --tls-ca"
+        "TLS needs the CAs to trust: --tls-ca, or zookeeper.ssl.trustStore.location in \
+         the client configuration"
     )]
     NoTrustStore,
 }
@@ -85,14 +85,14 @@ struct ClientProperties {
 }
 
 impl TlsArgs {
-    /// The TLS to connect with: None for plain TCP (no flag, and no file saying
+    /// The TLS to connect with: None for plain TCP (no TLS flag, and no file saying
     /// `zookeeper.client.secure=true`).
     pub fn options(&self) -> Result<Option<TlsOptions>, TlsArgsError> {
         let props = match &self.client_configuration {
             Some(path) => read_properties(path)?,
             None => ClientProperties::default(),
         };
-        if !props.secure && self.ca.is_none() {
+        if !props.secure && self.ca.is_none() && self.cert.is_none() {
             return Ok(None);
         }
         let mut tls = TlsOptions::default();
