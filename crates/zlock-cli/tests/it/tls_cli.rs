@@ -1,13 +1,15 @@
 //! The commands over TLS, as the built binary: `zlock lock` and the zkCli-style commands
 //! with `--tls-ca/--tls-cert/--tls-key` and with ZooKeeper's client properties file
 //! (`-client-configuration`, flags overriding it), against zlock's `secureClientPort`
-//! with `ssl.clientAuth=need`; and `zlock ensemble --tls`, its printed flags used as
-//! printed.
+//! with `ssl.clientAuth=need`; and `zlock ensemble --tls`, its printed flags, kazoo
+//! line and zkCli line used as printed (kazoo and ZooKeeper's jars are peers:
+//! `zlock_testkit::require`).
 
 use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 use zlock_testkit::pki::Pki;
+use zlock_testkit::{require, Peer};
 
 use crate::common::{free_run, run, zlock_cmd, Interrupt, Out, Scratch, RUN_BOUND};
 
@@ -221,6 +223,29 @@ async fn the_ensemble_command_serves_tls_with_the_flags_it_prints() {
     .await
     .expect("zlock ls / over TLS with the printed flags");
     assert!(listing.contains("zookeeper"), "{listing}");
+    // The kazoo line, as printed.
+    if let Some(python) = require(Peer::Kazoo) {
+        let script = format!(
+            "from kazoo.client import KazooClient\nzk = {}\nzk.start(timeout=30)\n\
+             print(sorted(zk.get_children('/')))\nzk.stop()\n",
+            after("kazoo: ")
+        );
+        let mut cmd = tokio::process::Command::new(python);
+        cmd.args(["-c", &script]).kill_on_drop(true);
+        let o = run(cmd, "the printed kazoo line", RUN_BOUND).await;
+        assert_eq!(o.code, 0, "{o:?}");
+        assert!(o.stdout.contains("'zookeeper'"), "{o:?}");
+    }
+    // ZooKeeper's Java CLI with the printed client configuration (Debian's way to run
+    // it with Netty, as printed).
+    if require(Peer::ZooKeeper).is_some() {
+        let line = after("(Debian's zkCli.sh lacks Netty; there: ");
+        let line = line.strip_suffix(')').unwrap();
+        let mut cmd = tokio::process::Command::new("bash");
+        cmd.args(["-c", &format!("{line} ls /")]).kill_on_drop(true);
+        let o = run(cmd, "the printed zkCli line", RUN_BOUND).await;
+        assert!(o.stdout.lines().any(|l| l == "[zookeeper]"), "{o:?}");
+    }
     // The plain ports stay (on loopback), next to the TLS ones.
     let o = zl(&["ls", "/", "--server", &format!("127.0.0.1:{client}")]).await;
     assert_eq!(o.code, 0, "{o:?}");

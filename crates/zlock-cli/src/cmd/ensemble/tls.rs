@@ -140,8 +140,17 @@ pub fn print_hints(f: &Files, secure: &str) {
         cert.display(),
         key.display()
     );
+    let props = f.client_properties();
     println!(
         "  zkCli.sh -server {secure} -client-configuration {}",
-        f.client_properties().display()
+        props.display()
+    );
+    // Debian's zkEnv.sh sets the class path to ZooKeeper's jar alone: no Netty, which
+    // the Java client's TLS needs.
+    println!(
+        "  (Debian's zkCli.sh lacks Netty; there: java -cp \"$(ls /usr/share/java/{{zookeeper,\
+         zookeeper-jute,slf4j-api,netty-*}}.jar | tr '\\n' :)\" \
+         org.apache.zookeeper.ZooKeeperMain -server {secure} -client-configuration {})",
+        props.display()
     );
 }
