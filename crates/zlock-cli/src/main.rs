@@ -61,10 +61,13 @@ enum Cmd {
 #[derive(Subcommand)]
 enum BenchCmd {
     /// create / setData / getData / delete throughput and p50/p99 latency
+    #[command(after_help = cmd::tls::tls_help!())]
     Ops(cmd::bench::OpsArgs),
     /// Bulk-create many znodes with pipelined sessions (memory and restart tests)
+    #[command(after_help = cmd::tls::tls_help!())]
     Load(cmd::bench::LoadArgs),
     /// Wait until a session can read a node; prints the seconds it took
+    #[command(after_help = cmd::tls::tls_help!())]
     Ready(cmd::bench::ReadyArgs),
     // The lock benchmark against ZooKeeper, Redis and etcd (and the failover benchmark)
     // is the separate `zlock-bench` binary (crates/zlock-bench), so that the zlock users

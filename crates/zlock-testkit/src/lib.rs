@@ -10,6 +10,7 @@
 //! - [`require`]`(`[`Peer`]`)`: the one rule for what a test needs besides zlock
 //!   (ZooKeeper, Curator, a JDK, kazoo, a browser, root): there, or the test fails,
 //!   unless `ZLOCK_TEST_ALLOW_MISSING=1` (module `peers`).
+//! - [`pki::Pki`]: throwaway certificates (a CA, a server's, clients') for TLS tests.
 //! - [`zlock_bin`]: the `zlock` binary, built for the test process (module `binary`).
 //!
 //! Every process started here is stopped by its pid when its handle drops.
@@ -28,11 +29,12 @@ mod binary;
 mod ensemble;
 mod netns;
 mod peers;
+pub mod pki;
 pub use binary::zlock_bin;
 pub use ensemble::{ChildEnsemble, EnsembleOptions};
 pub use netns::Netns;
 use peers::ZK_JAR;
-pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR};
+pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR, NETTY_JARS};
 
 /// Copies a directory tree: what a `kill -9` leaves on disk, taken while the writer is
 /// still running, or a checked-in data directory to open without touching it.

@@ -42,6 +42,20 @@ use std::process::Command;
 pub(crate) const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
 /// Apache Curator's recipes from Debian's `libcurator-recipes-java`.
 pub const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
+/// What ZooKeeper's Java client needs on its class path for TLS
+/// (`zookeeper.clientCnxnSocket=...ClientCnxnSocketNetty`), from Debian's
+/// libnetty-java, which its `zookeeper` package brings. (Its `netty-all.jar` lacks
+/// the resolver classes.)
+pub const NETTY_JARS: [&str; 8] = [
+    "/usr/share/java/netty-buffer.jar",
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-common.jar",
+    "/usr/share/java/netty-handler.jar",
+    "/usr/share/java/netty-resolver.jar",
+    "/usr/share/java/netty-transport.jar",
+    "/usr/share/java/netty-transport-native-epoll.jar",
+    "/usr/share/java/netty-transport-native-unix-common.jar",
+];
 
 /// Something a test needs besides zlock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,65 @@
-//! Connect strings (`host:port,host:port[/chroot]`), as ZooKeeper's clients take them.
+//! Connect strings (`host:port,host:port[/chroot]`), as ZooKeeper's clients take them,
+//! and the options of a connection ([`ClientBuilder`]).
+
+use tokio::sync::mpsc;
+use zlock_proto::records::WatcherEvent;
 
 use crate::error::{Error, Result};
+use crate::tls::TlsOptions;
+use crate::Client;
+
+/// How to connect: the connect string, the session timeout asked for, TLS. Made by
+/// [`Client::builder`]; [`Client::connect`] is the builder with its defaults.
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    pub(crate) connect_string: String,
+    pub(crate) timeout_ms: i32,
+    pub(crate) tls: Option<TlsOptions>,
+}
+
+impl ClientBuilder {
+    /// Defaults: a 30 s session timeout (ZooKeeper's `zkCli` asks for that), plain TCP.
+    pub fn new(connect_string: &str) -> ClientBuilder {
+        ClientBuilder {
+            connect_string: connect_string.to_owned(),
+            timeout_ms: 30_000,
+            tls: None,
+        }
+    }
+
+    /// The session timeout to ask for (the server bounds it by its min/max).
+    pub fn session_timeout_ms(mut self, timeout_ms: i32) -> ClientBuilder {
+        self.timeout_ms = timeout_ms;
+        self
+    }
+
+    /// Every connection of the session over TLS (the hosts' secure client ports);
+    /// `None` for plain TCP.
+    pub fn tls(mut self, tls: impl Into<Option<TlsOptions>>) -> ClientBuilder {
+        self.tls = tls.into();
+        self
+    }
+
+    /// Opens a new session; see [`Client::connect`].
+    ///
+    /// # Errors
+    /// Those of [`Client::connect`], and with TLS: [`Error::Tls`] when a file cannot be
+    /// read or is not what it should be (before any connection), [`Error::TlsHandshake`]
+    /// when a server's certificate is not trusted or not for its host, or the server
+    /// refuses the client's.
+    pub async fn connect(&self) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
+        Client::open(self, 0, &[]).await
+    }
+
+    /// Resumes a session; see [`Client::resume`].
+    pub async fn resume(
+        &self,
+        session_id: i64,
+        passwd: &[u8],
+    ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
+        Client::open(self, session_id, passwd).await
+    }
+}
 
 /// Splits a connect string `h1:2181,h2:2181/app` into hosts and chroot ("" for none).
 pub(crate) fn parse_connect_string(s: &str) -> Result<(Vec<String>, String)> {

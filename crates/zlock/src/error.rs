@@ -4,6 +4,8 @@
 use thiserror::Error;
 use zlock_proto::ErrorCode;
 
+use crate::tls::TlsError;
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -37,6 +39,15 @@ pub enum Error {
          too many connections from this address? (maxClientCnxns)"
     )]
     HandshakeClosed(String),
+    /// The [`TlsOptions`](crate::TlsOptions) cannot be used: a file is unreadable or
+    /// not what it should be (named in it). Nothing was connected.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The TLS handshake with this host failed: its certificate does not chain to the
+    /// trusted CAs or is not for the name or address connected to, or the server
+    /// refused the client (no certificate, or one it does not trust).
+    #[error("TLS with {0} failed: {1}")]
+    TlsHandshake(String, String),
     /// A lock recipe was asked for a lock-delay on an acquire that would take the
     /// standard recipe (the server offers no native lock, as Apache ZooKeeper;
     /// `LockPath::Recipe`; several semaphore leases at once): only a zlock server's

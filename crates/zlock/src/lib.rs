@@ -67,7 +67,10 @@
 //!   `client::ops` its ZooKeeper operations; `client::native` zlock's native lock
 //!   ([`Client::lock_native`], [`NativeLock`], [`GrantWaiter`], [`LockPath`], the
 //!   server's feature bits).
-//! - [`connect`]: connect strings ([`connect::rotate_hosts`] spreads sessions over hosts).
+//! - [`connect`]: connect strings ([`connect::rotate_hosts`] spreads sessions over hosts)
+//!   and [`ClientBuilder`] (the session timeout, TLS).
+//! - `tls`: [`TlsOptions`] (trusted CAs, a client certificate) read into rustls, the
+//!   handshake, [`TlsError`].
 //! - `chroot`: client paths to server paths and back.
 //! - `queue`: the session's request queue, bounded in bytes, callers waiting in line.
 //! - `session`: the actor that owns the socket: `connection` (one connection's
@@ -94,15 +97,18 @@ mod queue;
 pub mod recipes;
 mod retry;
 mod session;
+mod tls;
 mod watcher;
 
 pub use client::{Client, CreateMode, GrantWaiter, LockPath, NativeLock};
+pub use connect::ClientBuilder;
 pub use error::{Error, Result};
 pub use recipes::{
     LeaderLatch, Lease, LockMetrics, LockMetricsSnapshot, Mutex, MutexGuard, NaiveGuard, NaiveLock,
     ReadLock, ReadWriteGuard, ReadWriteLock, Semaphore, WriteLock,
 };
 pub use retry::RetryPolicy;
+pub use tls::{Pkcs12Store, TlsError, TlsOptions};
 pub use watcher::{ConnectionState, EventType, OneshotWatcher, PersistentWatcher, WatchedEvent};
 pub use zlock_proto::records::{
     lock_flags, lock_mode, perms, Acl, CheckVersionRequest, CreateRequest, DeleteRequest, Id,

@@ -10,12 +10,16 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use zlock::{Client, CreateMode, Error, ErrorCode};
 
+use super::tls::TlsArgs;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct OpsArgs {
     /// Server address, host:port, or a connect string naming every member of an
     /// ensemble (session i starts at the i-th)
     #[arg(long, short = 's', default_value = "127.0.0.1:2181")]
     pub server: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Concurrent clients (each its own session)
     #[arg(long, short = 'c', default_value_t = 1)]
     pub clients: usize,
@@ -74,14 +78,24 @@ impl PhaseResult {
     }
 }
 
-pub async fn run(a: OpsArgs) -> anyhow::Result<Vec<PhaseResult>> {
-    let mut clients = Vec::with_capacity(a.clients);
-    for i in 0..a.clients {
-        let (c, _ev) = Client::connect(&zlock::connect::rotate_hosts(&a.server, i), 30_000)
+/// `n` sessions, session `i` starting at the `i`-th host of `server`.
+async fn sessions(server: &str, n: usize, tls: &TlsArgs) -> anyhow::Result<Vec<Client>> {
+    let tls = tls.options()?;
+    let mut clients = Vec::with_capacity(n);
+    for i in 0..n {
+        let (c, _ev) = Client::builder(&zlock::connect::rotate_hosts(server, i))
+            .session_timeout_ms(30_000)
+            .tls(tls.clone())
+            .connect()
             .await
-            .with_context(|| format!("connecting to {}", a.server))?;
+            .with_context(|| format!("connecting to {server}"))?;
         clients.push(c);
     }
+    Ok(clients)
+}
+
+pub async fn run(a: OpsArgs) -> anyhow::Result<Vec<PhaseResult>> {
+    let clients = sessions(&a.server, a.clients, &a.tls).await?;
     let setup = clients[0].clone();
     remove_tree(&setup, &a.root).await?;
     setup.ensure_path(&a.root).await?;
@@ -218,6 +232,8 @@ pub struct LoadArgs {
     /// Server address, host:port
     #[arg(long, short = 's', default_value = "127.0.0.1:2181")]
     pub server: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Concurrent sessions
     #[arg(long, short = 'c', default_value_t = 16)]
     pub clients: usize,
@@ -245,13 +261,7 @@ pub async fn load(a: LoadArgs) -> anyhow::Result<()> {
     let clients_n = a.clients.max(1);
     let depth = a.pipeline.max(1);
     let bucket = a.bucket.max(1);
-    let mut clients = Vec::with_capacity(clients_n);
-    for i in 0..clients_n {
-        let (c, _ev) = Client::connect(&zlock::connect::rotate_hosts(&a.server, i), 30_000)
-            .await
-            .with_context(|| format!("connecting to {}", a.server))?;
-        clients.push(c);
-    }
+    let clients = sessions(&a.server, clients_n, &a.tls).await?;
     let setup = clients[0].clone();
     if setup.exists(&a.root, false).await?.is_some() {
         anyhow::bail!("{} already exists; load into an empty path", a.root);
@@ -383,6 +393,8 @@ pub struct ReadyArgs {
     /// Server address, host:port
     #[arg(long, short = 's', default_value = "127.0.0.1:2181")]
     pub server: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// A node that must be readable
     #[arg(long, default_value = "/")]
     pub path: String,
@@ -398,6 +410,7 @@ pub struct ReadyArgs {
 }
 
 pub async fn ready(a: ReadyArgs) -> anyhow::Result<()> {
+    let tls = a.tls.options()?;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(a.timeout_secs);
     let mut attempts = 0u64;
@@ -409,8 +422,12 @@ pub async fn ready(a: ReadyArgs) -> anyhow::Result<()> {
             attempts += 1;
             next = tokio::time::Instant::now() + Duration::from_millis(a.interval_ms.max(1));
             let (server, path) = (a.server.clone(), a.path.clone());
+            let tls = tls.clone();
             open.spawn(async move {
-                let (c, _ev) = Client::connect(&server, 30_000)
+                let (c, _ev) = Client::builder(&server)
+                    .session_timeout_ms(30_000)
+                    .tls(tls)
+                    .connect()
                     .await
                     .map_err(|e| e.to_string())?;
                 let r = c.get_data(&path, false).await;

@@ -12,6 +12,7 @@ use zlock::{Client, CreateMode, Error, ErrorCode};
 use zlock_server::ServerConfig;
 
 use super::lock::{connect, server_addr};
+use super::tls::TlsArgs;
 
 const ROOT: &str = "/zlock-demo";
 const COUNTER: &str = "/zlock-demo/order-counter";
@@ -22,7 +23,7 @@ const SESSION_TIMEOUT_MS: i32 = 30_000;
 pub enum DemoCmd {
     /// N clients take order numbers from a shared counter under a lock; checks them
     #[command(
-        after_help = "Examples:\n  zlock demo orders                  # 101 clients, fair lock (Mutex)\n  \
+        after_help = concat!("Examples:\n  zlock demo orders                  # 101 clients, fair lock (Mutex)\n  \
          zlock demo orders --naive          # the naive lock; also counts watch notifications\n  \
          zlock demo orders --no-lock        # no lock: lost updates show as duplicates\n  \
          zlock demo orders --recipe         # the Mutex via the standard recipe, not the native path\n  \
@@ -31,7 +32,8 @@ pub enum DemoCmd {
          window, so --no-lock shows duplicates), and writes the number + 1 back with\n\
          version -1. All clients start at once (a barrier). Without --server an embedded\n\
          zlock server runs on 127.0.0.1 (ephemeral port, temporary data directory).\n\
-         Exit code 1 if duplicates appear with a lock; --no-lock exits 0 either way."
+         Exit code 1 if duplicates appear with a lock; --no-lock exits 0 either way.\n\n",
+         super::tls::tls_help!())
     )]
     Orders(OrdersArgs),
 }
@@ -54,6 +56,9 @@ pub struct OrdersArgs {
     /// watch) even when the server offers zlock's one-round-trip native lock
     #[arg(long, conflicts_with_all = ["naive", "no_lock"])]
     pub recipe: bool,
+    /// TLS to --server (the embedded server is plain)
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -151,6 +156,9 @@ impl Embedded {
 async fn orders(a: OrdersArgs) -> Result<i32, String> {
     let embedded = match &a.server {
         Some(_) => None,
+        None if a.tls.ca.is_some() || a.tls.client_configuration.is_some() => {
+            return Err("the TLS flags need --server (the embedded server is plain)".into())
+        }
         None => Some(Embedded::start().await?),
     };
     let addr = match &embedded {
@@ -191,7 +199,8 @@ async fn orders_on(a: &OrdersArgs, addr: &str, dir: Option<PathBuf>) -> Result<i
     let mut opening = tokio::task::JoinSet::new();
     for i in 1..=n {
         let addr = addr.to_owned();
-        opening.spawn(async move { (i, connect(&addr, SESSION_TIMEOUT_MS).await) });
+        let tls = a.tls.clone();
+        opening.spawn(async move { (i, connect(&addr, SESSION_TIMEOUT_MS, &tls).await) });
     }
     let mut clients = Vec::with_capacity(n);
     let mut failed = None;

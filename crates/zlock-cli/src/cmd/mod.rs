@@ -6,4 +6,5 @@ pub mod ensemble;
 pub mod import;
 pub mod lock;
 pub mod snapshot;
+pub mod tls;
 pub mod zk;

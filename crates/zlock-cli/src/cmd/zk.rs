@@ -11,6 +11,8 @@ use zlock_proto::records::{
 };
 use zlock_proto::{OpCode, Reader, Record, Request};
 
+use super::tls::TlsArgs;
+
 const DEFAULT_SERVER: &str = "127.0.0.1:2181";
 
 /// Connection flags shared by every command.
@@ -27,6 +29,8 @@ pub struct Conn {
     /// digest:super:password (repeat for several)
     #[arg(long, value_name = "SCHEME:AUTH")]
     pub auth: Vec<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 impl Conn {
@@ -48,7 +52,8 @@ macro_rules! with_conn_help {
             $s,
             "\n\nThe server is --server, else $ZLOCK_SERVER, else 127.0.0.1:2181.\n\
              Errors print zkCli's messages to stderr and exit with code 1;\n\
-             bad paths or flags exit with code 2."
+             bad paths or flags exit with code 2.\n\n",
+            $crate::cmd::tls::tls_help!()
         )
     };
 }
@@ -174,14 +179,23 @@ fn parse_hex_version(s: &str) -> Result<i64, String> {
     })
 }
 
-/// zkCli's single-dash long flags for `reconfig` (`-add`), as clap's double-dash ones.
+/// zkCli's single-dash long flags as clap's double-dash ones: `-client-configuration`
+/// for every command, `reconfig`'s `-add`, `-remove`, `-members`, `-file`. Nothing after
+/// `--` (`zlock lock`'s command) is touched.
 pub fn zkcli_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    if args.get(1).and_then(|a| a.to_str()) != Some("reconfig") {
-        return args;
-    }
+    let reconfig = args.get(1).and_then(|a| a.to_str()) == Some("reconfig");
+    let mut command = false;
     args.into_iter()
         .map(|a| match a.to_str() {
-            Some(f @ ("-add" | "-remove" | "-members" | "-file")) => format!("-{f}").into(),
+            _ if command => a,
+            Some("--") => {
+                command = true;
+                a
+            }
+            Some("-client-configuration") => "--client-configuration".into(),
+            Some(f @ ("-add" | "-remove" | "-members" | "-file")) if reconfig => {
+                format!("-{f}").into()
+            }
             _ => a,
         })
         .collect()
@@ -443,18 +457,9 @@ async fn dispatch(cmd: ZkCmd) -> Res<String> {
     let conn = conn_of(&cmd);
     let addr = conn.addr();
     // A server that accepts but never answers the handshake must not hang the command.
-    let wait = std::time::Duration::from_millis(u64::try_from(conn.timeout).unwrap_or(0));
-    let (client, _events) = tokio::time::timeout(wait, Client::connect(&addr, conn.timeout))
+    let (client, _events) = super::lock::connect(&addr, conn.timeout, &conn.tls)
         .await
-        .map_err(|_| {
-            Failure(format!(
-                "cannot connect to {addr}: timed out after {wait:?}"
-            ))
-        })?
-        .map_err(|e| match e {
-            Error::Connect(..) | Error::HandshakeClosed(_) => Failure(format!("{e}")),
-            other => Failure(format!("cannot connect to {addr}: {other}")),
-        })?;
+        .map_err(Failure)?;
     for a in &conn.auth {
         let (scheme, auth) = a
             .split_once(':')

@@ -88,3 +88,45 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A base port with `n` free ports from it (and from it + 1000, the election ports),
+/// below the ephemeral range.
+pub fn free_run(n: u16) -> u16 {
+    for _ in 0..200 {
+        let base = 20_000 + (rand_u16() % 8_000);
+        let all = (0..n).flat_map(|i| [base + i, base + 1000 + i]);
+        let held: Vec<_> = all
+            .map(|p| std::net::TcpListener::bind(("127.0.0.1", p)))
+            .collect();
+        if held.iter().all(Result::is_ok) {
+            return base;
+        }
+    }
+    panic!("no run of {n} free ports");
+}
+
+fn rand_u16() -> u16 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (nanos ^ std::process::id().wrapping_mul(2_654_435_761)) as u16
+}
+
+/// Sends SIGINT to a child when dropped and gives it 10 s to exit.
+pub struct Interrupt(pub tokio::process::Child);
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        let Some(pid) = self.0.id() else { return };
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status();
+        for _ in 0..100 {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

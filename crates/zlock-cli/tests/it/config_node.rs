@@ -54,7 +54,7 @@
 
 use std::time::Duration;
 
-use crate::common::{run, zlock_cmd, Out, Scratch, RUN_BOUND};
+use crate::common::{free_run, run, zlock_cmd, Interrupt, Out, Scratch, RUN_BOUND};
 use zlock_testkit::{require, ChildEnsemble, EnsembleOptions, Peer, TestServer, ZooKeeper};
 
 /// Apache ZooKeeper's zkCli (`None`: ZooKeeper is missing and missing peers are allowed;
@@ -440,30 +440,6 @@ async fn reconfig_through_zlock_and_zkcli() {
     assert_eq!(o.code, 2, "{o:?}");
 }
 
-/// A base port with `n` free ports from it (and from it + 1000, the election ports),
-/// below the ephemeral range.
-fn free_run(n: u16) -> u16 {
-    for _ in 0..200 {
-        let base = 20_000 + (rand_u16() % 8_000);
-        let all = (0..n).flat_map(|i| [base + i, base + 1000 + i]);
-        let held: Vec<_> = all
-            .map(|p| std::net::TcpListener::bind(("127.0.0.1", p)))
-            .collect();
-        if held.iter().all(Result::is_ok) {
-            return base;
-        }
-    }
-    panic!("no run of {n} free ports");
-}
-
-fn rand_u16() -> u16 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    (nanos ^ std::process::id().wrapping_mul(2_654_435_761)) as u16
-}
-
 /// `zlock ensemble --reconfig-enabled` prints how to add a member; the two commands
 /// it prints, run as printed (the password filled in), add member 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -558,22 +534,4 @@ async fn the_ensemble_command_shows_how_to_add_a_member() {
     );
     assert_eq!(on_fourth.matches("participant").count(), 4, "{on_fourth}");
     let _ = fourth.kill().await;
-}
-
-/// Sends SIGINT to a child when dropped and gives it 10 s to exit.
-struct Interrupt(tokio::process::Child);
-
-impl Drop for Interrupt {
-    fn drop(&mut self) {
-        let Some(pid) = self.0.id() else { return };
-        let _ = std::process::Command::new("kill")
-            .args(["-INT", &pid.to_string()])
-            .status();
-        for _ in 0..100 {
-            if !matches!(self.0.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
 }

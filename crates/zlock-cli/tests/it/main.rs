@@ -14,5 +14,6 @@ mod lock_cli;
 mod lock_demo;
 mod server_config;
 mod snapshot_cli;
+mod tls_cli;
 mod zk_cmds;
 mod zk_import;

@@ -4,10 +4,12 @@
 //!
 //! rustls with the ring provider; no OpenSSL. What a connection does with it (the
 //! handshake, then reads and writes through the connection's rustls state) is in
-//! `crate::net::tls`.
+//! `crate::net::tls`. `throwaway` makes certificates for trying TLS locally and for
+//! tests.
 
 mod stores;
 mod subject;
+pub mod throwaway;
 
 pub use stores::StoreProblem;
 

@@ -1,17 +1,12 @@
-//! Reading key and trust stores: PEM files and PKCS12 stores, as ZooKeeper's
-//! `ssl.keyStore.*` / `ssl.trustStore.*` keys name them.
-//!
-//! A PEM key store holds the certificate chain (leaf first) and one unencrypted private
-//! key (PKCS#8, PKCS#1 or SEC1); a PEM trust store holds certificates. A PKCS12 key
-//! store's first private key entry gives the key and its chain; a PKCS12 trust store's
-//! certificates are those marked trusted, as Java reads them (keytool marks them;
-//! `openssl pkcs12 -export -nokeys` needs `-jdktrust anyExtendedKeyUsage`, OpenSSL 3.2+).
+//! Reading the server's key and trust stores, as ZooKeeper's `ssl.keyStore.*` /
+//! `ssl.trustStore.*` keys name them: the file, its type and password from the config
+//! here; the PEM and PKCS12 formats in `zlock_keystore` (which the client reads its
+//! files with too).
 
 use std::path::{Path, PathBuf};
 
-use p12_keystore::{KeyStore, KeyStoreEntry};
-use rustls_pki_types::pem::{PemObject, SectionKind};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::CertificateDer;
+use zlock_keystore::Identity;
 
 use super::TlsError;
 use crate::config::{location_key, Store, StoreConfig, StoreType, StoreTypeError};
@@ -21,41 +16,8 @@ use crate::config::{location_key, Store, StoreConfig, StoreType, StoreTypeError}
 pub enum StoreProblem {
     #[error(transparent)]
     Type(#[from] StoreTypeError),
-    #[error("cannot read it as PKCS12 (is the password right?): {0}")]
-    Pkcs12(p12_keystore::error::Error),
-    #[error("no private key entry in the PKCS12 store")]
-    NoPkcs12Key,
-    #[error(
-        "no trusted certificate in the PKCS12 store: as Java, zlock takes only \
-         certificates marked trusted (keytool -importcert marks them; OpenSSL 3.2+ with \
-         pkcs12 -export -nokeys -jdktrust anyExtendedKeyUsage), or use a PEM trust store"
-    )]
-    NoTrustedCertificate,
-    #[error("not a PEM file: {0}")]
-    Pem(rustls_pki_types::pem::Error),
-    #[error("no CERTIFICATE in the file")]
-    NoPemCertificate,
-    #[error("more than one private key in the file")]
-    TwoKeys,
-    #[error(
-        "its private key is encrypted, which zlock does not read yet: write it \
-         unencrypted (openssl pkcs8 -topk8 -nocrypt) in a file only zlock's user can \
-         read, or use a PKCS12 store with a password"
-    )]
-    EncryptedKey,
-    #[error(
-        "no PRIVATE KEY in the file (a PEM key store holds the certificate chain and \
-         the key)"
-    )]
-    NoPemKey,
-    #[error("no certificate for the private key")]
-    NoChain,
-}
-
-/// The server's certificate chain and private key.
-pub(crate) struct Identity {
-    pub chain: Vec<CertificateDer<'static>>,
-    pub key: PrivateKeyDer<'static>,
+    #[error(transparent)]
+    Content(#[from] zlock_keystore::Problem),
 }
 
 struct Source<'a> {
@@ -64,11 +26,11 @@ struct Source<'a> {
 }
 
 impl Source<'_> {
-    fn bad(&self, problem: StoreProblem) -> TlsError {
+    fn bad(&self, problem: impl Into<StoreProblem>) -> TlsError {
         TlsError::Store {
             key: location_key(self.store),
             path: self.path.to_owned(),
-            problem,
+            problem: problem.into(),
         }
     }
 
@@ -111,27 +73,11 @@ pub(crate) fn identity(cfg: &StoreConfig) -> Result<Identity, TlsError> {
         path: &path,
     };
     let bytes = src.read()?;
-    let identity = match kind {
-        StoreType::Pem => pem_identity(&src, &bytes)?,
-        StoreType::Pkcs12 => {
-            let ks = pkcs12(&src, &bytes, &password)?;
-            let Some((_, chain)) = ks.private_key_chain() else {
-                return Err(src.bad(StoreProblem::NoPkcs12Key));
-            };
-            Identity {
-                chain: chain
-                    .chain()
-                    .iter()
-                    .map(|c| CertificateDer::from(c.as_der().to_vec()))
-                    .collect(),
-                key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().to_vec())),
-            }
-        }
-    };
-    if identity.chain.is_empty() {
-        return Err(src.bad(StoreProblem::NoChain));
+    match kind {
+        StoreType::Pem => zlock_keystore::pem_identity(&bytes),
+        StoreType::Pkcs12 => zlock_keystore::pkcs12_identity(&bytes, &password),
     }
-    Ok(identity)
+    .map_err(|p| src.bad(p))
 }
 
 /// The trust store's certificates.
@@ -142,73 +88,18 @@ pub(crate) fn trusted(cfg: &StoreConfig) -> Result<Vec<CertificateDer<'static>>,
         path: &path,
     };
     let bytes = src.read()?;
-    let certs: Vec<_> = match kind {
-        StoreType::Pem => pem_sections(&src, &bytes)?
-            .into_iter()
-            .filter(|(k, _)| *k == SectionKind::Certificate)
-            .map(|(_, der)| CertificateDer::from(der))
-            .collect(),
-        StoreType::Pkcs12 => pkcs12(&src, &bytes, &password)?
-            .entries()
-            .filter_map(|(_, e)| match e {
-                KeyStoreEntry::Certificate(c) => Some(CertificateDer::from(c.as_der().to_vec())),
-                _ => None,
-            })
-            .collect(),
-    };
-    if certs.is_empty() {
-        return Err(src.bad(match kind {
-            StoreType::Pem => StoreProblem::NoPemCertificate,
-            StoreType::Pkcs12 => StoreProblem::NoTrustedCertificate,
-        }));
+    match kind {
+        StoreType::Pem => zlock_keystore::pem_certificates(&bytes),
+        StoreType::Pkcs12 => zlock_keystore::pkcs12_trusted(&bytes, &password),
     }
-    Ok(certs)
-}
-
-fn pkcs12(src: &Source<'_>, bytes: &[u8], password: &str) -> Result<KeyStore, TlsError> {
-    KeyStore::from_pkcs12(bytes, password).map_err(|e| src.bad(StoreProblem::Pkcs12(e)))
-}
-
-fn pem_sections(src: &Source<'_>, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, TlsError> {
-    <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| src.bad(StoreProblem::Pem(e)))
-}
-
-fn pem_identity(src: &Source<'_>, bytes: &[u8]) -> Result<Identity, TlsError> {
-    let mut chain = Vec::new();
-    let mut key = None;
-    for (kind, der) in pem_sections(src, bytes)? {
-        let k = match kind {
-            SectionKind::Certificate => {
-                chain.push(CertificateDer::from(der));
-                continue;
-            }
-            SectionKind::PrivateKey => PrivateKeyDer::Pkcs8(der.into()),
-            SectionKind::RsaPrivateKey => PrivateKeyDer::Pkcs1(der.into()),
-            SectionKind::EcPrivateKey => PrivateKeyDer::Sec1(der.into()),
-            _ => continue,
-        };
-        if key.replace(k).is_some() {
-            return Err(src.bad(StoreProblem::TwoKeys));
-        }
-    }
-    let Some(key) = key else {
-        let encrypted = bytes
-            .windows(b"ENCRYPTED PRIVATE KEY".len())
-            .any(|w| w == b"ENCRYPTED PRIVATE KEY");
-        return Err(src.bad(if encrypted {
-            StoreProblem::EncryptedKey
-        } else {
-            StoreProblem::NoPemKey
-        }));
-    };
-    Ok(Identity { chain, key })
+    .map_err(|p| src.bad(p))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use p12_keystore::{KeyStore, KeyStoreEntry};
 
     use super::*;
 

@@ -339,21 +339,12 @@ fn zookeepers_java_client_over_tls() {
         return;
     };
     let mut class_path = Vec::new();
-    for jar in [
-        "zookeeper",
-        "zookeeper-jute",
-        "slf4j-api",
-        "slf4j-simple",
-        "netty-buffer",
-        "netty-codec",
-        "netty-common",
-        "netty-handler",
-        "netty-resolver",
-        "netty-transport",
-        "netty-transport-native-epoll",
-        "netty-transport-native-unix-common",
-    ] {
-        let path = format!("/usr/share/java/{jar}.jar");
+    let jars = ["zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple"]
+        .map(|jar| format!("/usr/share/java/{jar}.jar"));
+    for path in jars
+        .into_iter()
+        .chain(zlock_testkit::NETTY_JARS.map(String::from))
+    {
         // Debian's zookeeper package brings these (libzookeeper-java, libnetty-java).
         assert!(
             Path::new(&path).is_file(),

@@ -15,7 +15,7 @@ pub use native::{GrantWaiter, LockPath, NativeLock};
 pub use ops::CreateMode;
 
 use crate::chroot::{chroot_request, prefix};
-use crate::connect::parse_connect_string;
+use crate::connect::{parse_connect_string, ClientBuilder};
 use crate::error::{Error, Result};
 use crate::queue::Queue;
 use crate::session::{self, Actor, Cmd, Forgotten, OnReply, Sink, WatchKind, WatchReg};
@@ -65,7 +65,7 @@ impl Client {
     /// opens a session asking for `timeout_ms`. The hosts are tried in order once; later
     /// reconnects go round-robin. Watch events of the session (node events only, paths
     /// relative to the chroot) also arrive on the returned catch-all receiver; drop it
-    /// if unused.
+    /// if unused. For TLS and other options, [`Client::builder`].
     ///
     /// # Errors
     /// [`Error::Connect`] when no host can be reached; [`Error::HandshakeClosed`] when
@@ -77,7 +77,10 @@ impl Client {
         connect_string: &str,
         timeout_ms: i32,
     ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
-        Self::open(connect_string, timeout_ms, 0, &[]).await
+        Self::builder(connect_string)
+            .session_timeout_ms(timeout_ms)
+            .connect()
+            .await
     }
 
     /// Resumes an existing session (from [`Client::session_id`] and
@@ -89,24 +92,34 @@ impl Client {
         session_id: i64,
         passwd: &[u8],
     ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
-        Self::open(connect_string, timeout_ms, session_id, passwd).await
+        Self::builder(connect_string)
+            .session_timeout_ms(timeout_ms)
+            .resume(session_id, passwd)
+            .await
     }
 
-    async fn open(
-        connect_string: &str,
-        timeout_ms: i32,
+    /// A client to `connect_string` with options: the session timeout, TLS
+    /// ([`crate::TlsOptions`]).
+    pub fn builder(connect_string: &str) -> ClientBuilder {
+        ClientBuilder::new(connect_string)
+    }
+
+    pub(crate) async fn open(
+        opts: &ClientBuilder,
         session_id: i64,
         passwd: &[u8],
     ) -> Result<(Client, mpsc::UnboundedReceiver<WatcherEvent>)> {
-        let (hosts, chroot) = parse_connect_string(connect_string)?;
-        let mut last = Error::BadConnectString(connect_string.to_owned());
+        let (hosts, chroot) = parse_connect_string(&opts.connect_string)?;
+        let timeout_ms = opts.timeout_ms;
+        let tls = opts.tls.as_ref().map(|t| t.connector()).transpose()?;
+        let mut last = Error::BadConnectString(opts.connect_string.clone());
         // A server can accept a connection and not answer yet (Apache ZooKeeper does
         // while it loads its data): give each host at most the session timeout.
         let per_host = std::time::Duration::from_millis(timeout_ms.max(100) as u64);
         for (i, host) in hosts.iter().enumerate() {
             let attempt = tokio::time::timeout(
                 per_host,
-                session::handshake(host, timeout_ms, session_id, passwd, 0),
+                session::handshake(host, tls.as_ref(), timeout_ms, session_id, passwd, 0),
             )
             .await
             .unwrap_or_else(|_| {
@@ -135,6 +148,7 @@ impl Client {
                     };
                     let actor = Actor::new(
                         hosts.clone(),
+                        tls,
                         i + 1,
                         chroot,
                         est,

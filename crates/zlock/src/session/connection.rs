@@ -9,8 +9,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use zlock_proto::frame;
@@ -20,7 +19,7 @@ use zlock_proto::records::{
 };
 use zlock_proto::{OpCode, Reader, Record};
 
-use super::{Actor, Cmd, End, OnReply, Pending, Reply};
+use super::{Actor, Cmd, End, OnReply, Pending, Reply, Stream};
 use crate::chroot::strip_chroot;
 use crate::error::Error;
 use crate::watcher::{EventType, WatchedEvent};
@@ -51,6 +50,17 @@ fn write_auth(out: &mut Vec<u8>, scheme: &str, auth: &[u8]) {
     write_request(out, XID_AUTH, OpCode::Auth, |o| packet.encode(o));
 }
 
+/// Writes some of `bytes` (how many), or with none left flushes the stream (0): a TLS
+/// stream's `write` may leave records in rustls that the socket did not take, and they
+/// go out on a flush (a no-op on a plain socket).
+async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8]) -> std::io::Result<usize> {
+    if bytes.is_empty() {
+        wr.flush().await.map(|()| 0)
+    } else {
+        wr.write(bytes).await
+    }
+}
+
 /// The xids of one connection's requests: 1, 2, ..., wrapping past the special
 /// (negative) xids.
 pub(super) struct Xids(i32);
@@ -69,8 +79,25 @@ type AuthWait = (Option<oneshot::Sender<Reply>>, Option<(String, Vec<u8>)>);
 
 impl Actor {
     /// Serves one connection until it breaks or the session is closed.
-    pub(super) async fn serve(&mut self, stream: TcpStream, mut buf: BytesMut) -> End {
-        let (mut rd, mut wr) = stream.into_split();
+    pub(super) async fn serve(&mut self, stream: Stream, buf: BytesMut) -> End {
+        match stream {
+            Stream::Plain(s) => {
+                let (rd, wr) = s.into_split();
+                self.serve_halves(rd, wr, buf).await
+            }
+            // One task reads and writes, so the halves' lock is never contended.
+            Stream::Tls(s) => {
+                let (rd, wr) = tokio::io::split(*s);
+                self.serve_halves(rd, wr, buf).await
+            }
+        }
+    }
+
+    async fn serve_halves<R, W>(&mut self, mut rd: R, mut wr: W, mut buf: BytesMut) -> End
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let mut pending: Pending = VecDeque::new();
         let mut auth_pending: VecDeque<AuthWait> = VecDeque::new();
         let mut xids = Xids(1);
@@ -85,6 +112,8 @@ impl Actor {
         // queue's bound, plus pings).
         let mut out = Vec::with_capacity(64 * 1024);
         let mut written = 0;
+        // Written since the last flush (see `write_or_flush`).
+        let mut unflushed = false;
         let mut closing = false;
 
         for (scheme, auth) in &self.auths {
@@ -102,13 +131,19 @@ impl Actor {
             let unwritten = written < out.len();
             tokio::select! {
                 Some(f) = self.forgotten.recv() => self.watches.forget(f.kind, f.path),
-                // Cancel safe: a write that loses the race wrote nothing.
-                r = wr.write(&out[written..]), if unwritten => {
+                // Cancel safe: a write that loses the race wrote nothing, and what a
+                // flush that loses it did not write stays in rustls for the next one.
+                r = write_or_flush(&mut wr, &out[written..]), if unwritten || unflushed => {
                     match r {
-                        Ok(0) | Err(_) => break 'conn End::Broken,
-                        Ok(n) => written += n,
+                        Err(_) => break 'conn End::Broken,
+                        Ok(0) if unwritten => break 'conn End::Broken,
+                        Ok(0) => unflushed = false,
+                        Ok(n) => {
+                            written += n;
+                            unflushed = true;
+                        }
                     }
-                    if written == out.len() {
+                    if unwritten && written == out.len() {
                         out.clear();
                         written = 0;
                         self.cmds.release();

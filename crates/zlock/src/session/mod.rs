@@ -4,7 +4,8 @@
 //! auth; it reconnects when the connection breaks.
 //!
 //! - `connection`: one connection's read/write loop.
-//! - `handshake`: connect and open or resume the session.
+//! - `handshake`: connect (over TLS with [`crate::TlsOptions`]) and open or resume the
+//!   session.
 //! - `watches`: the watch registry (registration, dispatch, SetWatches, removal).
 //! - `grants`: queued native lock requests waiting for their pushed grant.
 //! - `reconnect`: finding a host that resumes the session.
@@ -50,6 +51,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_rustls::client::TlsStream;
 use zlock_proto::records::{ReplyHeader, WatcherEvent};
 use zlock_proto::OpCode;
 
@@ -59,6 +61,7 @@ pub(crate) use watches::{Forgotten, Sink, WatchKind, WatchReg};
 
 use crate::error::{Error, Result};
 use crate::queue::Inbox;
+use crate::tls::Tls;
 use crate::watcher::ConnectionState;
 use grants::Grants;
 use watches::Watches;
@@ -92,6 +95,12 @@ pub(crate) enum Cmd {
     },
 }
 
+/// One connection to a server: plain, or TLS (boxed: its rustls state is large).
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
 /// Requests written and not yet answered, in xid order (a server answers in order).
 type Pending = VecDeque<(i32, oneshot::Sender<Reply>, OnReply)>;
 
@@ -102,6 +111,8 @@ enum End {
 
 pub(crate) struct Actor {
     hosts: Vec<String>,
+    /// Every connection of the session is TLS with this, or none is.
+    tls: Option<Tls>,
     next_host: usize,
     chroot: String,
     session_id: i64,
@@ -125,6 +136,7 @@ impl Actor {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         hosts: Vec<String>,
+        tls: Option<Tls>,
         next_host: usize,
         chroot: String,
         est: Established,
@@ -136,6 +148,7 @@ impl Actor {
     ) -> Actor {
         Actor {
             hosts,
+            tls,
             next_host,
             chroot,
             session_id: est.session_id,
@@ -154,7 +167,7 @@ impl Actor {
     }
 
     /// Runs the session until it is closed or lost.
-    pub(crate) async fn run(mut self, mut stream: TcpStream, mut buf: BytesMut) {
+    pub(crate) async fn run(mut self, mut stream: Stream, mut buf: BytesMut) {
         loop {
             match self.serve(stream, buf).await {
                 End::Closed => {

@@ -6,17 +6,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::handshake::handshake;
-use super::Actor;
+use super::{Actor, Stream};
 use crate::error::Error;
 
 impl Actor {
     /// A connection that resumed the session; None = lost (expired, or no host
     /// answered within the session timeout, after which the server expires it).
-    pub(super) async fn reconnect(&mut self) -> Option<(TcpStream, BytesMut)> {
+    pub(super) async fn reconnect(&mut self) -> Option<(Stream, BytesMut)> {
         let deadline = Instant::now() + Duration::from_millis(self.timeout_ms.max(1) as u64);
         let mut backoff = Duration::from_millis(20);
         // One slow host must not use up the whole session timeout.
@@ -38,6 +37,7 @@ impl Actor {
                 attempt_limit.min(deadline - now),
                 handshake(
                     &host,
+                    self.tls.as_ref(),
                     self.timeout_ms,
                     self.session_id,
                     &self.passwd,

@@ -23,6 +23,9 @@
 //!   log their node's sequence number while holding. No increment may be lost, and the
 //!   logged sequence numbers must rise (grants in queue order: FIFO across kinds).
 //!
+//! - `curator_and_zlock_over_tls`: the two exclusions above, both sides over TLS to a
+//!   zlock `secureClientPort` (ZooKeeper's Java client through Netty).
+//!
 //! Curator, the JDK and kazoo's venv are peers (`zlock_testkit::require`): missing, the
 //! test fails. Java processes are SIGKILLed by pid when their handle drops, so a failing
 //! test leaves none behind.
@@ -41,7 +44,7 @@ use crate::target::Target;
 use tokio::sync::mpsc;
 use zlock::recipes::Mutex;
 use zlock::{Client, CreateMode, Error, ErrorCode};
-use zlock_testkit::{require, ChildEnsemble, TestServer, ZooKeeper, CURATOR_JAR};
+use zlock_testkit::{require, ChildEnsemble, TestServer, ZooKeeper, CURATOR_JAR, NETTY_JARS};
 
 const SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
 
@@ -78,13 +81,23 @@ struct Peer {
 
 impl Peer {
     fn java(classes: &Path, args: &[&str]) -> Peer {
+        Peer::java_with(classes, &[], args)
+    }
+
+    /// `java` with `jvm` flags before the class (system properties), and Netty on the
+    /// class path (ZooKeeper's Java client speaks TLS through Netty only).
+    fn java_with(classes: &Path, jvm: &[String], args: &[&str]) -> Peer {
         let mut cp = format!("{CURATOR_JAR}:{}", classes.display());
-        if Path::new(SLF4J_NOP).exists() {
-            cp.push(':');
-            cp.push_str(SLF4J_NOP);
+        for jar in std::iter::once(SLF4J_NOP).chain(NETTY_JARS) {
+            if Path::new(jar).exists() {
+                cp.push(':');
+                cp.push_str(jar);
+            }
         }
         let mut cmd = Command::new("java");
-        cmd.args(["-cp", &cp, "CuratorLockCheck"]).args(args);
+        cmd.args(jvm)
+            .args(["-cp", &cp, "CuratorLockCheck"])
+            .args(args);
         Peer::spawn(cmd)
     }
 
@@ -472,4 +485,75 @@ async fn zookeeper_curator_interop() {
     };
     let zk = ZooKeeper::start().unwrap();
     all(&Target::parse(&zk.connect_string()), "ZooKeeper 3.8").await;
+}
+
+/// Curator's `InterProcessMutex` over TLS (ZooKeeper's Java client with
+/// `zookeeper.client.secure`, Netty and PEM stores) and zlock's `Mutex` over TLS, on a
+/// zlock `secureClientPort` with `ssl.clientAuth=need`: while Curator holds, zlock
+/// cannot acquire and a queued zlock acquire gets the lock on Curator's release; while
+/// zlock holds, Curator's acquire(timeout) fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_and_zlock_over_tls() {
+    const LOCK: &str = "/interop/tls";
+    let Some(classes) = compile() else {
+        return;
+    };
+    for jar in NETTY_JARS {
+        assert!(
+            Path::new(jar).is_file(),
+            "{jar} is missing: ZooKeeper's Java client needs Netty for TLS \
+             (apt-get install libnetty-java)"
+        );
+    }
+    let pki = zlock_testkit::pki::Pki::make().unwrap();
+    let server = pki.start_server("server.pem").unwrap();
+    let secure = server.secure.to_string();
+    // ZooKeeper's PEM key store: the chain, then the key.
+    let bob_pem = pki.path("bob.pem");
+    let chain_and_key = std::fs::read_to_string(pki.path("bob.crt")).unwrap()
+        + &std::fs::read_to_string(pki.path("bob.key")).unwrap();
+    std::fs::write(&bob_pem, chain_and_key).unwrap();
+    let jvm = [
+        "-Dzookeeper.client.secure=true".to_owned(),
+        "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty".to_owned(),
+        format!("-Dzookeeper.ssl.keyStore.location={}", bob_pem.display()),
+        format!(
+            "-Dzookeeper.ssl.trustStore.location={}",
+            pki.path("ca.pem").display()
+        ),
+    ];
+    let zk = crate::tls::connect_tls(&secure, crate::tls::tls_as(&pki, "alice"))
+        .await
+        .unwrap();
+    zk.ensure_path("/interop").await.unwrap();
+
+    let mut java = Peer::java_with(classes.path(), &jvm, &[&secure, "hold", LOCK]);
+    java.expect("READY").await;
+    java.expect("HOLDING").await;
+    let lock = Arc::new(Mutex::new(zk.clone(), LOCK));
+    assert!(lock.try_acquire().await.unwrap().is_none(), "Curator holds");
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await.unwrap() }
+    });
+    wait_children(&zk, LOCK, 2).await;
+    assert!(!waiter.is_finished(), "acquired while Curator holds");
+    java.send_line();
+    java.expect("RELEASED").await;
+    let g = within("zlock after Curator's release", waiter)
+        .await
+        .unwrap();
+    assert_eq!(java.exit_code().await, 0);
+
+    let mut java = Peer::java_with(classes.path(), &jvm, &[&secure, "try", LOCK, "1000"]);
+    java.expect("READY").await;
+    java.expect("NOT_ACQUIRED").await;
+    assert_eq!(java.exit_code().await, 3);
+    g.release().await.unwrap();
+    let mut java = Peer::java_with(classes.path(), &jvm, &[&secure, "try", LOCK, "30000"]);
+    java.expect("READY").await;
+    java.expect("ACQUIRED").await;
+    assert_eq!(java.exit_code().await, 0);
+    wait_children(&zk, LOCK, 0).await;
+    zk.close().await.unwrap();
 }

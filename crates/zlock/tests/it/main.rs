@@ -25,3 +25,4 @@ mod native;
 mod pipelining;
 mod recipes;
 mod recipes_more;
+mod tls;

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use zlock::{Client, ConnectionState, Error};
 
+use super::tls::TlsArgs;
 use child::Signals;
 use held::{Kind, Wait};
 
@@ -51,7 +52,8 @@ pub mod exit {
 }
 
 /// `zlock lock --help`'s epilogue: examples, environment, exit codes.
-pub const AFTER_HELP: &str = "\
+pub const AFTER_HELP: &str = concat!(
+    "\
 Examples:
   zlock lock /locks/backup -- ./backup.sh
   zlock lock -n /locks/cron -- ./job.sh          # skip this run if the last one still runs
@@ -80,7 +82,9 @@ Exit codes:
   126, 127           the command cannot be run / was not found
   128+N              zlock lock got signal N (SIGINT 2, SIGTERM 15): passed on to the
                      command while it ran; while waiting, the wait was abandoned
-                     and no node is left behind";
+                     and no node is left behind\n\n",
+    super::tls::tls_help!()
+);
 
 #[derive(clap::Args, Debug)]
 pub struct LockArgs {
@@ -136,6 +140,8 @@ pub struct LockArgs {
     #[arg(long, value_name = "MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(i32).range(1..))]
     pub session_timeout: i32,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// The command to run while holding the lock (after `--`)
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -197,10 +203,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("bad duration {s:?}: {e}"))
 }
 
-/// Connects within the session timeout; a clear message on failure.
+/// Connects (over TLS with `tls`) within the session timeout; a clear message on
+/// failure.
 pub async fn connect(
     addr: &str,
     session_timeout_ms: i32,
+    tls: &TlsArgs,
 ) -> Result<
     (
         Client,
@@ -208,12 +216,21 @@ pub async fn connect(
     ),
     String,
 > {
+    let tls = tls.options().map_err(|e| e.to_string())?;
     let wait = Duration::from_millis(u64::try_from(session_timeout_ms).unwrap_or(0));
-    match tokio::time::timeout(wait, Client::connect(addr, session_timeout_ms)).await {
+    let builder = Client::builder(addr)
+        .session_timeout_ms(session_timeout_ms)
+        .tls(tls);
+    match tokio::time::timeout(wait, builder.connect()).await {
         Err(_) => Err(format!(
             "cannot connect to {addr}: timed out after {wait:?}"
         )),
-        Ok(Err(e @ (Error::Connect(..) | Error::HandshakeClosed(_)))) => Err(format!("{e}")),
+        Ok(Err(
+            e @ (Error::Connect(..)
+            | Error::HandshakeClosed(_)
+            | Error::Tls(_)
+            | Error::TlsHandshake(..)),
+        )) => Err(format!("{e}")),
         Ok(Err(e)) => Err(format!("cannot connect to {addr}: {e}")),
         Ok(Ok(c)) => Ok(c),
     }
@@ -242,7 +259,7 @@ async fn run_async(a: LockArgs) -> i32 {
     };
     let addr = server_addr(a.server.as_deref());
     let client = tokio::select! {
-        r = connect(&addr, a.session_timeout) => match r {
+        r = connect(&addr, a.session_timeout, &a.tls) => match r {
             Ok((c, _events)) => c,
             Err(msg) => {
                 eprintln!("zlock lock: {msg}");

@@ -6,15 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use p12_keystore::{Certificate, KeyStore, KeyStoreEntry, PrivateKeyChain};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
-};
+use p12_keystore::{Certificate, KeyStoreEntry, PrivateKeyChain};
+use rcgen::ExtendedKeyUsagePurpose;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use zlock_proto::records::ConnectResponse;
 use zlock_proto::{Reader, Record};
+use zlock_testkit::pki::{ca, leaf, pkcs12};
 use zlock_testkit::{free_port, zlock_bin, ChildServer};
 
 use crate::common::rawclient::{connect_frame, read_frame, STUCK};
@@ -112,52 +110,12 @@ pub struct Pki {
     dir: TempDir,
 }
 
-/// A subject `CN=<cn>,O=zlock` (Java's form).
-pub fn subject(cn: &str) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, "zlock");
-    dn.push(DnType::CommonName, cn);
-    dn
-}
-
-pub fn ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
-    let mut p = CertificateParams::default();
-    p.distinguished_name = subject(cn);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
-}
-
-/// A certificate `issuer` signs: (certificate, key).
-pub fn leaf(
-    issuer: &CertifiedIssuer<'static, KeyPair>,
-    cn: &str,
-    names: &[&str],
-    usage: ExtendedKeyUsagePurpose,
-) -> (rcgen::Certificate, KeyPair) {
-    let mut p =
-        CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    p.distinguished_name = subject(cn);
-    p.extended_key_usages = vec![usage];
-    let key = KeyPair::generate().unwrap();
-    (p.signed_by(&key, issuer).unwrap(), key)
-}
-
-/// A PKCS12 store as keytool makes one: `password`, a key entry or trusted certificates.
-pub fn pkcs12(entries: Vec<(&str, KeyStoreEntry)>, password: &str) -> Vec<u8> {
-    let mut ks = KeyStore::new();
-    for (alias, e) in entries {
-        ks.add_entry(alias, e);
-    }
-    ks.writer(password).write().unwrap()
-}
-
 impl Pki {
     pub fn make() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, text: &[u8]| std::fs::write(dir.path().join(name), text).unwrap();
-        let other = ca("another CA");
-        let ca = ca("zlock test CA");
+        let other = ca("another CA").unwrap();
+        let ca = ca("zlock test CA").unwrap();
         write("ca.pem", ca.pem().as_bytes());
         write("other-ca.pem", other.pem().as_bytes());
         let (server, key) = leaf(
@@ -165,7 +123,8 @@ impl Pki {
             "zlock server",
             &["localhost", "127.0.0.1"],
             ExtendedKeyUsagePurpose::ServerAuth,
-        );
+        )
+        .unwrap();
         // ZooKeeper's PEM key store: the chain and the key in one file.
         write(
             "server.pem",
@@ -182,19 +141,21 @@ impl Pki {
         write(
             "server.p12",
             &pkcs12(
-                vec![("server", KeyStoreEntry::PrivateKeyChain(chain))],
+                [("server", KeyStoreEntry::PrivateKeyChain(chain))],
                 "serverpw",
-            ),
+            )
+            .unwrap(),
         );
         write(
             "trust.p12",
             &pkcs12(
-                vec![(
+                [(
                     "ca",
                     KeyStoreEntry::Certificate(Certificate::from_der(ca.der()).unwrap()),
                 )],
                 "trustpw",
-            ),
+            )
+            .unwrap(),
         );
         write("trustpw", b"trustpw\n");
         for (who, issuer) in [
@@ -203,7 +164,7 @@ impl Pki {
             ("carol", &ca),
             ("mallory", &other),
         ] {
-            let (cert, key) = leaf(issuer, who, &[], ExtendedKeyUsagePurpose::ClientAuth);
+            let (cert, key) = leaf(issuer, who, &[], ExtendedKeyUsagePurpose::ClientAuth).unwrap();
             write(&format!("{who}.crt"), cert.pem().as_bytes());
             write(&format!("{who}.key"), key.serialize_pem().as_bytes());
         }

@@ -1,5 +1,13 @@
 //! `zlock ensemble`: a local ensemble to try, every member a `zlock server` process of
-//! its own on loopback, with its ports, data directory and log printed.
+//! its own on loopback, with its ports, data directory and log printed. With `--tls`
+//! (`tls`) each member also serves TLS clients on a `secureClientPort` of its own, with
+//! throwaway certificates.
+//!
+//! A TLS member keeps its plain client port: zlock always serves one (see the README's
+//! TLS section), the `--server` lines name it, and the `echo srvr | nc` hint and the
+//! members' own checks need it; it stays on loopback.
+
+mod tls;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -30,6 +38,15 @@ pub struct EnsembleArgs {
     /// every member
     #[arg(long, value_name = "USER:DIGEST")]
     pub super_digest: Option<String>,
+    /// Serve TLS clients too: a throwaway CA, the members' and a client's certificates
+    /// in <data-dir>/tls/, each member on a secureClientPort (requiring a client
+    /// certificate); prints the client flags and a kazoo / zkCli hint
+    #[arg(long)]
+    pub tls: bool,
+    /// With --tls, member 1's TLS port; member N's is this + N - 1 [default: the client
+    /// port + 100, so 2281, 2282, 2283]
+    #[arg(long, value_name = "PORT", requires = "tls")]
+    pub secure_client_port: Option<u16>,
 }
 
 struct Member {
@@ -73,8 +90,18 @@ pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
             )
         })
         .collect();
+    let tls = match a.tls {
+        true => Some(tls::files(&a.data_dir)?),
+        false => None,
+    };
+    let secure_base = a
+        .secure_client_port
+        .unwrap_or(a.client_port.saturating_add(100));
     let mut members = Vec::new();
-    println!("member  client           quorum           data directory (log: server.log)");
+    println!(
+        "member  client           {}quorum           data directory (log: server.log)",
+        if a.tls { "TLS              " } else { "" }
+    );
     for i in 1..=a.members {
         let dir = a.data_dir.join(format!("member-{i}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -96,8 +123,20 @@ pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
             args.push("--super-digest".into());
             args.push(d.clone());
         }
+        let secure = match &tls {
+            Some(files) => {
+                let port = secure_base + i - 1;
+                let cfg = dir.join("zoo.cfg");
+                std::fs::write(&cfg, files.member_config(a.client_port + i - 1, port))
+                    .with_context(|| format!("writing {}", cfg.display()))?;
+                args.push("--config".into());
+                args.push(cfg.display().to_string());
+                format!("127.0.0.1:{port:<6}  ")
+            }
+            None => String::new(),
+        };
         println!(
-            "{i:>6}  127.0.0.1:{:<6}  127.0.0.1:{:<6}  {}",
+            "{i:>6}  127.0.0.1:{:<6}  {secure}127.0.0.1:{:<6}  {}",
             a.client_port + i - 1,
             a.quorum_port + i - 1,
             dir.display()
@@ -122,6 +161,13 @@ pub async fn run(a: EnsembleArgs) -> anyhow::Result<()> {
         "  echo srvr | nc 127.0.0.1 {}   (Mode: leader or follower)",
         a.client_port
     );
+    if let Some(files) = &tls {
+        let secure = (1..=a.members)
+            .map(|i| format!("127.0.0.1:{}", secure_base + i - 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        tls::print_hints(files, &secure);
+    }
     if a.reconfig_enabled {
         let n = a.members + 1;
         let line = format!(
