@@ -47,12 +47,30 @@ pub(crate) struct Peer(pub SocketAddr);
 /// What a handler answers.
 pub(crate) type Reply = Response<Full<Bytes>>;
 
+/// HTTPS on an endpoint's port (the admin server's `admin.forceHttps` and
+/// `admin.portUnification`).
+#[derive(Clone)]
+pub(crate) struct Https {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// Plain HTTP too, told apart by the first byte (a TLS handshake record starts
+    /// with 0x16, which no HTTP method does).
+    pub unified: bool,
+    /// For the x509 identity of a client's certificate (`X509AuthenticationProvider.superUser`).
+    pub tls: Arc<crate::config::TlsConfig>,
+}
+
+/// The identities a client's certificate gives it on an HTTPS connection (a request
+/// extension; empty over plain HTTP or without a certificate).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct X509(pub Vec<zlock_proto::records::Id>);
+
 /// Serves `listener` with `respond` until `shutdown` turns true. `what` names the
 /// endpoint in logs.
 pub(crate) async fn serve<F, Fut>(
     listener: TcpListener,
     what: &'static str,
     respond: F,
+    https: Option<Https>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
@@ -78,8 +96,9 @@ pub(crate) async fn serve<F, Fut>(
                 };
                 let respond = respond.clone();
                 let stop = shutdown.clone();
+                let https = https.clone();
                 conns.spawn(async move {
-                    connection(stream, what, respond, stop).await;
+                    secured(stream, what, respond, https, stop).await;
                     drop(permit);
                 });
             }
@@ -90,14 +109,57 @@ pub(crate) async fn serve<F, Fut>(
     conns.shutdown().await;
 }
 
-/// One HTTP/1 connection, bounded in time (see the module doc). Each request carries
-/// the client's address as a [`Peer`] extension.
-async fn connection<F, Fut>(
+/// One connection, its TLS handshake first with `https` (within [`HEAD_TIMEOUT`]; a
+/// failed one is dropped with a debug line).
+async fn secured<F, Fut>(
     (stream, peer): (tokio::net::TcpStream, SocketAddr),
+    what: &'static str,
+    respond: Arc<F>,
+    https: Option<Https>,
+    shutdown: watch::Receiver<bool>,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    let Some(h) = https else {
+        return connection(stream, (peer, X509::default()), what, respond, shutdown).await;
+    };
+    if h.unified {
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(HEAD_TIMEOUT, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0] != 0x16 => {
+                return connection(stream, (peer, X509::default()), what, respond, shutdown).await;
+            }
+            Ok(Ok(1)) => {}
+            _ => return,
+        }
+    }
+    let tls = match tokio::time::timeout(HEAD_TIMEOUT, h.acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, %peer, "{what}: TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "{what}: TLS handshake timed out");
+            return;
+        }
+    };
+    let ids = X509(crate::tls::x509_ids(tls.get_ref().1, &h.tls));
+    connection(tls, (peer, ids), what, respond, shutdown).await
+}
+
+/// One HTTP/1 connection, bounded in time (see the module doc). Each request carries
+/// the client's address as a [`Peer`] extension, and its certificate's identities as an
+/// [`X509`] one.
+async fn connection<S, F, Fut>(
+    stream: S,
+    (peer, x509): (SocketAddr, X509),
     what: &'static str,
     respond: Arc<F>,
     mut shutdown: watch::Receiver<bool>,
 ) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
@@ -108,6 +170,7 @@ async fn connection<F, Fut>(
         .header_read_timeout(HEAD_TIMEOUT);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(Peer(peer));
+        req.extensions_mut().insert(x509.clone());
         let answer = respond(req);
         async move { Ok::<_, Infallible>(answer.await) }
     });

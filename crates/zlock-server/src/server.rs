@@ -34,7 +34,7 @@ use crate::{admin, clock, commit, ensemble, metrics, net, pipeline, recovery, tl
 pub(crate) struct Ports {
     /// The metrics endpoint's port and registry (the server's timings live in it).
     pub metrics: Option<(TcpListener, Arc<metrics::Registry>)>,
-    pub admin: Option<TcpListener>,
+    pub admin: Option<(TcpListener, Option<crate::http::Https>)>,
     /// `secureClientPort`'s listener, with its TLS acceptor.
     pub secure: Option<(TcpListener, tokio_rustls::TlsAcceptor)>,
     /// What the plain client port does about TLS (`client.portUnification`).
@@ -59,6 +59,19 @@ impl Ports {
             SocketAddr::new(config.admin.server_address, config.admin.server_port),
         )
         .await?;
+        // The admin server's HTTPS: its stores are read now too.
+        let admin = match admin {
+            Some(l) if config.admin.https() => {
+                let tls = tls::admin_config(&config.tls, config.admin.need_client_auth)?;
+                let https = crate::http::Https {
+                    acceptor: tokio_rustls::TlsAcceptor::from(tls),
+                    unified: !config.admin.force_https,
+                    tls: Arc::new(config.tls.clone()),
+                };
+                Some((l, Some(https)))
+            }
+            other => other.map(|l| (l, None)),
+        };
         // The stores are read now, so a bad one stops the start.
         let acceptor = match config.tls.enabled() {
             true => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
@@ -347,9 +360,14 @@ impl Running {
                 stopping.clone(),
             )));
         }
-        if let Some(listener) = ports.admin {
+        if let Some((listener, https)) = ports.admin {
             if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, url = %p.config.admin.command_url, "serving the admin server");
+                let scheme = match (&https, p.config.admin.force_https) {
+                    (None, _) => "http",
+                    (Some(_), true) => "https",
+                    (Some(_), false) => "http and https",
+                };
+                tracing::info!(%addr, url = %p.config.admin.command_url, scheme, "serving the admin server");
             }
             let ctx = admin::http::Context {
                 config: p.config.clone(),
@@ -359,7 +377,9 @@ impl Running {
                 last_snapshot: std::sync::Mutex::new(None),
                 last_restore: std::sync::Mutex::new(None),
             };
-            tasks.push(tokio::spawn(admin::http::serve(listener, ctx, stopping)));
+            tasks.push(tokio::spawn(admin::http::serve(
+                listener, ctx, https, stopping,
+            )));
         }
         Ok(Running {
             items: p.items.clone(),

@@ -8,8 +8,8 @@
 //!   `addauth digest` on the client port gives;
 //! - `ip`: the identity `ip:<the client's address>` (no credentials sent);
 //! - `x509`: the subject of the certificate the client presented on an HTTPS
-//!   connection (none here until the admin server serves HTTPS: refused as
-//!   unauthenticated);
+//!   connection (`admin.needClientAuth`), and `super` when it is
+//!   `X509AuthenticationProvider.superUser`; without one, refused as unauthenticated;
 //! - `Basic <base64(user:password)>` (zlock's addition): read as `digest user:password`,
 //!   so that a browser, which sends this header after its own login prompt, can open
 //!   the lock dashboard when it asks for credentials.
@@ -74,7 +74,7 @@ pub(crate) const ON: &str = "/";
 /// server authentication providers give them over HTTP.
 pub(crate) fn identities(
     value: &str,
-    peer: IpAddr,
+    (peer, x509): (IpAddr, &[Id]),
     super_digest: Option<&str>,
 ) -> Result<Vec<Id>, Denied> {
     // Java's `split(" ")`: empty parts at the end dropped, others kept.
@@ -90,6 +90,7 @@ pub(crate) fn identities(
     match (scheme, credentials) {
         ("digest", Some(user_password)) => digest(user_password, super_digest),
         ("ip", _) => Ok(vec![Id::new("ip", &peer.to_string())]),
+        ("x509", _) if !x509.is_empty() => Ok(x509.to_vec()),
         (basic, Some(encoded)) if basic.eq_ignore_ascii_case("basic") => {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(encoded)
@@ -122,26 +123,26 @@ mod tests {
     fn schemes_give_zookeepers_identities() {
         let admin = zlock_core::acl::digest_id("admin:secret").unwrap();
         assert_eq!(
-            identities("digest admin:secret", HOME, None),
+            identities("digest admin:secret", (HOME, &[]), None),
             Ok(vec![Id::new("digest", &admin)])
         );
         assert_eq!(
-            identities("digest admin:secret", HOME, Some(&admin)),
+            identities("digest admin:secret", (HOME, &[]), Some(&admin)),
             Ok(vec![Id::new("super", ""), Id::new("digest", &admin)]),
             "superDigest's user is super too"
         );
         assert_eq!(
-            identities("ip", HOME, None),
+            identities("ip", (HOME, &[]), None),
             Ok(vec![Id::new("ip", "127.0.0.1")])
         );
         let basic = base64::engine::general_purpose::STANDARD.encode("admin:secret");
         assert_eq!(
-            identities(&format!("Basic {basic}"), HOME, None),
-            identities("digest admin:secret", HOME, None),
+            identities(&format!("Basic {basic}"), (HOME, &[]), None),
+            identities("digest admin:secret", (HOME, &[]), None),
             "a browser's Basic header is a digest identity"
         );
         // Java's split drops trailing empty parts only.
-        assert!(identities("digest admin:secret ", HOME, None).is_ok());
+        assert!(identities("digest admin:secret ", (HOME, &[]), None).is_ok());
         for bad in [
             "digest",
             "digest nocolon",
@@ -153,7 +154,7 @@ mod tests {
             "",
         ] {
             assert_eq!(
-                identities(bad, HOME, None),
+                identities(bad, (HOME, &[]), None),
                 Err(Denied::NotAuthenticated),
                 "{bad:?}"
             );

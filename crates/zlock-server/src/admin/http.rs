@@ -140,13 +140,18 @@ fn find(name: &str) -> Option<&'static Command> {
 }
 
 /// Serves `listener` until `shutdown` turns true.
-pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    ctx: Context,
+    https: Option<crate::http::Https>,
+    shutdown: watch::Receiver<bool>,
+) {
     let ctx = Arc::new(ctx);
     let respond = move |req| {
         let ctx = ctx.clone();
         async move { respond(req, &ctx).await }
     };
-    crate::http::serve(listener, "admin server", respond, shutdown).await;
+    crate::http::serve(listener, "admin server", respond, https, shutdown).await;
 }
 
 async fn respond(req: Request<Incoming>, ctx: &Context) -> Reply {
@@ -278,7 +283,11 @@ async fn authorize(req: &Request<Incoming>, ctx: &Context) -> Result<(), Denied>
         .extensions()
         .get::<Peer>()
         .map_or(IpAddr::from([0, 0, 0, 0]), |p| p.0.ip().to_canonical());
-    let ids = auth::identities(value, peer, ctx.config.super_digest.as_deref())?;
+    let x509 = req
+        .extensions()
+        .get::<crate::http::X509>()
+        .map_or(&[][..], |x| &x.0[..]);
+    let ids = auth::identities(value, (peer, x509), ctx.config.super_digest.as_deref())?;
     let (tx, rx) = oneshot::channel();
     let path = auth::ON.to_owned();
     let acl = ask(ctx, Item::Acl { path, done: tx }, rx)

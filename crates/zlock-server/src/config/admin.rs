@@ -30,9 +30,12 @@
 //!   as ZooKeeper documents it (its 3.9 source builds the snapshot's limiter in
 //!   microseconds, so there the 5 minutes are in fact 0.3 s).
 //! - `idleTimeout` is read and ignored: zlock's endpoint bounds every connection's time
-//!   itself (see `crate::http`). It serves plain HTTP only: the TLS keys are accepted
-//!   when `false`, and `true` stops the start (an operator who asks for HTTPS must not
-//!   get plain HTTP without knowing).
+//!   itself (see `crate::http`).
+//! - HTTPS as ZooKeeper's Jetty serves it: `forceHttps=true`, HTTPS only;
+//!   `portUnification=true`, HTTPS and plain HTTP on the one port; with the
+//!   `ssl.quorum.keyStore.*` store (and `ssl.quorum.trustStore.*` with
+//!   `needClientAuth=true`, which requires a client certificate and lets it authenticate
+//!   as `x509`). A missing store stops the start.
 
 use std::net::IpAddr;
 
@@ -62,6 +65,25 @@ pub struct AdminConfig {
     /// `admin.rateLimiterIntervalInMS` (ZooKeeper 3.9; default 300,000, 5 minutes, as
     /// documented): at most one `snapshot` per interval (else 429).
     pub rate_limit_ms: u64,
+    /// `admin.portUnification`: the port serves HTTPS and plain HTTP both (told apart
+    /// by a connection's first byte).
+    pub port_unification: bool,
+    /// `admin.forceHttps`: the port serves HTTPS only.
+    pub force_https: bool,
+    /// `admin.needClientAuth`: an HTTPS client must present a certificate that chains to
+    /// `ssl.quorum.trustStore` (and may then authenticate as `x509`).
+    pub need_client_auth: bool,
+}
+
+impl AdminConfig {
+    /// Whether the admin port serves HTTPS (alone, or beside plain HTTP).
+    pub fn https(&self) -> bool {
+        self.force_https || self.port_unification
+    }
+}
+
+fn flag(value: &str) -> Result<bool, String> {
+    value.parse().map_err(|_| "expected true or false".into())
 }
 
 impl Default for AdminConfig {
@@ -75,6 +97,9 @@ impl Default for AdminConfig {
             snapshot_enabled: true,
             restore_enabled: true,
             rate_limit_ms: 300_000,
+            port_unification: false,
+            force_https: false,
+            need_client_auth: false,
         }
     }
 }
@@ -107,17 +132,10 @@ impl AdminConfig {
                     .parse()
                     .map_err(|_| "expected a whole number of ms (0: no limit)")?;
             }
-            // Jetty's TLS: off is what zlock serves; on is refused rather than ignored,
-            // so that asking for HTTPS never gets plain HTTP.
-            "portUnification" | "forceHttps" | "needClientAuth" => {
-                return match value.to_ascii_lowercase().as_str() {
-                    "false" => Ok(Applied::NotApplicable),
-                    "true" => Err("zlock's admin server has no HTTPS yet (plain HTTP only): \
-                                   remove the key, or keep the admin server on loopback"
-                        .into()),
-                    _ => Err("expected true or false".into()),
-                };
-            }
+            // Jetty's TLS, with the `ssl.quorum.*` stores as in ZooKeeper.
+            "portUnification" => self.port_unification = flag(value)?,
+            "forceHttps" => self.force_https = flag(value)?,
+            "needClientAuth" => self.need_client_auth = flag(value)?,
             _ => return Ok(Applied::Unknown),
         }
         Ok(Applied::Set)

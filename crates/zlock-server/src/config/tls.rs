@@ -69,6 +69,13 @@ pub struct TlsConfig {
     pub key_store: StoreConfig,
     /// `ssl.trustStore.*`: the CAs a client's certificate must chain to.
     pub trust_store: StoreConfig,
+    /// `ssl.quorum.keyStore.*`: in ZooKeeper the members' own certificate, which its
+    /// AdminServer serves HTTPS with too; in zlock, only the admin server's (the links
+    /// between members have no TLS yet, so `sslQuorum=true` is refused).
+    pub quorum_key_store: StoreConfig,
+    /// `ssl.quorum.trustStore.*`: the CAs an admin client's certificate must chain to
+    /// (`admin.needClientAuth`).
+    pub quorum_trust_store: StoreConfig,
     /// `ssl.clientAuth`.
     pub client_auth: ClientAuth,
     /// The protocol versions offered: `ssl.enabledProtocols`, else `ssl.protocol`'s
@@ -97,6 +104,8 @@ impl Default for TlsConfig {
             port_unification: false,
             key_store: StoreConfig::default(),
             trust_store: StoreConfig::default(),
+            quorum_key_store: StoreConfig::default(),
+            quorum_trust_store: StoreConfig::default(),
             client_auth: ClientAuth::Need,
             protocols: vec![Protocol::Tls13, Protocol::Tls12],
             cipher_suites: Vec::new(),
@@ -132,6 +141,10 @@ pub enum StoreType {
 pub enum Store {
     Key,
     Trust,
+    /// `ssl.quorum.keyStore` (the admin server's HTTPS).
+    QuorumKey,
+    /// `ssl.quorum.trustStore`.
+    QuorumTrust,
 }
 
 impl Store {
@@ -140,6 +153,18 @@ impl Store {
         match self {
             Store::Key => "ssl.keyStore",
             Store::Trust => "ssl.trustStore",
+            Store::QuorumKey => "ssl.quorum.keyStore",
+            Store::QuorumTrust => "ssl.quorum.trustStore",
+        }
+    }
+
+    /// Its `.passwordPath` key.
+    pub fn password_path_key(self) -> &'static str {
+        match self {
+            Store::Key => "ssl.keyStore.passwordPath",
+            Store::Trust => "ssl.trustStore.passwordPath",
+            Store::QuorumKey => "ssl.quorum.keyStore.passwordPath",
+            Store::QuorumTrust => "ssl.quorum.trustStore.passwordPath",
         }
     }
 }
@@ -408,6 +433,10 @@ impl TlsConfig {
                     self.key_store.apply(field, v)
                 } else if let Some(field) = k.strip_prefix("ssl.trustStore.") {
                     self.trust_store.apply(field, v)
+                } else if let Some(field) = k.strip_prefix("ssl.quorum.keyStore.") {
+                    self.quorum_key_store.apply(field, v)
+                } else if let Some(field) = k.strip_prefix("ssl.quorum.trustStore.") {
+                    self.quorum_trust_store.apply(field, v)
                 } else if k.starts_with("ssl.quorum.") {
                     Err("zlock does not yet encrypt the links between ensemble members".into())
                 } else if k.starts_with("ssl.") {
@@ -485,5 +514,7 @@ pub fn location_key(store: Store) -> &'static str {
     match store {
         Store::Key => "ssl.keyStore.location",
         Store::Trust => "ssl.trustStore.location",
+        Store::QuorumKey => "ssl.quorum.keyStore.location",
+        Store::QuorumTrust => "ssl.quorum.trustStore.location",
     }
 }

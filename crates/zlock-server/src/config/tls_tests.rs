@@ -162,8 +162,8 @@ fn tls_keys_zlock_does_not_implement_stop_the_start() {
         "client.certReload=true",
         "sslQuorum=true",
         "sslQuorumReloadCertFiles=true",
-        "ssl.quorum.keyStore.location=/q.pem",
-        "zookeeper.ssl.quorum.trustStore.location=/q.pem",
+        "ssl.quorum.hostnameVerification=true",
+        "zookeeper.ssl.quorum.enabledProtocols=TLSv1.3",
         "ssl.crl=true",
         "ssl.ocsp=true",
         "ssl.context.supplier.class=com.example.Ctx",
@@ -216,16 +216,23 @@ fn a_password_file_loses_one_trailing_newline() {
 }
 
 #[test]
-fn the_admin_servers_https_keys_are_refused_when_on() {
-    for key in [
-        "admin.portUnification",
-        "admin.forceHttps",
-        "admin.needClientAuth",
-    ] {
-        apply(&format!("{key}=false\n")).unwrap();
-        let e = refused(&format!("{key}=true\n"), key);
-        assert!(e.contains("no HTTPS"), "{e}");
-    }
+fn the_admin_servers_https_keys_and_the_quorum_stores_are_read() {
+    let c = apply(
+        "admin.forceHttps=true\nadmin.needClientAuth=true\n\
+         ssl.quorum.keyStore.location=/q.p12\nssl.quorum.keyStore.password=pw\n\
+         ssl.quorum.trustStore.location=/ca.pem\n",
+    )
+    .unwrap();
+    assert!(c.admin.force_https && c.admin.need_client_auth && c.admin.https());
+    assert_eq!(
+        c.tls.quorum_key_store.location.as_deref(),
+        Some(std::path::Path::new("/q.p12"))
+    );
+    assert_eq!(c.tls.quorum_key_store.password.as_deref(), Some("pw"));
+    refused("admin.portUnification=yes\n", "admin.portUnification");
+    // The links between members still have no TLS.
+    refused("ssl.quorum.protocol=TLSv1.3\n", "ssl.quorum.protocol");
+    refused("sslQuorum=true\n", "sslQuorum");
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::
     };
     tokio::select! {
         _ = upkeep => {}
-        _ = crate::http::serve(listener, "metrics", respond, shutdown) => {}
+        _ = crate::http::serve(listener, "metrics", respond, None, shutdown) => {}
     }
 }
 

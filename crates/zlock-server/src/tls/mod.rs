@@ -22,7 +22,7 @@ use rustls::{RootCertStore, SupportedCipherSuite};
 use thiserror::Error;
 use zlock_proto::records::Id;
 
-use crate::config::{ClientAuth, Protocol, TlsConfig};
+use crate::config::{location_key, ClientAuth, Protocol, Store, StoreConfig, TlsConfig};
 
 /// Why the client port's TLS cannot be set up; each names the key to look at.
 #[derive(Debug, Error)]
@@ -74,11 +74,49 @@ fn suite(name: &str) -> Option<SupportedCipherSuite> {
 /// The rustls server configuration for `cfg`: reads the stores, so a missing file, a
 /// wrong password or a key that does not match its certificate stops the start.
 pub(crate) fn server_config(cfg: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    build(&Side {
+        key: (Store::Key, &cfg.key_store),
+        trust: (Store::Trust, &cfg.trust_store),
+        client_auth: cfg.client_auth,
+        protocols: &cfg.protocols,
+        cipher_suites: &cfg.cipher_suites,
+    })
+}
+
+/// The admin server's HTTPS, as ZooKeeper's `JettyAdminServer` sets it up: the
+/// `ssl.quorum.*` stores, a client certificate asked for only with
+/// `admin.needClientAuth` (then required), TLS 1.3 and 1.2 with rustls's suites.
+pub(crate) fn admin_config(
+    cfg: &TlsConfig,
+    need_client_auth: bool,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    build(&Side {
+        key: (Store::QuorumKey, &cfg.quorum_key_store),
+        trust: (Store::QuorumTrust, &cfg.quorum_trust_store),
+        client_auth: match need_client_auth {
+            true => ClientAuth::Need,
+            false => ClientAuth::None,
+        },
+        protocols: &[Protocol::Tls13, Protocol::Tls12],
+        cipher_suites: &[],
+    })
+}
+
+/// What one TLS listener is set up with.
+struct Side<'a> {
+    key: (Store, &'a StoreConfig),
+    trust: (Store, &'a StoreConfig),
+    client_auth: ClientAuth,
+    protocols: &'a [Protocol],
+    cipher_suites: &'a [String],
+}
+
+fn build(side: &Side<'_>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let mut crypto = provider::default_provider();
-    if !cfg.cipher_suites.is_empty() {
-        crypto.cipher_suites = cfg.cipher_suites.iter().filter_map(|n| suite(n)).collect();
+    if !side.cipher_suites.is_empty() {
+        crypto.cipher_suites = side.cipher_suites.iter().filter_map(|n| suite(n)).collect();
     }
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = cfg
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = side
         .protocols
         .iter()
         .map(|p| match p {
@@ -92,13 +130,13 @@ pub(crate) fn server_config(cfg: &TlsConfig) -> Result<Arc<rustls::ServerConfig>
             key: "ssl.ciphersuites",
             source,
         })?;
-    let builder = match cfg.client_auth {
+    let builder = match side.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
             let mut roots = RootCertStore::empty();
-            for c in stores::trusted(&cfg.trust_store)? {
+            for c in stores::trusted(side.trust.0, side.trust.1)? {
                 roots.add(c).map_err(|source| TlsError::Rustls {
-                    key: "ssl.trustStore.location",
+                    key: location_key(side.trust.0),
                     source,
                 })?;
             }
@@ -113,11 +151,11 @@ pub(crate) fn server_config(cfg: &TlsConfig) -> Result<Arc<rustls::ServerConfig>
             builder.with_client_cert_verifier(verifier.build()?)
         }
     };
-    let id = stores::identity(&cfg.key_store)?;
+    let id = stores::identity(side.key.0, side.key.1)?;
     let mut config = builder
         .with_single_cert(id.chain, id.key)
         .map_err(|source| TlsError::Rustls {
-            key: "ssl.keyStore.location",
+            key: location_key(side.key.0),
             source,
         })?;
     // A client speaks after the handshake; nothing here uses early data or ALPN.

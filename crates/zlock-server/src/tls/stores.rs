@@ -55,23 +55,17 @@ fn open(store: Store, cfg: &StoreConfig) -> Result<(PathBuf, StoreType, String),
         problem: e.into(),
     })?;
     let password = cfg.password().map_err(|source| TlsError::Read {
-        key: match store {
-            Store::Key => "ssl.keyStore.passwordPath",
-            Store::Trust => "ssl.trustStore.passwordPath",
-        },
+        key: store.password_path_key(),
         path: cfg.password_path.clone().unwrap_or_default(),
         source,
     })?;
     Ok((path, kind, password.unwrap_or_default()))
 }
 
-/// The key store: the server's chain and key.
-pub(crate) fn identity(cfg: &StoreConfig) -> Result<Identity, TlsError> {
-    let (path, kind, password) = open(Store::Key, cfg)?;
-    let src = Source {
-        store: Store::Key,
-        path: &path,
-    };
+/// A key store (`store`: which keys name it): the server's chain and key.
+pub(crate) fn identity(store: Store, cfg: &StoreConfig) -> Result<Identity, TlsError> {
+    let (path, kind, password) = open(store, cfg)?;
+    let src = Source { store, path: &path };
     let bytes = src.read()?;
     match kind {
         StoreType::Pem => zlock_keystore::pem_identity(&bytes),
@@ -80,13 +74,13 @@ pub(crate) fn identity(cfg: &StoreConfig) -> Result<Identity, TlsError> {
     .map_err(|p| src.bad(p))
 }
 
-/// The trust store's certificates.
-pub(crate) fn trusted(cfg: &StoreConfig) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let (path, kind, password) = open(Store::Trust, cfg)?;
-    let src = Source {
-        store: Store::Trust,
-        path: &path,
-    };
+/// A trust store's certificates (`store`: which keys name it).
+pub(crate) fn trusted(
+    store: Store,
+    cfg: &StoreConfig,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let (path, kind, password) = open(store, cfg)?;
+    let src = Source { store, path: &path };
     let bytes = src.read()?;
     match kind {
         StoreType::Pem => zlock_keystore::pem_certificates(&bytes),
@@ -128,9 +122,12 @@ mod tests {
             .self_signed(&key)
             .unwrap();
         let good = pem_store(dir.path(), "s.pem", &(cert.pem() + &key.serialize_pem()));
-        let id = identity(&good).unwrap();
+        let id = identity(Store::Key, &good).unwrap();
         assert_eq!(id.chain.len(), 1);
-        let e = err(identity(&pem_store(dir.path(), "c.pem", &cert.pem())));
+        let e = err(identity(
+            Store::Key,
+            &pem_store(dir.path(), "c.pem", &cert.pem()),
+        ));
         assert!(
             e.contains("ssl.keyStore.location") && e.contains("no PRIVATE KEY"),
             "{e}"
@@ -139,21 +136,26 @@ mod tests {
             "{}-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
             cert.pem()
         );
-        let e = err(identity(&pem_store(dir.path(), "e.pem", &encrypted)));
+        let e = err(identity(
+            Store::Key,
+            &pem_store(dir.path(), "e.pem", &encrypted),
+        ));
         assert!(e.contains("encrypted"), "{e}");
-        let e = err(trusted(&pem_store(
-            dir.path(),
-            "k.pem",
-            &key.serialize_pem(),
-        )));
+        let e = err(trusted(
+            Store::Trust,
+            &pem_store(dir.path(), "k.pem", &key.serialize_pem()),
+        ));
         assert!(
             e.contains("ssl.trustStore.location") && e.contains("no CERTIFICATE"),
             "{e}"
         );
-        let e = err(identity(&StoreConfig {
-            location: Some(dir.path().join("absent.pem")),
-            ..StoreConfig::default()
-        }));
+        let e = err(identity(
+            Store::Key,
+            &StoreConfig {
+                location: Some(dir.path().join("absent.pem")),
+                ..StoreConfig::default()
+            },
+        ));
         assert!(e.contains("cannot read") && e.contains("absent.pem"), "{e}");
     }
 
@@ -179,16 +181,16 @@ mod tests {
             password: Some("right".into()),
             ..StoreConfig::default()
         };
-        assert_eq!(identity(&cfg).unwrap().chain.len(), 1);
+        assert_eq!(identity(Store::Key, &cfg).unwrap().chain.len(), 1);
         cfg.password = Some("wrong".into());
-        let e = err(identity(&cfg));
+        let e = err(identity(Store::Key, &cfg));
         assert!(
             e.contains("ssl.keyStore.location") && e.contains("password"),
             "{e}"
         );
         // The key store is no trust store: it holds no trusted certificate.
         cfg.password = Some("right".into());
-        let e = err(trusted(&cfg));
+        let e = err(trusted(Store::Trust, &cfg));
         assert!(e.contains("no trusted certificate"), "{e}");
     }
 }

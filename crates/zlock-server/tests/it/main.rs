@@ -18,6 +18,7 @@ mod common;
 
 mod admin_auth;
 mod admin_http;
+mod admin_https;
 mod admin_locks;
 mod admin_snapshot;
 mod commit_conformance;
