@@ -33,20 +33,22 @@ pub struct Options {
 /// Dumps the log `path` means (see [`find_log`]) to `out`; how the log ended. A closed
 /// `out` (`| head`) stops the dump early, which is no error.
 pub fn dump(path: &Path, opts: &Options, out: &mut dyn Write) -> Result<ScanReport, DumpError> {
-    let (dir, mut kind) = find_log(path)?;
+    let (dir, kind) = find_log(path)?;
+    let kind = match kind {
+        LogKind::Unknown => sniff(&dir)?,
+        known => known,
+    };
+    // A Raft entry's record has WAL index Raft index + 1 (the WAL never uses 0, Raft
+    // starts at its initial membership entry 0); --from is the index shown.
+    let after = match kind {
+        LogKind::Raft => opts.from,
+        _ => opts.from.saturating_sub(1),
+    };
     let mut shown = 0u64;
     let mut closed = false;
-    let after = opts.from.saturating_sub(1);
     let report = scan(&dir, after, |r| {
         if opts.limit.is_some_and(|n| shown >= n) {
             return Ok(ControlFlow::Break(()));
-        }
-        if kind == LogKind::Unknown {
-            kind = if Txn::decode(r.payload).is_ok() {
-                LogKind::Wal
-            } else {
-                LogKind::Raft
-            };
         }
         let written = match kind {
             LogKind::Raft => raft_record(&r, opts.json, out)?,
@@ -70,6 +72,19 @@ pub fn dump(path: &Path, opts: &Options, out: &mut dyn Write) -> Result<ScanRepo
         let _ = writeln!(out, "{}", end_json(&report, shown));
     }
     Ok(report)
+}
+
+/// What a directory of segments that its path does not name holds: its first record
+/// decides (a Txn, or else a Raft entry).
+fn sniff(dir: &Path) -> Result<LogKind, DumpError> {
+    let mut kind = LogKind::Wal;
+    scan(dir, 0, |r| {
+        if Txn::decode(r.payload).is_err() {
+            kind = LogKind::Raft;
+        }
+        Ok(ControlFlow::Break(()))
+    })?;
+    Ok(kind)
 }
 
 /// A record's payload that does not decode: reported by the scan as the record's file,
@@ -104,8 +119,8 @@ fn raft_record(
     let id = e.log_id;
     if json {
         let mut v = json!({
-            "type": "record", "index": r.index, "file": r.file.display().to_string(),
-            "offset": r.offset,
+            "type": "record", "index": id.index, "record": r.index,
+            "file": r.file.display().to_string(), "offset": r.offset,
             "log_id": {"term": id.term, "leader": id.leader, "index": id.index},
         });
         match &e.payload {
@@ -137,7 +152,7 @@ fn raft_record(
 
 /// The closing line of `--json`: how the log ended.
 fn end_json(report: &ScanReport, shown: u64) -> Value {
-    let mut v = json!({"type": "end", "shown": shown, "last_index": report.last_index});
+    let mut v = json!({"type": "end", "shown": shown, "last_record": report.last_index});
     match &report.end {
         ScanEnd::Clean => v["end"] = "clean".into(),
         ScanEnd::Stopped { .. } => v["end"] = "limit".into(),

@@ -99,7 +99,8 @@ the directory would cut a torn tail. On a running server the last record may be 
 being written: it shows as a torn tail.
 
 Each record, one line (a multi's ops and a Raft entry's Txns on the lines under it):
-  index      the record's log index
+  index      the record's log index (a member's: the Raft log index; its WAL record
+             number, one more, is \"record\" in --json)
   time       the Txn's time, ms since the epoch (the leader's clock), and as a date
   origin     member (that proposed it), session 0x<hex> (0x0: none, e.g. an expiry), xid
   operation  createSession (timeout), closeSession (session, expiry or not),
