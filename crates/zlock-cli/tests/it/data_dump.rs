@@ -402,7 +402,31 @@ async fn dump_a_single_nodes_snapshot_and_log_as_the_client_saw_them() {
     }
     assert_eq!(fingerprint(&data), before, "a dump changed a file");
 
+    one_file_and_a_backup(&dir, &doc).await;
     damaged_copies(&dir, &data, &records).await;
+}
+
+/// The snapshot file given by itself dumps as the directory did; a backup file of the
+/// same state (written by the backup writer the admin server uses) holds the same
+/// znodes and says where it comes from.
+async fn one_file_and_a_backup(dir: &Scratch, doc: &Value) {
+    let file = PathBuf::from(doc["file"].as_str().unwrap());
+    assert_eq!(&snapshot_json(&file).await, doc);
+
+    let bytes = std::fs::read(&file).unwrap();
+    let (index, payload) = zlock_store::snapshot::check_file(&file, &bytes).unwrap();
+    let mut state = zlock_core::snapshot::decode(payload, zlock_core::Config::default()).unwrap();
+    state.applied = zlock_core::LogIndex(index);
+    let image = zlock_core::snapshot::Image::of(&state);
+    let (_, backup) = zlock_server::backup::to_vec(&image, "standalone (test)");
+    let backup_file = dir.path().join("backup.zlock");
+    std::fs::write(&backup_file, backup).unwrap();
+    let b = snapshot_json(&backup_file).await;
+    assert_eq!(b["format"], "backup (zlock snapshot save)");
+    assert_eq!(b["backup"]["source"], "standalone (test)");
+    for field in ["index", "last_zxid", "znodes", "sessions", "locks"] {
+        assert_eq!(b[field], doc[field], "{field}");
+    }
 }
 
 /// On copies of the log: a torn last record is reported (exit 0, every whole record
