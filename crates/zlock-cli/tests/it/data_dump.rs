@@ -400,6 +400,19 @@ async fn dump_a_single_nodes_snapshot_and_log_as_the_client_saw_them() {
             text.stdout
         );
     }
+    let d = data.to_str().unwrap();
+    let some = zlock(&[
+        "data", "dump-log", d, "--from", "3", "--limit", "2", "--json",
+    ])
+    .await;
+    let lines: Vec<Value> = some
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shown: Vec<&Value> = lines.iter().map(|l| &l["index"]).collect();
+    assert_eq!(shown[..2], [&Value::from(3), &Value::from(4)], "{some:?}");
+    assert_eq!(lines[2]["end"], "limit", "{some:?}");
     assert_eq!(fingerprint(&data), before, "a dump changed a file");
 
     one_file_and_a_backup(&dir, &doc).await;
@@ -562,13 +575,36 @@ async fn dump_an_ensemble_members_raft_snapshot_and_log() {
         "a leader's first entry: {kinds:?}"
     );
     assert!(kinds.contains(&"normal"));
+    assert_eq!(
+        kinds[0], "membership",
+        "the initial membership, Raft index 0"
+    );
+    assert_eq!(records[0]["membership"], raft["membership"]);
     let all = txns(&records);
     for p in &seen[40..] {
         find_op(&all, "create2", p);
     }
     let text = zlock(&["data", "dump-log", member.to_str().unwrap()]).await;
     assert_eq!(text.code, 0, "{text:?}");
+    assert!(text.stdout.starts_with("index 0 term "), "{}", text.stdout);
     assert!(text.stdout.contains("blank (a new leader's first entry)"));
+    let from = zlock(&[
+        "data",
+        "dump-log",
+        member.to_str().unwrap(),
+        "--from",
+        "5",
+        "--limit",
+        "3",
+    ])
+    .await;
+    let shown: Vec<&str> = from
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("index "))
+        .collect();
+    assert_eq!(shown.len(), 3, "{from:?}");
+    assert!(shown[0].starts_with("index 5 term "), "{from:?}");
     assert!(text.stdout.contains("normal, "));
     assert_eq!(fingerprint(&member), before, "a dump changed a file");
 }

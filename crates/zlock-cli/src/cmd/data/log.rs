@@ -24,8 +24,9 @@ use super::txn;
 /// What to show of the log.
 pub struct Options {
     pub json: bool,
-    /// The first index shown (records before it are read and checked, not shown).
-    pub from: u64,
+    /// The first index shown (records before it are read and checked, not shown);
+    /// `None`: from the first record.
+    pub from: Option<u64>,
     /// Records shown at most.
     pub limit: Option<u64>,
 }
@@ -40,9 +41,10 @@ pub fn dump(path: &Path, opts: &Options, out: &mut dyn Write) -> Result<ScanRepo
     };
     // A Raft entry's record has WAL index Raft index + 1 (the WAL never uses 0, Raft
     // starts at its initial membership entry 0); --from is the index shown.
-    let after = match kind {
-        LogKind::Raft => opts.from,
-        _ => opts.from.saturating_sub(1),
+    let after = match (kind, opts.from) {
+        (_, None) => 0,
+        (LogKind::Raft, Some(from)) => from,
+        (_, Some(from)) => from.saturating_sub(1),
     };
     let mut shown = 0u64;
     let mut closed = false;

@@ -49,9 +49,10 @@ pub struct LogArgs {
     /// One JSON object per line (NDJSON), the last one {"type":"end",...}.
     #[arg(long)]
     pub json: bool,
-    /// Show records from this log index on (the ones before are still checked).
-    #[arg(long, value_name = "INDEX", default_value_t = 1)]
-    pub from: u64,
+    /// Show records from this log index on (the ones before are still checked)
+    /// [default: the first]
+    #[arg(long, value_name = "INDEX")]
+    pub from: Option<u64>,
     /// Show at most N records.
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
