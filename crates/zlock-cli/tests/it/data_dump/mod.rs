@@ -526,4 +526,12 @@ async fn dump_an_ensemble_members_raft_snapshot_and_log() {
     assert!(shown[0].starts_with("index 5 term "), "{from:?}");
     assert!(text.stdout.contains("normal, "));
     assert_eq!(fingerprint(&member), before, "a dump changed a file");
+
+    // The segments copied to a directory whose name says nothing: the first record
+    // tells a Raft log from a WAL.
+    let scratch = Scratch::new("dump-raft-copy");
+    zlock_testkit::copy_dir(&member.join("raft").join("log"), scratch.path());
+    let (copied, _) = log_json(scratch.path()).await;
+    let ids = |rs: &[Value]| -> Vec<Value> { rs.iter().map(|r| r["log_id"].clone()).collect() };
+    assert_eq!(ids(&copied), ids(&records));
 }
