@@ -49,6 +49,10 @@ enum Cmd {
     /// `zlock snapshot status FILE`
     #[command(subcommand)]
     Snapshot(cmd::snapshot::SnapshotCmd),
+    /// Inspect a data directory offline, read-only: `zlock data dump-snapshot DIR`,
+    /// `zlock data dump-log DIR` (zkSnapShotToolkit and zkTxnLogToolkit for zlock's files)
+    #[command(subcommand)]
+    Data(cmd::data::DataCmd),
     /// Demonstrations: `zlock demo orders --clients 101 [--no-lock | --naive]`
     #[command(subcommand)]
     Demo(cmd::demo::DemoCmd),
@@ -369,6 +373,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Lock(a) => std::process::exit(cmd::lock::run(a)),
         Cmd::Demo(d) => std::process::exit(cmd::demo::run(d)),
         Cmd::Snapshot(c) => std::process::exit(cmd::snapshot::run(c)),
+        Cmd::Data(c) => std::process::exit(cmd::data::run(c)),
         Cmd::Import(a) => std::process::exit(cmd::import::run(a)),
         other => Cli { cmd: other },
     };
@@ -421,6 +426,11 @@ fn main() -> anyhow::Result<()> {
                 anyhow::Ok(())
             })
         }
-        Cmd::Zk(_) | Cmd::Lock(_) | Cmd::Demo(_) | Cmd::Snapshot(_) | Cmd::Import(_) => Ok(()),
+        Cmd::Zk(_)
+        | Cmd::Lock(_)
+        | Cmd::Demo(_)
+        | Cmd::Snapshot(_)
+        | Cmd::Data(_)
+        | Cmd::Import(_) => Ok(()),
     }
 }

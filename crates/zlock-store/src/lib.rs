@@ -50,7 +50,8 @@
 //!
 //! - [`wal`]: segmented write-ahead log: [`Wal`], [`WalOptions`]; byte layout in its
 //!   module doc. Besides appending, syncing and purging it can cut its end off
-//!   ([`Wal::truncate_from`]), as a Raft log store must.
+//!   ([`Wal::truncate_from`]), as a Raft log store must. [`wal::read_only::scan`] reads
+//!   a log without changing it (for inspection tools), by the same rules as recovery.
 //! - [`meta`]: small state files replaced atomically, such as Raft's vote:
 //!   [`MetaFile`]; byte layout in its module doc.
 //! - [`snapshot`]: atomic whole-state snapshots: [`snapshot::write`],

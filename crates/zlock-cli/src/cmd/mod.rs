@@ -1,6 +1,7 @@
 //! One module per subcommand family.
 
 pub mod bench;
+pub mod data;
 pub mod demo;
 pub mod ensemble;
 pub mod import;

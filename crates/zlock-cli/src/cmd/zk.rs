@@ -783,7 +783,7 @@ pub fn format_stat(s: &Stat) -> String {
 }
 
 /// Java's `Date.toString()` in UTC: `Mon Nov 30 02:23:12 UTC 2026`.
-fn java_date(ms: i64) -> String {
+pub(crate) fn java_date(ms: i64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",

@@ -10,6 +10,7 @@
 mod common;
 
 mod config_node;
+mod data_dump;
 mod lock_cli;
 mod lock_demo;
 mod server_config;

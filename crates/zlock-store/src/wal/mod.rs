@@ -142,9 +142,13 @@
 mod format;
 #[cfg(test)]
 mod prealloc_tests;
+pub mod read_only;
+#[cfg(test)]
+mod read_only_tests;
 mod recovery;
 #[cfg(test)]
 mod recovery_tests;
+mod scan;
 #[cfg(test)]
 mod tests;
 mod truncate;

@@ -43,14 +43,12 @@
 //! tail does not slow the open down noticeably.
 
 use std::fs::{self, OpenOptions};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use tracing::warn;
 
-use super::format::{
-    decode_header, find_valid_record, parse_record, zero_tail_start, HeaderProblem, WalVersion,
-    FIRST_INDEX_OFFSET, HEADER_LEN, VERSION_OFFSET,
-};
+use super::scan::{check_header, check_linkage, walk_segment, End, HeaderCheck, RecordRef};
 use super::{Segment, SEGMENT_PREFIX};
 use crate::error::{Result, StoreError};
 use crate::fsutil::{fsync_dir, list_indexed, remove_file};
@@ -65,71 +63,58 @@ pub(super) struct Recovered {
 
 type Replay<'a> = dyn FnMut(u64, &[u8]) -> Result<()> + 'a;
 
+/// Checks every segment (the shared rules of [`super::scan`]), replays the records after
+/// `after_index`, deletes a last segment whose header a crash tore and cuts a torn tail.
 pub(super) fn recover(dir: &Path, after_index: u64, replay: &mut Replay<'_>) -> Result<Recovered> {
     let files = list_indexed(dir, SEGMENT_PREFIX)?;
     let count = files.len();
     let mut segments: Vec<Segment> = Vec::with_capacity(count);
     let mut dir_changed = false;
+    let mut visit =
+        |r: RecordRef<'_>| replay(r.index, r.payload).map(|()| ControlFlow::Continue(()));
 
     for (pos, (name_index, path)) in files.into_iter().enumerate() {
         let is_last = pos + 1 == count;
         let data = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
 
-        let first = match decode_header(&data) {
-            Ok(first) => first,
-            Err(HeaderProblem::Version(version)) => {
-                return Err(StoreError::UnsupportedVersion {
-                    file: path,
-                    offset: VERSION_OFFSET,
-                    version,
-                    supported: WalVersion::CURRENT as u32,
-                });
-            }
-            Err(problem) => {
-                let reason = match problem {
-                    HeaderProblem::Short(n) => {
-                        format!("segment header cut short: {n} of {HEADER_LEN} bytes present")
-                    }
-                    HeaderProblem::Damaged(what) => format!("segment header damaged: {what}"),
-                    HeaderProblem::Version(_) => String::new(), // handled above
-                };
-                if is_last && find_valid_record(&data, 0, name_index).is_none() {
-                    warn!(
-                        file = %path.display(),
-                        %reason,
-                        "deleting last WAL segment whose header was torn by a crash"
-                    );
-                    remove_file(&path)?;
-                    dir_changed = true;
-                    break;
-                }
-                return Err(StoreError::corrupt(path, 0, reason));
+        let first = match check_header(&path, &data, name_index, is_last)? {
+            HeaderCheck::First(first) => first,
+            HeaderCheck::Torn(reason) => {
+                warn!(
+                    file = %path.display(),
+                    %reason,
+                    "deleting last WAL segment whose header was torn by a crash"
+                );
+                remove_file(&path)?;
+                dir_changed = true;
+                break;
             }
         };
-        if first != name_index {
-            return Err(StoreError::corrupt(
-                path,
-                FIRST_INDEX_OFFSET,
-                format!("header says first index {first} but the file name says {name_index}"),
-            ));
-        }
-        if first == 0 {
-            return Err(StoreError::corrupt(
-                path,
-                FIRST_INDEX_OFFSET,
-                "first index is 0, which is never used",
-            ));
-        }
-        check_linkage(segments.last(), first, after_index, &path)?;
+        let prev = segments.last().map(|s| (s.path.as_path(), s.next));
+        check_linkage(prev, first, after_index, &path)?;
 
-        segments.push(scan_segment(
-            &path,
-            &data,
+        let walked = walk_segment(&path, &data, first, is_last, after_index, &mut visit)?;
+        let file_len = match walked.end {
+            End::Torn { offset, reason } => {
+                warn!(
+                    file = %path.display(),
+                    offset,
+                    dropped_bytes = data.len() as u64 - offset,
+                    %reason,
+                    "truncating torn WAL tail"
+                );
+                truncate(&path, offset)?;
+                offset
+            }
+            End::Clean | End::Stopped => data.len() as u64,
+        };
+        segments.push(Segment {
             first,
-            is_last,
-            after_index,
-            replay,
-        )?);
+            next: walked.next,
+            path,
+            len: walked.len,
+            file_len,
+        });
     }
 
     if dir_changed {
@@ -139,119 +124,6 @@ pub(super) fn recover(dir: &Path, after_index: u64, replay: &mut Replay<'_>) -> 
     Ok(Recovered {
         segments,
         last_record,
-    })
-}
-
-/// Checks that a segment starting at `first` may follow `prev` (see the module doc).
-fn check_linkage(prev: Option<&Segment>, first: u64, after_index: u64, path: &Path) -> Result<()> {
-    let needed = after_index.saturating_add(1);
-    let problem = match prev {
-        None if first > needed => Some(format!(
-            "the log starts at index {first}, but recovery needs every record after {after_index}: \
-             records {needed}..={} are missing",
-            first - 1
-        )),
-        None => None,
-        Some(prev) if first < prev.next => Some(format!(
-            "segment starts at index {first}, but the previous segment {} already holds records \
-             up to {}",
-            prev.path.display(),
-            prev.next - 1
-        )),
-        Some(prev) if first > prev.next && first > needed => Some(format!(
-            "records {}..={} are missing between {} and this segment, and the snapshot at \
-             index {after_index} does not cover them",
-            prev.next,
-            first - 1,
-            prev.path.display()
-        )),
-        Some(_) => None,
-    };
-    match problem {
-        Some(reason) => Err(StoreError::corrupt(path, FIRST_INDEX_OFFSET, reason)),
-        None => Ok(()),
-    }
-}
-
-/// Replays the records of one segment and describes what is left of it. Truncates a torn
-/// tail of the last segment, and stops without complaint at the zeros after its last
-/// record.
-fn scan_segment(
-    path: &Path,
-    data: &[u8],
-    first: u64,
-    is_last: bool,
-    after_index: u64,
-    replay: &mut Replay<'_>,
-) -> Result<Segment> {
-    // Only the last segment may end in zeros; in any other, zeros are damage.
-    let records_end = if is_last {
-        zero_tail_start(data)
-    } else {
-        data.len()
-    };
-    let mut file_len = data.len() as u64;
-    let mut off = HEADER_LEN;
-    let mut next = first;
-    while off < records_end {
-        let record = match parse_record(data, off) {
-            Ok(record) => record,
-            Err(reason) => {
-                if !is_last {
-                    return Err(StoreError::corrupt(
-                        path,
-                        off as u64,
-                        format!("{reason} (in a segment that is not the last, so not a torn tail)"),
-                    ));
-                }
-                if let Some((at, index)) = find_valid_record(data, off + 1, next) {
-                    return Err(StoreError::corrupt(
-                        path,
-                        off as u64,
-                        format!(
-                            "{reason}; an intact record (index {index}) follows at offset {at}, \
-                             so this is not a torn tail"
-                        ),
-                    ));
-                }
-                warn!(
-                    file = %path.display(),
-                    offset = off,
-                    dropped_bytes = data.len() - off,
-                    %reason,
-                    "truncating torn WAL tail"
-                );
-                truncate(path, off as u64)?;
-                file_len = off as u64;
-                break;
-            }
-        };
-        if record.index != next {
-            return Err(StoreError::corrupt(
-                path,
-                off as u64,
-                format!("expected record index {next}, found {}", record.index),
-            ));
-        }
-        if record.index > after_index {
-            replay(record.index, record.payload).map_err(|source| StoreError::Replay {
-                file: path.to_path_buf(),
-                offset: off as u64,
-                index: record.index,
-                source: Box::new(source),
-            })?;
-        }
-        next = next
-            .checked_add(1)
-            .ok_or_else(|| StoreError::corrupt(path, off as u64, "record index overflows u64"))?;
-        off = record.end;
-    }
-    Ok(Segment {
-        first,
-        next,
-        path: path.to_path_buf(),
-        len: off as u64,
-        file_len,
     })
 }
 

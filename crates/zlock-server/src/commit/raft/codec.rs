@@ -212,7 +212,13 @@ pub fn encode_entry(e: &Entry) -> std::io::Result<Vec<u8>> {
 }
 
 pub fn decode_entry(bytes: &[u8]) -> std::io::Result<Entry> {
-    from_v1_entry(postcard::from_bytes(bytes).map_err(io_err)?)
+    from_v1_entry(read_entry(bytes)?)
+}
+
+/// A log entry's WAL record payload as zlock's own record, unconverted: for tools that
+/// show what is on disk (`zlock data dump-log`) without going through openraft's types.
+pub fn read_entry(bytes: &[u8]) -> std::io::Result<v1::EntryOwned> {
+    postcard::from_bytes(bytes).map_err(io_err)
 }
 
 /// The vote, as its file (`vote`) holds it.
@@ -258,6 +264,13 @@ pub fn encode_snapshot_head(m: &SnapshotMeta) -> std::io::Result<Vec<u8>> {
 
 /// Splits a snapshot file's payload into its Raft meta and the host's payload.
 pub fn split_snapshot(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> {
+    let (meta, host) = read_snapshot_head(payload)?;
+    Ok((from_v1_meta(meta)?, host))
+}
+
+/// Like [`split_snapshot`], with the meta as zlock's own record, unconverted (for tools
+/// that show it, `zlock data dump-snapshot`).
+pub fn read_snapshot_head(payload: &[u8]) -> std::io::Result<(v1::SnapshotMeta, &[u8])> {
     if payload.len() < 4 {
         return Err(io_err("snapshot payload cut short"));
     }
@@ -266,6 +279,6 @@ pub fn split_snapshot(payload: &[u8]) -> std::io::Result<(SnapshotMeta, &[u8])> 
     if rest.len() < n {
         return Err(io_err("snapshot meta cut short"));
     }
-    let meta = from_v1_meta(postcard::from_bytes(&rest[..n]).map_err(io_err)?)?;
+    let meta = postcard::from_bytes(&rest[..n]).map_err(io_err)?;
     Ok((meta, &rest[n..]))
 }

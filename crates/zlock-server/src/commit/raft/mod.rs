@@ -33,7 +33,7 @@
 #![allow(clippy::result_large_err)]
 
 mod barrier;
-mod codec;
+pub mod codec;
 #[cfg(test)]
 mod data_dir_tests;
 mod error;
