@@ -22,6 +22,10 @@
 //!   serves loopback only; `metricsProvider.httpHost=0.0.0.0` restores ZooKeeper's
 //!   behaviour (and Prometheus's `up == 0` tells at once if it was forgotten).
 //! - `httpPort`: default 7000. 0 picks a free port (tests).
+//! - `httpsPort` (ZooKeeper 3.9's HTTPS connector) stops the start unless it is -1
+//!   (off): zlock's endpoint has no HTTPS yet, and an operator who asks for it must not
+//!   get plain HTTP unknowingly. The `ssl.*` keys of that connector mean nothing
+//!   without it and are read and ignored.
 //! - `exportJvmInfo` and the worker-pool keys are read and ignored: there is no JVM,
 //!   and zlock's exposition has no worker pool (a summary's observation is a lock-free
 //!   append, see `crate::metrics`).
@@ -101,6 +105,19 @@ impl MetricsConfig {
             "exportJvmInfo" | "numWorkerThreads" | "maxQueueSize" | "workerShutdownTimeoutMs" => {
                 return Ok(Applied::NotApplicable)
             }
+            // ZooKeeper 3.9's HTTPS connector: refused rather than ignored, so that asking
+            // for HTTPS never gets plain HTTP unknowingly (-1 is ZooKeeper's "off").
+            "httpsPort" => {
+                return match value.trim() {
+                    "-1" => Ok(Applied::NotApplicable),
+                    _ => Err("zlock's metrics endpoint has no HTTPS yet: remove the key \
+                              (the endpoint serves plain HTTP, on loopback unless httpHost \
+                              says otherwise; the admin server has HTTPS)"
+                        .into()),
+                };
+            }
+            // Its stores, read by ZooKeeper only with httpsPort.
+            k if k.starts_with("ssl.") => return Ok(Applied::NotApplicable),
             _ => return Ok(Applied::Unknown),
         }
         Ok(Applied::Set)
@@ -110,6 +127,20 @@ impl MetricsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn https_is_refused_unless_off() {
+        let mut m = MetricsConfig::default();
+        assert!(m
+            .apply("httpsPort", "7443")
+            .unwrap_err()
+            .contains("no HTTPS"));
+        assert_eq!(m.apply("httpsPort", "-1"), Ok(Applied::NotApplicable));
+        assert_eq!(
+            m.apply("ssl.keyStore.location", "/k.pem"),
+            Ok(Applied::NotApplicable)
+        );
+    }
 
     #[test]
     fn class_names() {
