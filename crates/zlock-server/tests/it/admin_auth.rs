@@ -10,44 +10,15 @@ use std::net::SocketAddr;
 
 use base64::Engine;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use zlock::{Client, LockRequest, NativeLock};
 use zlock_proto::records::{perms, Acl, Id};
 use zlock_testkit::{with_admin, TestServer};
 
-use std::time::Duration;
-
-const T: Duration = Duration::from_secs(30);
-
 /// One request (`auth`: the `Authorization` header's value); status, head, body.
 async fn ask(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String, String) {
-    let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: zlock\r\n{header}Connection: close\r\n\r\n");
-    let mut s = connect(addr).await;
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut got = Vec::new();
-    tokio::time::timeout(T, s.read_to_end(&mut got))
-        .await
-        .expect("the endpoint answers and closes")
-        .unwrap();
-    let text = String::from_utf8_lossy(&got).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, head.to_owned(), body.to_owned())
-}
-
-/// A connection to the admin port, which the server binds once it has started: retried
-/// for a while.
-async fn connect(addr: SocketAddr) -> TcpStream {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => return s,
-            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    let a = crate::common::http::get(addr, path, auth).await;
+    let body = a.text();
+    (a.status, a.head, body)
 }
 
 /// A command's status and its `error` field.

@@ -10,34 +10,19 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use zlock::Client;
 use zlock_proto::records::{perms, Acl, Id};
 use zlock_testkit::pki::Pki;
+
+use crate::common::http::{connect, request};
 use zlock_testkit::{with_admin, TestServer};
 
 const T: Duration = Duration::from_secs(30);
 
-async fn connect(addr: SocketAddr) -> TcpStream {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => return s,
-            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
-
-fn request(path: &str, auth: Option<&str>) -> String {
-    let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{header}Connection: close\r\n\r\n")
-}
-
 /// Plain HTTP: the answer's status line, or what came back instead.
 async fn plain(addr: SocketAddr, path: &str) -> String {
     let mut s = connect(addr).await;
-    s.write_all(request(path, None).as_bytes()).await.unwrap();
+    s.write_all(&request("GET", path, None, b"")).await.unwrap();
     let mut got = Vec::new();
     let _ = tokio::time::timeout(T, s.read_to_end(&mut got)).await;
     String::from_utf8_lossy(&got)
@@ -85,7 +70,7 @@ async fn https(
         .await
         .map_err(|_| "handshake timed out".to_owned())?
         .map_err(|e| e.to_string())?;
-    s.write_all(request(path, auth).as_bytes())
+    s.write_all(&request("GET", path, auth, b""))
         .await
         .map_err(|e| e.to_string())?;
     let mut got = Vec::new();
@@ -219,7 +204,7 @@ async fn unified_port_and_x509_credentials() {
     );
     // Over plain HTTP there is no certificate to name.
     let mut p = connect(a).await;
-    p.write_all(request("/commands/sessions", Some("x509")).as_bytes())
+    p.write_all(&request("GET", "/commands/sessions", Some("x509"), b""))
         .await
         .unwrap();
     let mut got = String::new();

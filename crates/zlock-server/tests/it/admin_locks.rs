@@ -12,33 +12,14 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use zlock::{Client, CreateMode};
 use zlock_testkit::{require, with_admin, Peer, TestServer};
 
 const T: Duration = Duration::from_secs(30);
 
 async fn locks(addr: SocketAddr) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + T;
-    let mut s = loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => break s,
-            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
-    s.write_all(b"GET /commands/locks HTTP/1.1\r\nHost: z\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut got = String::new();
-    tokio::time::timeout(T, s.read_to_string(&mut got))
-        .await
-        .unwrap()
-        .unwrap();
-    let body = got.split_once("\r\n\r\n").unwrap().1;
-    let v: Value = serde_json::from_str(body).unwrap();
-    v["locks"].as_array().unwrap().clone()
+    let a = crate::common::http::get(addr, "/commands/locks", None).await;
+    a.json()["locks"].as_array().unwrap().clone()
 }
 
 fn queue<'a>(all: &'a [Value], path: &str) -> &'a Value {

@@ -8,50 +8,19 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use zlock::{Client, CreateMode};
 use zlock_proto::records::{perms, Acl, Id, Stat};
 use zlock_testkit::{with_admin, with_metrics, TestServer};
 
-const T: Duration = Duration::from_secs(30);
 const AUTH: &str = "digest root:r00t";
 
 /// One GET: status, head (lower case), body bytes.
 async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String, Vec<u8>) {
-    let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: zlock\r\n{header}Connection: close\r\n\r\n");
-    let mut s = connect(addr).await;
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut got = Vec::new();
-    tokio::time::timeout(T, s.read_to_end(&mut got))
-        .await
-        .expect("the endpoint answers and closes")
-        .unwrap();
-    let split = got
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a head");
-    let head = String::from_utf8_lossy(&got[..split]).to_ascii_lowercase();
-    let body = got[split + 4..].to_vec();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, head, body)
-}
-
-/// The admin port, which the server binds once it has started: retried for a while.
-async fn connect(addr: SocketAddr) -> TcpStream {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => return s,
-            Err(e) if tokio::time::Instant::now() > deadline => panic!("{addr}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    let a = crate::common::http::get(addr, path, auth).await;
+    (a.status, a.head.to_ascii_lowercase(), a.body)
 }
 
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -264,24 +233,8 @@ async fn snapshot_without_streaming_and_when_disabled() {
 
 /// One POST of `body`: status and the JSON answer.
 async fn post(addr: SocketAddr, path: &str, auth: Option<&str>, body: &[u8]) -> (u16, Value) {
-    let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: zlock\r\n{header}Content-Type: application/octet-stream\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let mut s = connect(addr).await;
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body).await.unwrap();
-    let mut got = Vec::new();
-    tokio::time::timeout(T, s.read_to_end(&mut got))
-        .await
-        .expect("the endpoint answers and closes")
-        .unwrap();
-    let text = String::from_utf8_lossy(&got).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let a = crate::common::http::post(addr, path, auth, body).await;
+    (a.status, a.json())
 }
 
 /// ZooKeeper 3.9's `restore` on a single node: another server's backup replaces this

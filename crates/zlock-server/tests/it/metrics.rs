@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use prometheus_parse::{Scrape, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use zlock::{Client, CreateMode, LockRequest, NativeLock};
 use zlock_testkit::{with_metrics, TestServer};
@@ -137,21 +137,9 @@ const ENSEMBLE_ONLY: &[&str] = &[
 
 /// One HTTP exchange: `request` as sent, the answer's status, headers and body.
 async fn http(addr: SocketAddr, request: &[u8]) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(request).await.unwrap();
-    let mut got = Vec::new();
-    tokio::time::timeout(T, s.read_to_end(&mut got))
-        .await
-        .expect("the endpoint answers and closes")
-        .unwrap();
-    let text = String::from_utf8(got).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
-    (status, head.to_owned(), body.to_owned())
+    let a = crate::common::http::send(addr, request).await;
+    let body = a.text();
+    (a.status, a.head, body)
 }
 
 fn get(path: &str) -> Vec<u8> {

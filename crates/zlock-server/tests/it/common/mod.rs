@@ -1,5 +1,6 @@
 //! Helpers shared by the robustness test modules (each uses a different part).
 
+pub mod http;
 pub mod rawclient;
 
 /// A Txn but for its time, which a Raft leader stamps again
