@@ -29,8 +29,6 @@
 //! own checksum so that a damaged header is told apart from a damaged payload, and so
 //! that `status` can say what a file holds before it reads the payload.
 
-use std::io::Write;
-
 use thiserror::Error;
 use zlock_core::snapshot::{Image, SnapshotError};
 
@@ -78,11 +76,10 @@ pub enum BackupError {
     State(#[from] SnapshotError),
 }
 
-/// Writes a backup of `image` taken from `source` into `w`. The payload is encoded into
-/// memory first (its length goes before it); returns the header written.
-pub fn write(image: &Image, source: &str, w: &mut dyn Write) -> std::io::Result<Header> {
-    let mut payload = Vec::new();
-    zlock_core::snapshot::write_image(image, &mut payload)?;
+/// A backup of `image` taken from `source`, in one buffer: its header, and its bytes.
+/// The state is encoded straight into the buffer after a header whose payload length
+/// and checksum are filled in once it is there (one copy of a large state, not two).
+pub fn to_vec(image: &Image, source: &str) -> (Header, Vec<u8>) {
     let header = Header {
         zxid: image.zxid.0,
         applied: image.applied.0,
@@ -91,37 +88,27 @@ pub fn write(image: &Image, source: &str, w: &mut dyn Write) -> std::io::Result<
         sessions: image.sessions.len() as u64,
         source: source.to_owned(),
     };
-    let mut head = Vec::with_capacity(68 + source.len());
-    head.extend_from_slice(&MAGIC);
-    head.extend_from_slice(&VERSION.to_le_bytes());
-    head.extend_from_slice(&header.zxid.to_le_bytes());
-    head.extend_from_slice(&header.applied.to_le_bytes());
-    head.extend_from_slice(&header.time_ms.to_le_bytes());
-    head.extend_from_slice(&header.nodes.to_le_bytes());
-    head.extend_from_slice(&header.sessions.to_le_bytes());
-    head.extend_from_slice(&(source.len() as u32).to_le_bytes());
-    head.extend_from_slice(source.as_bytes());
-    head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    let crc = crc32c::crc32c(&head);
-    head.extend_from_slice(&crc.to_le_bytes());
-    w.write_all(&head)?;
-    w.write_all(&payload)?;
-    w.write_all(&crc32c::crc32c(&payload).to_le_bytes())?;
-    Ok(header)
-}
-
-/// A backup's bytes in one buffer: the header, then its size.
-pub fn to_vec(image: &Image, source: &str) -> (Header, Vec<u8>) {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(72 + source.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&header.zxid.to_le_bytes());
+    out.extend_from_slice(&header.applied.to_le_bytes());
+    out.extend_from_slice(&header.time_ms.to_le_bytes());
+    out.extend_from_slice(&header.nodes.to_le_bytes());
+    out.extend_from_slice(&header.sessions.to_le_bytes());
+    out.extend_from_slice(&(source.len() as u32).to_le_bytes());
+    out.extend_from_slice(source.as_bytes());
+    let length_at = out.len();
+    out.extend_from_slice(&[0; 12]); // payload length, header CRC: filled in below
+    let payload_at = out.len();
     // Writing into a Vec cannot fail.
-    let header = write(image, source, &mut out).unwrap_or_else(|_| Header {
-        zxid: image.zxid.0,
-        applied: image.applied.0,
-        time_ms: image.time_ms,
-        nodes: 0,
-        sessions: 0,
-        source: source.to_owned(),
-    });
+    let _ = zlock_core::snapshot::write_image(image, &mut out);
+    let payload_len = (out.len() - payload_at) as u64;
+    out[length_at..length_at + 8].copy_from_slice(&payload_len.to_le_bytes());
+    let header_crc = crc32c::crc32c(&out[..length_at + 8]);
+    out[length_at + 8..payload_at].copy_from_slice(&header_crc.to_le_bytes());
+    let payload_crc = crc32c::crc32c(&out[payload_at..]);
+    out.extend_from_slice(&payload_crc.to_le_bytes());
     (header, out)
 }
 

@@ -160,15 +160,7 @@ pub(crate) async fn start(
     // fixed: the Raft log, not the files, says who the members are then.
     let ensemble = match config.reconfig_enabled {
         true => "zlock-reconfigurable".to_owned(),
-        false => e
-            .members
-            .values()
-            .map(|m| match m.observer {
-                false => format!("{}={}", m.id, m.quorum_addr()),
-                true => format!("{}={}:observer", m.id, m.quorum_addr()),
-            })
-            .collect::<Vec<_>>()
-            .join(","),
+        false => e.member_lines(),
     };
     let dir = raft_dir(config);
     std::fs::create_dir_all(&dir).map_err(|source| StartError::Dir {

@@ -142,15 +142,10 @@ pub fn restore(file: &Path, cfg: &ServerConfig) -> Result<Restored, RestoreError
 /// every member restored from one file into one member list gets the same one, and any
 /// other ensemble (the backup's own among them) another.
 fn identity(file: &[u8], e: &crate::config::EnsembleConfig) -> String {
-    let members: Vec<String> = e
-        .members
-        .values()
-        .map(|m| format!("{}={}", m.id, m.quorum_addr()))
-        .collect();
     format!(
         "{:08x}-{:08x}",
         crc32c::crc32c(file),
-        crc32c::crc32c(members.join(",").as_bytes())
+        crc32c::crc32c(e.member_lines().as_bytes())
     )
 }
 

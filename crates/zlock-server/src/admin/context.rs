@@ -4,7 +4,7 @@
 //! them imports another.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -59,4 +59,19 @@ pub(super) async fn ask_within<T>(
         rx.await.ok()
     };
     tokio::time::timeout(patience, asked).await.ok()?
+}
+
+/// One per `admin.rateLimiterIntervalInMS` since `last` (0: no limit); records this one
+/// when it is let through.
+pub(crate) fn let_through(ctx: &Context, last: &std::sync::Mutex<Option<Instant>>) -> bool {
+    let interval = Duration::from_millis(ctx.config.admin.rate_limit_ms);
+    let mut last = last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = Instant::now();
+    if last.is_some_and(|t| now.duration_since(t) < interval) {
+        return false;
+    }
+    *last = Some(now);
+    true
 }

@@ -337,8 +337,10 @@ fn locks(f: &Facts<'_>, m: &mut Fields) {
             })
         })
         .collect();
-    let followed: std::collections::BTreeSet<String> =
-        st.locks.view().iter().map(|l| l.path.to_string()).collect();
+    let followed: std::collections::BTreeSet<String> = locks
+        .iter()
+        .filter_map(|l| l["path"].as_str().map(str::to_owned))
+        .collect();
     let mut locks = locks;
     locks.extend(super::recipes::queues(st, &followed));
     locks.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));

@@ -14,9 +14,10 @@
 //! lock), so every lease holds. Paths the native index follows are left to it (it shows
 //! native and recipe entries of one path as one queue).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
+use zlock_core::tree::Node;
 use zlock_core::State;
 use zlock_proto::lock_order;
 
@@ -80,44 +81,42 @@ pub(super) fn queues(st: &State, followed: &BTreeSet<String>) -> Vec<Value> {
         .collect()
 }
 
-/// One parent's queue, if it has ephemeral sequential children.
+/// One parent's queue, if it has ephemeral children named as contenders.
 fn queue(st: &State, parent: &str) -> Option<Value> {
     let node = st.tree.get(parent)?;
-    let mut owners = BTreeMap::new();
-    let names: Vec<String> = node
+    let mut entries: Vec<(lock_order::QueueKey, String, &Node)> = node
         .children
         .iter()
+        .filter(|c| contender(c))
         .filter_map(|c| {
             let path = zlock_core::path::join(parent, c);
             let n = st.tree.get(&path)?;
-            let owner = n.stat().ephemeral_owner;
-            (owner != 0 && contender(c)).then(|| {
-                owners.insert(c.to_string(), (path, owner, n.czxid, n.ctime));
-                c.to_string()
-            })
+            if n.kind.ephemeral_owner().0 == 0 {
+                return None;
+            }
+            Some((lock_order::QueueKey::of(&**c)?, path, n))
         })
         .collect();
-    let order = lock_order::queue(names);
-    if order.is_empty() {
+    if entries.is_empty() {
         return None;
     }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
     let mut writer_before = false;
-    let entries: Vec<Value> = order
+    let entries: Vec<Value> = entries
         .iter()
         .enumerate()
-        .filter_map(|(i, name)| {
-            let (path, owner, czxid, ctime) = owners.get(name)?;
+        .map(|(i, (key, path, n))| {
+            let name = key.name();
             let (mode, holds) = if lease(name) {
                 ("lease", true)
             } else if reads(name) {
                 ("read", !writer_before)
             } else {
+                writer_before = true;
                 ("write", i == 0)
             };
-            if !reads(name) && !lease(name) {
-                writer_before = true;
-            }
-            Some(json!({
+            let owner = n.kind.ephemeral_owner().0;
+            json!({
                 "node": path,
                 "session_id": owner,
                 "session_id_hex": format!("0x{owner:x}"),
@@ -125,10 +124,10 @@ fn queue(st: &State, parent: &str) -> Option<Value> {
                 "mode": mode,
                 "leases": null,
                 "lock_delay_ms": 0,
-                "czxid": czxid,
-                "ctime": ctime,
+                "czxid": n.czxid,
+                "ctime": n.ctime,
                 "recipe": recipe(name),
-            }))
+            })
         })
         .collect();
     Some(json!({

@@ -57,7 +57,7 @@ pub(super) async fn answer(req: Request<Incoming>, ctx: &Context, mut out: Field
              restore FILE --data-dir D --myid N --config zoo.cfg`, then start them",
         );
     }
-    if !super::snapshot::let_through(ctx, &ctx.last_restore) {
+    if !super::context::let_through(ctx, &ctx.last_restore) {
         stats.restores_rate_limited.fetch_add(1, Ordering::Relaxed);
         return refuse(
             out,

@@ -18,7 +18,6 @@
 //! is sent.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -49,7 +48,7 @@ pub(super) async fn answer(req: &Request<Incoming>, ctx: &Context, mut out: Fiel
             "Snapshot command is disabled (admin.snapshot.enabled=false)",
         );
     }
-    if !allowed(ctx) {
+    if !super::context::let_through(ctx, &ctx.last_snapshot) {
         ctx.stats
             .snapshots_rate_limited
             .fetch_add(1, Ordering::Relaxed);
@@ -101,26 +100,6 @@ pub(super) async fn answer(req: &Request<Incoming>, ctx: &Context, mut out: Fiel
     r
 }
 
-/// The rate limit: one snapshot per `admin.rateLimiterIntervalInMS` (0: no limit).
-fn allowed(ctx: &Context) -> bool {
-    let_through(ctx, &ctx.last_snapshot)
-}
-
-/// One per `admin.rateLimiterIntervalInMS` since `last` (0: no limit); records this one
-/// when it is let through.
-pub(super) fn let_through(ctx: &Context, last: &std::sync::Mutex<Option<Instant>>) -> bool {
-    let interval = Duration::from_millis(ctx.config.admin.rate_limit_ms);
-    let mut last = last
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let now = Instant::now();
-    if last.is_some_and(|t| now.duration_since(t) < interval) {
-        return false;
-    }
-    *last = Some(now);
-    true
-}
-
 /// `?streaming=...`: true unless given and not `true` in any case (Java's
 /// `Boolean.parseBoolean`, as ZooKeeper reads it).
 fn streaming(req: &Request<Incoming>) -> bool {
@@ -137,13 +116,6 @@ fn streaming(req: &Request<Incoming>) -> bool {
 fn source(cfg: &ServerConfig) -> String {
     match &cfg.ensemble {
         None => format!("standalone server, dataDir {}", cfg.data_dir.display()),
-        Some(e) => {
-            let members: Vec<String> = e
-                .members
-                .values()
-                .map(|m| format!("{}={}", m.id, m.quorum_addr()))
-                .collect();
-            format!("member {} of ensemble {}", e.me, members.join(","))
-        }
+        Some(e) => format!("member {} of ensemble {}", e.me, e.member_lines()),
     }
 }

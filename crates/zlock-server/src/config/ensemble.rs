@@ -352,6 +352,20 @@ impl RaftTiming {
 }
 
 impl EnsembleConfig {
+    /// The members as one line, `id=host:quorumPort` each (`:observer` after an
+    /// observer's), by id: what names the ensemble to its peers, a backup's source and
+    /// a restored ensemble's identity.
+    pub fn member_lines(&self) -> String {
+        self.members
+            .values()
+            .map(|m| match m.observer {
+                false => format!("{}={}", m.id, m.quorum_addr()),
+                true => format!("{}={}:observer", m.id, m.quorum_addr()),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// This server's own line.
     pub fn this_member(&self) -> Option<&MemberSpec> {
         self.members.get(&self.me)
