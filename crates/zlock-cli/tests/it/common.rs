@@ -130,3 +130,24 @@ impl Drop for Interrupt {
         }
     }
 }
+
+/// What `zlock ensemble` prints about its members, up to its `pids:` line (bounded by
+/// [`RUN_BOUND`]).
+pub async fn ensemble_printout<R>(lines: &mut tokio::io::Lines<R>) -> Vec<String>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    let mut printed = Vec::new();
+    tokio::time::timeout(RUN_BOUND, async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let done = l.starts_with("pids:");
+            printed.push(l);
+            if done {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("zlock ensemble printed its members");
+    printed
+}

@@ -468,18 +468,7 @@ async fn the_ensemble_command_shows_how_to_add_a_member() {
     // them running).
     let mut lines = tokio::io::BufReader::new(ens.stdout.take().unwrap()).lines();
     let _stop = Interrupt(ens);
-    let mut printed = Vec::new();
-    tokio::time::timeout(RUN_BOUND, async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            let done = l.starts_with("pids:");
-            printed.push(l);
-            if done {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("zlock ensemble printed its members");
+    let printed = crate::common::ensemble_printout(&mut lines).await;
     let at = printed
         .iter()
         .position(|l| l.starts_with("add member 4 while it serves"))

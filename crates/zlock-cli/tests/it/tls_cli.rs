@@ -176,18 +176,7 @@ async fn the_ensemble_command_serves_tls_with_the_flags_it_prints() {
     .expect("zlock ensemble");
     let mut lines = tokio::io::BufReader::new(ens.stdout.take().unwrap()).lines();
     let mut stop = Some(Interrupt(ens));
-    let mut printed = Vec::new();
-    tokio::time::timeout(RUN_BOUND, async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            let done = l.starts_with("pids:");
-            printed.push(l);
-            if done {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("zlock ensemble printed its members");
+    let printed = crate::common::ensemble_printout(&mut lines).await;
     let after = |prefix: &str| {
         printed
             .iter()

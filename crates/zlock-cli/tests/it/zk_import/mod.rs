@@ -52,10 +52,11 @@ async fn import(zk_data: &Path, target: &Path) -> crate::common::Out {
     run(cmd, "zlock import", RUN_BOUND).await
 }
 
-/// zlock on `data_dir`, read whole, stopped.
-async fn read_zlock(data_dir: &Path) -> View {
+/// `zlock server` on `data_dir` (zlock's own defaults, so session timeouts are as
+/// ZooKeeper's), listening on a free port: the process and its address.
+fn serve(data_dir: &Path) -> (tokio::process::Child, String) {
     let port = free_port().to_string();
-    let mut server = zlock_cmd(&[
+    let server = zlock_cmd(&[
         "server",
         "--port",
         &port,
@@ -67,6 +68,12 @@ async fn read_zlock(data_dir: &Path) -> View {
     .unwrap();
     let addr = format!("127.0.0.1:{port}");
     wait_for_port(addr.parse().unwrap(), Duration::from_secs(60)).unwrap();
+    (server, addr)
+}
+
+/// zlock on `data_dir`, read whole, stopped.
+async fn read_zlock(data_dir: &Path) -> View {
+    let (mut server, addr) = serve(data_dir);
     let c = connect(&addr).await;
     let view = read_all(&c).await;
     let _ = c.close().await;
@@ -170,19 +177,7 @@ async fn import_from_zookeeper() {
     );
 
     // The live session resumes on zlock with the password ZooKeeper gave it.
-    let port = free_port().to_string();
-    let mut server = zlock_cmd(&[
-        "server",
-        "--port",
-        &port,
-        "--data-dir",
-        target.to_str().unwrap(),
-    ])
-    .stderr(std::process::Stdio::inherit())
-    .spawn()
-    .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    wait_for_port(addr.parse().unwrap(), Duration::from_secs(60)).unwrap();
+    let (mut server, addr) = serve(&target);
     let resumed = tokio::time::timeout(BOUND, Client::resume(&addr, SESSION_MS, session, &passwd))
         .await
         .expect("resume in time");
