@@ -97,7 +97,7 @@ pub enum StartError {
     #[error("the member's Raft could not start: {0}")]
     Raft(#[source] crate::commit::CommitError),
     #[error("reading or keeping the ensemble's identity: {0}")]
-    Identity(#[source] std::io::Error),
+    Identity(#[source] zlock_store::StoreError),
     #[error(
         "this member's data directory belongs to ensemble {stored}, but zlock.ensembleId \
          says {configured}: a member joins only the ensemble its directory was made for"
@@ -112,7 +112,7 @@ pub(crate) const IDENTITY_FILE: &str = "ensemble-id";
 /// else `zlock.ensembleId`'s, which is then kept in the directory; none for an ensemble
 /// that was not restored.
 fn identity(config: &ServerConfig, dir: &std::path::Path) -> Result<Option<String>, StartError> {
-    let io = |e: zlock_store::StoreError| StartError::Identity(std::io::Error::other(e));
+    let io = StartError::Identity;
     let mut file = zlock_store::MetaFile::open(dir, IDENTITY_FILE).map_err(io)?;
     let stored = file
         .load()

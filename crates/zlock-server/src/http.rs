@@ -62,7 +62,7 @@ pub(crate) struct Https {
 /// The identities a client's certificate gives it on an HTTPS connection (a request
 /// extension; empty over plain HTTP or without a certificate).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct X509(pub Vec<zlock_proto::records::Id>);
+pub(crate) struct X509(pub Arc<[zlock_proto::records::Id]>);
 
 /// Serves `listener` with `respond` until `shutdown` turns true. `what` names the
 /// endpoint in logs.
@@ -145,7 +145,7 @@ async fn secured<F, Fut>(
             return;
         }
     };
-    let ids = X509(crate::tls::x509_ids(tls.get_ref().1, &h.tls));
+    let ids = X509(crate::tls::x509_ids(tls.get_ref().1, &h.tls).into());
     connection(tls, (peer, ids), what, respond, shutdown).await
 }
 

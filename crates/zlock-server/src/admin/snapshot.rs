@@ -36,7 +36,7 @@ const LAST_ZXID: HeaderName = HeaderName::from_static("last_zxid");
 const SNAPSHOT_SIZE: HeaderName = HeaderName::from_static("snapshot_size");
 
 /// Answers `snapshot`; `out` holds the command's name.
-pub(super) async fn answer(req: &Request<Incoming>, ctx: &Context, mut out: Fields) -> Reply {
+pub(super) async fn answer(req: &Request<Incoming>, ctx: &Context, out: Fields) -> Reply {
     let refuse = |mut out: Fields, status: StatusCode, why: &str| {
         out.insert("error".into(), why.into());
         json(status, out)
@@ -80,11 +80,9 @@ pub(super) async fn answer(req: &Request<Incoming>, ctx: &Context, mut out: Fiel
     };
     tracing::info!(zxid = %format_args!("0x{:x}", header.zxid), bytes = file.len(), nodes = header.nodes, "snapshot taken for the admin server");
     let size = file.len();
-    let body = if streaming(req) {
-        Bytes::from(file)
-    } else {
-        out.insert("error".into(), serde_json::Value::Null);
-        Bytes::new()
+    let body = match streaming(req) {
+        true => Bytes::from(file),
+        false => Bytes::new(),
     };
     let mut r = with_type(StatusCode::OK, body, "application/octet-stream");
     let h = r.headers_mut();
