@@ -19,6 +19,7 @@
 #   ZLOCK_SKIP_COMPAT=1   skip setup and compat (quick local run: only the cargo steps;
 #                         the Rust tests still need the peers set up in step 1)
 #   ZLOCK_VENV            venv location (default: .venv)
+#   CARGO_INCREMENTAL     default 0 here (a clean CI build gains nothing from the caches)
 #   ZLOCK_TEST_ALLOW_MISSING=1
 #                         never set here, and never in CI: a test whose peer (Apache
 #                         ZooKeeper, Curator, the JDK, kazoo's venv, chromium/node, root)
@@ -86,6 +87,11 @@ on_exit() {
     fi
 }
 trap on_exit EXIT
+
+# A clean run builds everything once; incremental caches would only double target/'s size.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# The disk this run builds on: a full one shows up later as a linker's bus error.
+printf 'disk: %s\n' "$(df -h . | tail -1)"
 
 as_root() {
     if [[ $(id -u) -eq 0 ]]; then
