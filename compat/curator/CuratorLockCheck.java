@@ -21,7 +21,7 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
  *     acquire(timeout): print ACQUIRED and release (exit 0), or print NOT_ACQUIRED (exit 3).
  * </pre>
  *
- * Prints READY once connected. Exit codes: 0 done, 1 error, 2 usage or no connection,
+ * Prints READY and the session's id (READY session 0x...) once connected. Exit codes: 0 done, 1 error, 2 usage or no connection,
  * 3 lock not acquired in time.
  */
 public final class CuratorLockCheck {
@@ -38,7 +38,8 @@ public final class CuratorLockCheck {
                 System.err.println("CuratorLockCheck: cannot connect to " + args[0]);
                 System.exit(2);
             }
-            say("READY");
+            say("READY session 0x"
+                    + Long.toHexString(client.getZookeeperClient().getZooKeeper().getSessionId()));
             InterProcessMutex mutex = new InterProcessMutex(client, args[2]);
             switch (args[1]) {
                 case "increment":

@@ -14,9 +14,15 @@
 // 4. checks, without a reload, that <waiter1> now holds, <waiter2> waits, the
 //    hand-over is listed, and that the queue gets the stuck flag,
 // 5. checks the search box (filters lock paths), saves the screenshot.
+// If <signal dir>/expect.json exists, step 2 also checks what it lists:
+//   {"queues": [{"path", "holders": [hex], "waiters": [hex], "recipe"?}],
+//    "handovers": [{"path", "from": hex, "to": hex}]}
+// each queue's holders and waiters in order (and, with "recipe", the card's recipe
+// label), and each hand-over listed as soon as the page shows (one that happened
+// before the page was opened comes from the member's history).
 // Exit status 0: all checks passed.
 import { chromium } from "playwright-core";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 
@@ -89,6 +95,24 @@ try {
   await until("/locks/other", async () =>
     same(await sessionsOf(page.locator('section.lock[data-path="/locks/other"] li.holder')), [other]));
   console.log("dashboard shows the holder and the waiters in order");
+
+  const expectFile = join(dir, "expect.json");
+  const expected = existsSync(expectFile) ? JSON.parse(readFileSync(expectFile, "utf8")) : {};
+  for (const q of expected.queues || []) {
+    const card = page.locator(`section.lock[data-path="${q.path}"]`);
+    await until(`holders of ${q.path}`, async () => same(await sessionsOf(card.locator("li.holder")), q.holders));
+    await until(`waiters of ${q.path}`, async () => same(await sessionsOf(card.locator("li.waiter")), q.waiters));
+    if (q.recipe) {
+      const label = await card.locator(".note").first().innerText();
+      if (!label.includes(`recipe lock (${q.recipe})`)) fail(`${q.path} label: ${label}`);
+    }
+    console.log(`dashboard shows ${q.path}: holder and waiters in order`);
+  }
+  for (const h of expected.handovers || []) {
+    const t = await page.locator(`#handovers li.handover[data-path="${h.path}"]`).allInnerTexts();
+    if (!t.some((x) => x.includes(`${h.from} → ${h.to}`))) fail(`hand-over on ${h.path}: ${JSON.stringify(t)}`);
+    console.log(`dashboard lists the hand-over on ${h.path} made before it opened`);
+  }
 
   // 3-4. live update on release.
   writeFileSync(join(dir, "ready"), "");

@@ -47,8 +47,11 @@ use zlock_proto::records::{
 };
 use zlock_proto::{ErrorCode, OpCode, Record};
 
+mod handover;
 mod image;
 mod view;
+
+pub use handover::{recipe_contender, Handover, Handovers, HISTORY};
 
 pub(crate) use image::{mode_of_parts, mode_parts};
 pub use image::{LockImage, PendingWaiter, RestoreError, SavedLock, SavedWaiter};

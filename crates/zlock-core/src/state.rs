@@ -5,7 +5,7 @@ use zlock_proto::records::{event_type, Id};
 use zlock_proto::{ErrorCode, OpCode, Request};
 
 use crate::ids::{LogIndex, MemberId, Zxid};
-use crate::locks::{Grant, LockIndex};
+use crate::locks::{Grant, Handovers, LockIndex};
 use crate::read::LongRead;
 use crate::tree::{DataTree, SessionId};
 use crate::txn::{Txn, TxnBody, TxnClock};
@@ -119,6 +119,9 @@ pub struct State {
     pub locks: LockIndex,
     /// Grants made by the Txn being applied.
     pub(crate) lock_grants: Vec<Grant>,
+    /// The recent hand-overs of every lock (member-local, bounded; see
+    /// [`crate::locks::Handovers`]).
+    pub handovers: Handovers,
     /// What `/zookeeper/config` shows on this member (None: the node as the tree holds
     /// it, empty, as on a standalone ZooKeeper). Member-local, like [`State::watches`]:
     /// never logged, never snapshotted; see [`ConfigNode`].
@@ -182,6 +185,7 @@ impl State {
             config,
             locks: LockIndex::default(),
             lock_grants: Vec::new(),
+            handovers: Handovers::default(),
             config_node: None,
         }
     }
@@ -301,6 +305,7 @@ impl State {
             }
         }
         self.settle_locks();
+        self.handovers.settle(time);
         out.grants = std::mem::take(&mut self.lock_grants);
         out
     }
@@ -364,6 +369,7 @@ impl State {
 
     /// Removes a childless node, updating its parent and firing watches.
     pub(crate) fn unlink(&mut self, p: &str, zxid: i64, trig: &mut Vec<Trigger>) {
+        self.note_handover(p, zxid);
         let Some(gone) = self.tree.remove(p) else {
             return;
         };

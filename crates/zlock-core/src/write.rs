@@ -445,6 +445,7 @@ impl State {
         // No lock op runs inside a multi, so nothing drains the lock changes until the
         // multi is done (see the rollback below).
         let lock_mark = self.tree.lock_mark();
+        let handover_mark = self.handovers.mark();
         let mut pending = Vec::new();
         let mut results = Vec::with_capacity(ops.len());
         let mut failed: Option<(usize, ErrorCode)> = None;
@@ -479,6 +480,7 @@ impl State {
                 }
                 // The lock index must come out as it went in, waiters included.
                 self.tree.rollback_lock_changes(lock_mark);
+                self.handovers.forget_since(handover_mark);
                 // A failed multi changed nothing, so none of its triggers fire.
                 drop(pending);
                 let res: Vec<MultiResult> = (0..ops.len())

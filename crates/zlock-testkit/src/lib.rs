@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 use zlock_server::ServerConfig;
 
 mod binary;
+pub mod curator;
 mod ensemble;
 mod netns;
 mod peers;

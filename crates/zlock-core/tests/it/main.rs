@@ -29,3 +29,4 @@ mod t95_native_lock;
 mod t96_native_lock_replicated;
 mod t97_simulation;
 mod t98_txn_time;
+mod t99_handovers;

@@ -345,8 +345,35 @@ fn locks(f: &Facts<'_>, m: &mut Fields) {
     locks.extend(super::recipes::queues(st, &followed));
     locks.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
     m.insert("locks".into(), locks.into());
+    m.insert("handovers".into(), handovers(st));
     m.insert("native_lock_waiters".into(), st.locks.waiting().into());
     m.insert("lock_delays_running".into(), st.locks.delayed().into());
+}
+
+/// The member's recent hand-overs, newest first (see `zlock_core::locks::Handovers`):
+/// the lock, the Txn (zxid, time), the contender that went and the one first after it
+/// (null: the lock was left free).
+fn handovers(st: &zlock_core::State) -> Value {
+    let side = |lock: &str, (name, owner): &(Box<str>, zlock_core::SessionId)| {
+        json!({
+            "node": zlock_core::path::join(lock, name),
+            "session_id": owner.0,
+            "session_id_hex": format!("0x{:x}", owner.0),
+        })
+    };
+    st.handovers
+        .recent()
+        .map(|h| {
+            json!({
+                "path": &*h.path,
+                "zxid": h.zxid,
+                "time": h.time_ms,
+                "from": side(&h.path, &h.from),
+                "to": h.to.as_ref().map(|t| side(&h.path, t)),
+            })
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// zlock's `sessions`: every session of the applied state, whether (and from where)

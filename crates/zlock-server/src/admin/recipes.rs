@@ -17,30 +17,10 @@
 use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
+use zlock_core::locks::recipe_contender as contender;
 use zlock_core::tree::Node;
 use zlock_core::State;
 use zlock_proto::lock_order;
-
-/// Is `name` a lock recipe's contender: a sequence number after one of the recipes'
-/// lock names? (Other ephemeral sequential nodes, a service registry's instances, a
-/// leader latch's candidates, are no lock.)
-fn contender(name: &str) -> bool {
-    let Some(seq) = lock_order::sequence(name) else {
-        return false;
-    };
-    let digits = format!("{seq:010}").len();
-    let prefix = &name[..name.len().saturating_sub(digits)];
-    [
-        "lock-",
-        "__lock__",
-        "__rlock__",
-        "__READ__",
-        "__WRIT__",
-        "-lease-",
-    ]
-    .iter()
-    .any(|m| prefix.ends_with(m))
-}
 
 /// The recipe that named an entry.
 fn recipe(name: &str) -> &'static str {

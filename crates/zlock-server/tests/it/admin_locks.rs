@@ -4,7 +4,8 @@
 //! nodes named as Curator's mutex, read-write lock and semaphore leases and as the
 //! plain `lock-` recipe name them, made through the protocol; each with its holder and
 //! its waiters in order, the owner's session and the fencing token (czxid). Ephemeral
-//! sequential nodes that are no lock (a service's instances) are not listed.
+//! sequential nodes that are no lock (a service's instances) are not listed. When the
+//! first of a queue leaves, `handovers` lists it with the one first after it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -220,6 +221,7 @@ async fn recipe_queues_are_listed_with_holder_and_waiters_in_order() {
     );
 
     // The holder leaves: the next in each queue holds.
+    let c_id = c.session_id();
     c.close().await.unwrap();
     let all = locks(a).await;
     assert_eq!(
@@ -232,6 +234,30 @@ async fn recipe_queues_are_listed_with_holder_and_waiters_in_order() {
     assert_eq!(
         queue(&all, "/plain")["entries"][0]["session_id"].as_i64(),
         Some(w.session_id())
+    );
+    // ... and each queue c was first in lists a hand-over to w, newest first (c's
+    // nodes go in path order); /plain, where c only waited, lists none.
+    let a2 = crate::common::http::get(a, "/commands/locks", None).await;
+    let handovers: Vec<(String, i64, Option<i64>)> = a2.json()["handovers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["path"].as_str().unwrap().to_owned(),
+                h["from"]["session_id"].as_i64().unwrap(),
+                h["to"]["session_id"].as_i64(),
+            )
+        })
+        .collect();
+    let (cs, ws) = (c_id, Some(w.session_id()));
+    assert_eq!(
+        handovers,
+        [
+            ("/cu/sem/leases".to_owned(), cs, ws),
+            ("/cu/rw".to_owned(), cs, ws),
+            ("/cu/lock".to_owned(), cs, ws),
+        ]
     );
     let _ = kazoo.stdin.take().unwrap().write_all(b"\n");
     let _ = kazoo.wait();

@@ -1,22 +1,128 @@
 //! The lock dashboard in a real browser: zlock with its admin server, locks made
-//! through the protocol (a holder and two waiters on `/locks/l`, a holder on
-//! `/locks/other`), and `compat/dashboard/check.mjs` (headless Debian chromium driven
-//! by playwright-core) checking that the page shows them, updates without a reload
-//! when the holder releases, lists the hand-over, flags the stuck queue and filters
-//! by its search box.
+//! through the protocol, and `compat/dashboard/check.mjs` (headless Debian chromium
+//! driven by playwright-core) checking what the page shows:
+//! - native locks: a holder and two waiters on `/locks/l`, a holder on `/locks/other`;
+//! - kazoo's `Lock` (a real kazoo client) holding `/locks/kz`, a native contender and a
+//!   second kazoo client waiting behind it, in that order;
+//! - Curator's `InterProcessMutex` (a real Curator, `CuratorLockCheck`) holding
+//!   `/locks/cur` with a second Curator waiting, labelled as Curator's recipe;
+//! - a hand-over on `/locks/early` that happened before the page was opened (the
+//!   member's own history, not something the page saw).
+//!
+//! Then that the page updates without a reload when the holder of `/locks/l` releases,
+//! lists that hand-over, flags the stuck queue and filters by its search box.
 //!
 //! Needs `node`, `compat/dashboard/node_modules` (`npm ci` there) and chromium
-//! (`/usr/bin/chromium`, or `CHROMIUM`); `scripts/test.sh` installs them. Without
-//! them the test fails (`zlock_testkit::require(Peer::Browser)`).
+//! (`/usr/bin/chromium`, or `CHROMIUM`), kazoo's venv, Curator and the JDK;
+//! `scripts/test.sh` installs them. Without them the test fails
+//! (`zlock_testkit::require`).
 //! `ZLOCK_DASHBOARD_SHOT` is where the screenshot goes (default
 //! `target/dashboard.png`; the README's is `docs/dashboard.png`).
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
+use serde_json::json;
+use tokio::sync::mpsc;
 use zlock::{Client, LockRequest, NativeLock};
 use zlock_testkit::{require, with_admin, Peer, TestServer};
+
+const T: Duration = Duration::from_secs(60);
+
+/// A kazoo client on a lock: `hold` takes it (printing HOLDING), `wait` starts taking
+/// it from a thread; both print `READY 0x<session>` first and end on a stdin line.
+const KAZOO: &str = r#"
+import sys, threading
+from kazoo.client import KazooClient
+hosts, path, mode = sys.argv[1:4]
+zk = KazooClient(hosts=hosts, timeout=10); zk.start(timeout=30)
+lock = zk.Lock(path, mode)
+print("READY 0x%x" % zk.client_id[0], flush=True)
+if mode == "hold":
+    assert lock.acquire(timeout=30)
+    print("HOLDING", flush=True)
+else:
+    threading.Thread(target=lambda: lock.acquire(timeout=120), daemon=True).start()
+sys.stdin.readline()
+"#;
+
+/// A peer program (kazoo, Curator) whose stdout lines are read as they come; killed
+/// (by pid) on drop.
+struct PeerProc {
+    child: Child,
+    _stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl PeerProc {
+    fn spawn(mut cmd: Command) -> PeerProc {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting a peer program");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        PeerProc {
+            child,
+            _stdin: stdin,
+            lines,
+        }
+    }
+
+    /// The next line, which must start with `want`; its words after `want`.
+    async fn expect(&mut self, want: &str) -> String {
+        let got = tokio::time::timeout(T, self.lines.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {want} from the peer program"));
+        let got = got.unwrap_or_else(|| panic!("the peer program ended before {want}"));
+        let rest = got
+            .strip_prefix(want)
+            .unwrap_or_else(|| panic!("expected {want}, the peer program printed {got:?}"));
+        rest.trim().to_owned()
+    }
+
+    /// Its session id, from its `READY ...0x<id>` line.
+    async fn session(&mut self) -> String {
+        let rest = self.expect("READY").await;
+        rest.rsplit(' ').next().unwrap().to_owned()
+    }
+}
+
+impl Drop for PeerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits (bounded) until `path` has `n` children.
+async fn children(c: &Client, path: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let got = c.get_children(path, false).await.unwrap_or_default();
+        if got.len() == n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path}: {got:?}, want {n} children"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -37,6 +143,12 @@ fn hex(c: &Client) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_headless_chromium() {
     let Some(_) = require(Peer::Browser) else {
+        return;
+    };
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let Some(classes) = zlock_testkit::curator::compile_lock_check() else {
         return;
     };
     let s = TestServer::start_with(with_admin).await.unwrap();
@@ -60,7 +172,66 @@ async fn dashboard_in_headless_chromium() {
         panic!("another path is free");
     };
 
+    // A hand-over before the page opens: e1 releases, e2 holds.
+    let (e1, e2) = (connect(&at).await, connect(&at).await);
+    let NativeLock::Granted { node: early, .. } =
+        e1.lock_native(req("/locks/early", "e1")).await.unwrap()
+    else {
+        panic!("/locks/early is free");
+    };
+    let NativeLock::Queued {
+        grant: e2_grant, ..
+    } = e2.lock_native(req("/locks/early", "e2")).await.unwrap()
+    else {
+        panic!("e2 waits behind e1");
+    };
+    e1.delete(&early, -1).await.unwrap();
+    tokio::time::timeout(T, e2_grant)
+        .await
+        .expect("e2 is granted")
+        .unwrap();
+
+    // kazoo holds /locks/kz; a native contender, then a second kazoo client, wait.
+    let kazoo = |mode: &str| {
+        let mut cmd = Command::new(&py);
+        cmd.args(["-c", KAZOO, &at, "/locks/kz", mode]);
+        PeerProc::spawn(cmd)
+    };
+    let mut ka = kazoo("hold");
+    let ka_id = ka.session().await;
+    ka.expect("HOLDING").await;
+    let n = connect(&at).await;
+    let NativeLock::Queued { .. } = n.lock_native(req("/locks/kz", "n")).await.unwrap() else {
+        panic!("the native contender waits behind kazoo");
+    };
+    let mut kb = kazoo("wait");
+    let kb_id = kb.session().await;
+    children(&h, "/locks/kz", 3).await;
+
+    // Curator holds /locks/cur, a second Curator waits.
+    let curator = || {
+        PeerProc::spawn(zlock_testkit::curator::lock_check_command(
+            classes.path(),
+            &[],
+            &[&at, "hold", "/locks/cur"],
+        ))
+    };
+    let mut ca = curator();
+    let ca_id = ca.session().await;
+    ca.expect("HOLDING").await;
+    let mut cb = curator();
+    let cb_id = cb.session().await;
+    children(&h, "/locks/cur", 2).await;
+
     let dir = tempfile::tempdir().unwrap();
+    let expect = json!({
+        "queues": [
+            {"path": "/locks/kz", "holders": [ka_id], "waiters": [hex(&n), kb_id]},
+            {"path": "/locks/cur", "holders": [ca_id], "waiters": [cb_id], "recipe": "curator"},
+        ],
+        "handovers": [{"path": "/locks/early", "from": hex(&e1), "to": hex(&e2)}],
+    });
+    std::fs::write(dir.path().join("expect.json"), expect.to_string()).unwrap();
     let shot = std::env::var("ZLOCK_DASHBOARD_SHOT")
         .map(PathBuf::from)
         .unwrap_or_else(|_| root().join("target/dashboard.png"));

@@ -44,31 +44,12 @@ use crate::target::Target;
 use tokio::sync::mpsc;
 use zlock::recipes::Mutex;
 use zlock::{Client, CreateMode, Error, ErrorCode};
-use zlock_testkit::{require, ChildEnsemble, TestServer, ZooKeeper, CURATOR_JAR, NETTY_JARS};
-
-const SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
+use zlock_testkit::{require, ChildEnsemble, TestServer, ZooKeeper, NETTY_JARS};
 
 /// `CuratorLockCheck` compiled into a temporary directory (`None`: Curator or the JDK
 /// is missing and missing peers are allowed).
 fn compile() -> Option<tempfile::TempDir> {
-    require(zlock_testkit::Peer::Curator)?;
-    require(zlock_testkit::Peer::Jdk)?;
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat/curator/CuratorLockCheck.java");
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new("javac")
-        .args(["-cp", CURATOR_JAR, "-d"])
-        .arg(dir.path())
-        .arg(&src)
-        .output()
-        .expect("running javac");
-    assert!(
-        out.status.success(),
-        "javac {}: {}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(dir)
+    zlock_testkit::curator::compile_lock_check()
 }
 
 /// A running peer program (`CuratorLockCheck`, or the kazoo contender); SIGKILLed (by
@@ -87,18 +68,9 @@ impl Peer {
     /// `java` with `jvm` flags before the class (system properties), and Netty on the
     /// class path (ZooKeeper's Java client speaks TLS through Netty only).
     fn java_with(classes: &Path, jvm: &[String], args: &[&str]) -> Peer {
-        let mut cp = format!("{CURATOR_JAR}:{}", classes.display());
-        for jar in std::iter::once(SLF4J_NOP).chain(NETTY_JARS) {
-            if Path::new(jar).exists() {
-                cp.push(':');
-                cp.push_str(jar);
-            }
-        }
-        let mut cmd = Command::new("java");
-        cmd.args(jvm)
-            .args(["-cp", &cp, "CuratorLockCheck"])
-            .args(args);
-        Peer::spawn(cmd)
+        Peer::spawn(zlock_testkit::curator::lock_check_command(
+            classes, jvm, args,
+        ))
     }
 
     /// `compat/kazoo/lock_contender.py` with the venv's python.
@@ -136,10 +108,15 @@ impl Peer {
     }
 
     /// Waits for the next line the program prints and checks it.
+    /// Waits for the next line, which must start with `want` (`READY` is followed by
+    /// the session's id).
     async fn expect(&mut self, want: &str) {
         let what = format!("the peer program to print {want}");
         let got = within(&what, self.lines.recv()).await;
-        assert_eq!(got.as_deref(), Some(want), "the peer program's output");
+        assert!(
+            got.as_deref().is_some_and(|l| l.starts_with(want)),
+            "the peer program's output: {got:?}, expected {want}"
+        );
     }
 
     /// Sends a line to its stdin (`hold` releases on it).
