@@ -101,10 +101,12 @@ impl Handovers {
 /// ZooKeeper's own recipe and the seeds'. Other ephemeral sequential nodes (a service
 /// registry's instances, a leader latch's candidates) are no lock.
 pub fn recipe_contender(name: &str) -> bool {
-    let Some((_, digits)) = lock_order::sequence(name).map(|s| (s, format!("{s:010}").len()))
-    else {
+    let Some(seq) = lock_order::sequence(name) else {
         return false;
     };
+    // The suffix as ZooKeeper writes it (`%010d`): ten characters, eleven for a counter
+    // wrapped below -999,999,999.
+    let digits = if seq >= -999_999_999 { 10 } else { 11 };
     let prefix = &name[..name.len().saturating_sub(digits)];
     [
         "lock-",

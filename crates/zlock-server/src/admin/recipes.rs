@@ -137,6 +137,9 @@ mod tests {
             "lock-0000000003",
             "_c_0f3e-__READ__0000000004",
             "_c_0f3e-lease-0000000007",
+            // A create counter wrapped past 2^31 (eleven characters).
+            "lock--1500000000",
+            "lock--000000001",
         ] {
             assert!(contender(yes), "{yes}");
         }
