@@ -265,7 +265,12 @@ async fn restore_replaces_the_state_and_survives_a_restart() {
     a.stop().await.unwrap();
 
     // The target: other data, a live session with an ephemeral node.
-    let b = TestServer::start_with(with_admin).await.unwrap();
+    let b = TestServer::start_with(|cfg| {
+        with_admin(cfg);
+        with_metrics(cfg);
+    })
+    .await
+    .unwrap();
     let admin = b.admin_addr().unwrap();
     let (cb, _ev) = Client::connect(&b.connect_string(), 30_000).await.unwrap();
     cb.create("/other", b"x", CreateMode::Persistent)
@@ -299,6 +304,17 @@ async fn restore_replaces_the_state_and_survives_a_restart() {
     // read, as ZooKeeper counts it.
     let (status, _) = post(admin, "/commands/restore", Some(AUTH), b"anything").await;
     assert_eq!(status, 429);
+    let (_, _, scrape) = get(b.metrics_addr().unwrap(), "/metrics", None).await;
+    let scrape = String::from_utf8(scrape).unwrap();
+    let counters: Vec<&str> = scrape
+        .lines()
+        .filter(|l| l.starts_with("restore_"))
+        .collect();
+    assert!(
+        counters.contains(&"restore_rate_limited_count 1")
+            && counters.contains(&"restore_error_count 0"),
+        "{counters:?}"
+    );
 
     // The old session is gone; a new one sees the restored tree.
     assert!(
