@@ -222,11 +222,14 @@ fn read_now(
                 .iter()
                 .map(|id| ClientInfo {
                     auth_scheme: id.scheme.clone(),
-                    // ZooKeeper's DigestAuthenticationProvider.getUserName: the part of
-                    // "user:base64(sha1)" before the first ':'.
+                    // ZooKeeper's AuthUtil.getUser: the scheme's provider names the user
+                    // (DigestAuthenticationProvider: the part of "user:base64(sha1)"
+                    // before the first ':'; ip and x509: the id); a scheme with no
+                    // provider, `super`, gets "".
                     user: match id.scheme.as_str() {
                         "digest" => id.id.split(':').next().unwrap_or_default().to_owned(),
-                        _ => id.id.clone(),
+                        "ip" | "x509" => id.id.clone(),
+                        _ => String::new(),
                     },
                 })
                 .collect(),

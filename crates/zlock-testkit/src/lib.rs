@@ -393,6 +393,13 @@ impl ZooKeeper {
             ),
         )?;
         let mut class_path = format!("{ZK_JAR}:/usr/share/java/slf4j-simple.jar");
+        // Netty, for a config that names NettyServerCnxnFactory (TLS needs it).
+        for jar in NETTY_JARS {
+            if Path::new(jar).is_file() {
+                class_path.push(':');
+                class_path.push_str(jar);
+            }
+        }
         if admin {
             for jar in ADMIN_JARS {
                 let path = format!("/usr/share/java/{jar}.jar");

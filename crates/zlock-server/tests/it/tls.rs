@@ -7,6 +7,7 @@
 //! unless `ZLOCK_TEST_ALLOW_MISSING=1`. Every wait is bounded (kazoo's own timeouts, the
 //! child processes' deadline, the raw client's `STUCK`).
 
+mod same_config;
 mod support;
 
 use std::net::SocketAddr;
@@ -115,7 +116,7 @@ fn x509_acls_and_the_x509_super_user() {
     assert_eq!(
         out,
         "alice s\nbob noauth\ncarol s\n\
-         carol-whoami ip:127.0.0.1 super:CN=carol,O=zlock x509:CN=carol,O=zlock\n"
+         carol-whoami ip:127.0.0.1 super: x509:CN=carol,O=zlock\n"
     );
 }
 

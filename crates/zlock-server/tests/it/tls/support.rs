@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use zlock_proto::records::ConnectResponse;
 use zlock_proto::{Reader, Record};
 use zlock_testkit::pki::{ca, leaf, pkcs12};
-use zlock_testkit::{free_port, zlock_bin, ChildServer};
+use zlock_testkit::{free_port, zlock_bin, ChildServer, ZooKeeper};
 
 use crate::common::rawclient::{connect_frame, read_frame, STUCK};
 
@@ -199,11 +199,41 @@ impl Pki {
 
 /// zlock with a plain and a secure client port; `keys` are the rest of its zoo.cfg.
 pub struct Server {
-    _child: ChildServer,
+    _child: Running,
     /// The plain client port.
     pub plain: SocketAddr,
     pub secure: SocketAddr,
     _dir: TempDir,
+}
+
+/// The server process behind a [`Server`]; stopped by pid on drop.
+enum Running {
+    Zlock(#[allow(dead_code)] ChildServer),
+    ZooKeeper(#[allow(dead_code)] ZooKeeper),
+}
+
+/// Apache ZooKeeper 3.8 on the same TLS keys as [`start`] gives zlock: the same
+/// `secureClientPort`, `serverCnxnFactory` and `keys` lines in its zoo.cfg.
+pub fn start_zookeeper(keys: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let zk = ZooKeeper::start_on(
+        None,
+        &format!(
+            "secureClientPort={}
+             serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+{keys}",
+            secure.port()
+        ),
+    )
+    .unwrap();
+    zlock_testkit::wait_for_port(secure, Duration::from_secs(60)).unwrap();
+    Server {
+        plain: zk.addr,
+        _child: Running::ZooKeeper(zk),
+        secure,
+        _dir: dir,
+    }
 }
 
 pub fn start(keys: &str) -> Server {
@@ -226,7 +256,7 @@ pub fn start(keys: &str) -> Server {
     zlock_testkit::wait_for_port(secure, Duration::from_secs(60)).unwrap();
     Server {
         plain: child.addr,
-        _child: child,
+        _child: Running::Zlock(child),
         secure,
         _dir: dir,
     }
