@@ -36,7 +36,10 @@ pub(crate) struct Ports {
     pub metrics: Option<(TcpListener, Arc<metrics::Registry>)>,
     pub admin: Option<(TcpListener, Option<crate::http::Https>)>,
     /// `secureClientPort`'s listener, with its TLS acceptor.
-    pub secure: Option<(TcpListener, tokio_rustls::TlsAcceptor)>,
+    pub secure: Option<(TcpListener, tls::reload::Acceptor)>,
+    /// The client port's TLS acceptor when `client.certReload` asks that its stores
+    /// be read again as they change.
+    pub reload: Option<tls::reload::Acceptor>,
     /// What the plain client port does about TLS (`client.portUnification`).
     pub plain: net::tls::Port,
 }
@@ -74,11 +77,10 @@ impl Ports {
         };
         // The stores are read now, so a bad one stops the start.
         let acceptor = match config.tls.enabled() {
-            true => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(
-                &config.tls,
-            )?)),
+            true => Some(tls::reload::Acceptor::new(tls::server_config(&config.tls)?)),
             false => None,
         };
+        let reload = acceptor.clone().filter(|_| config.tls.cert_reload);
         let secure = match (config.tls.secure_client_port, &acceptor) {
             (Some(port), Some(acceptor)) => {
                 let ip = config
@@ -99,6 +101,7 @@ impl Ports {
             admin,
             secure,
             plain,
+            reload,
         })
     }
 }
@@ -340,6 +343,13 @@ impl Running {
                 shared,
                 stopping,
                 port,
+            )));
+        }
+        if let Some(acceptor) = ports.reload {
+            tasks.push(tokio::spawn(tls::reload::watch_stores(
+                acceptor,
+                p.config.tls.clone(),
+                stopping.clone(),
             )));
         }
         let plain =

@@ -4,7 +4,8 @@
 //!
 //! Read and honoured: `secureClientPort`, `secureClientPortAddress`,
 //! `client.portUnification` (the plain client port also takes TLS clients, told apart
-//! by their first byte),
+//! by their first byte), `client.certReload` (the stores read again when their files
+//! change),
 //! `ssl.keyStore.{location,password,passwordPath,type}`,
 //! `ssl.trustStore.{location,password,passwordPath,type}` (types PEM and PKCS12, or
 //! inferred from the file name as ZooKeeper does: `.pem`, `.p12`/`.pfx`, `.jks`),
@@ -17,7 +18,7 @@
 //! zlock has one connection layer.
 //!
 //! Refused, stopping the start with the key named: every other TLS key
-//! (`client.certReload=true`, `sslQuorum=true`, any
+//! (`sslQuorum=true`, any
 //! `ssl.quorum.*`, `ssl.crl=true`, `ssl.ocsp=true`, `ssl.context.supplier.class`, ...),
 //! a JKS or BCFKS store, a cipher suite rustls lacks, a protocol older than TLSv1.2.
 //! Before this, such keys were logged and ignored, so an operator who asked for TLS got
@@ -62,6 +63,9 @@ pub struct TlsConfig {
     /// `client.portUnification`: the plain client port also serves TLS clients (a
     /// connection whose first byte starts a TLS record), with the same settings.
     pub port_unification: bool,
+    /// `client.certReload`: the key and trust stores are read again when their files
+    /// change (see `crate::tls::reload`).
+    pub cert_reload: bool,
     /// `secureClientPortAddress`; when absent, `clientPortAddress` (zlock's loopback
     /// default unless set; ZooKeeper binds every interface then).
     pub secure_client_port_address: Option<IpAddr>,
@@ -102,6 +106,7 @@ impl Default for TlsConfig {
             secure_client_port: None,
             secure_client_port_address: None,
             port_unification: false,
+            cert_reload: false,
             key_store: StoreConfig::default(),
             trust_store: StoreConfig::default(),
             quorum_key_store: StoreConfig::default(),
@@ -364,11 +369,7 @@ impl TlsConfig {
                 .map_err(|_| "expected an IP address".into()),
             "serverCnxnFactory" => Ok(()),
             "client.portUnification" => boolean(v).map(|b| self.port_unification = b),
-            "client.certReload" => only_off(
-                v,
-                "zlock does not yet reload certificate files while it runs: restart \
-                 it to take new ones",
-            ),
+            "client.certReload" => boolean(v).map(|b| self.cert_reload = b),
             "sslQuorum" => only_off(
                 v,
                 "zlock does not yet encrypt the links between ensemble members",

@@ -71,6 +71,13 @@ fn every_key_is_read_with_or_without_the_zookeeper_prefix() {
     assert_eq!(t.handshake_timeout_ms, 750);
     assert_eq!(t.x509_super_user.as_deref(), Some("CN=root,O=zlock"));
     assert!(t.port_unification);
+    assert!(!t.cert_reload);
+    let c = apply(&format!(
+        "{BASE}zookeeper.client.certReload=true
+"
+    ))
+    .unwrap();
+    assert!(c.tls.cert_reload);
 }
 
 #[test]
@@ -159,7 +166,6 @@ fn an_unknown_cipher_suite_is_refused_by_name() {
 #[test]
 fn tls_keys_zlock_does_not_implement_stop_the_start() {
     for line in [
-        "client.certReload=true",
         "sslQuorum=true",
         "sslQuorumReloadCertFiles=true",
         "ssl.quorum.hostnameVerification=true",

@@ -80,6 +80,8 @@ pub(crate) async fn serve(
         Some(acceptor) => {
             let cfg = &shared.config.tls;
             let timeout = Duration::from_millis(cfg.handshake_timeout_ms);
+            // The certificates in use now (`client.certReload` may replace them).
+            let acceptor = acceptor.current();
             tokio::select! {
                 r = super::tls::handshake(&acceptor, stream, timeout, cfg) => match r {
                     Ok(h) => {

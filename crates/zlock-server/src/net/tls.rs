@@ -25,6 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use zlock_proto::records::Id;
 
 use crate::conn::tls::TlsState;
+use crate::tls::reload::Acceptor;
 
 /// What a client port does about TLS.
 #[derive(Clone)]
@@ -32,11 +33,11 @@ pub(crate) enum Port {
     /// Plain text only.
     Plain,
     /// TLS only (`secureClientPort`).
-    Secure(TlsAcceptor),
+    Secure(Acceptor),
     /// Both (`client.portUnification`): a connection whose first byte starts a TLS
     /// handshake record gets TLS, any other is plain. A ZooKeeper frame cannot start
     /// with that byte (0x16: a length of over 369 MB) nor can a four-letter word.
-    Unified(TlsAcceptor),
+    Unified(Acceptor),
 }
 
 /// The first byte of a TLS handshake record.

@@ -7,6 +7,7 @@
 //! `crate::net::tls`. `throwaway` makes certificates for trying TLS locally and for
 //! tests.
 
+pub(crate) mod reload;
 mod stores;
 mod subject;
 pub mod throwaway;

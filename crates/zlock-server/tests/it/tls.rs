@@ -7,6 +7,7 @@
 //! unless `ZLOCK_TEST_ALLOW_MISSING=1`. Every wait is bounded (kazoo's own timeouts, the
 //! child processes' deadline, the raw client's `STUCK`).
 
+mod reload;
 mod same_config;
 mod support;
 
@@ -193,10 +194,6 @@ fn tls_keys_zlock_does_not_implement_stop_the_start() {
             "ssl.quorum.hostnameVerification",
         ),
         ("sslQuorum=true\n".to_owned(), "sslQuorum"),
-        (
-            format!("{secure}client.certReload=true\n"),
-            "client.certReload",
-        ),
         (
             format!("{secure}ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA\n"),
             "ssl.ciphersuites",
