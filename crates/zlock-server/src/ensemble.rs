@@ -94,6 +94,10 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    /// `sslQuorum` or `portUnification` is on and a quorum store cannot be read (the
+    /// error names the key and the file).
+    #[error("TLS between members: {0}")]
+    QuorumTls(#[source] crate::tls::TlsError),
     #[error("the member's Raft could not start: {0}")]
     Raft(#[source] crate::commit::CommitError),
     #[error("reading or keeping the ensemble's identity: {0}")]
@@ -132,6 +136,34 @@ fn identity(config: &ServerConfig, dir: &std::path::Path) -> Result<Option<Strin
         }
         (None, None) => Ok(None),
     }
+}
+
+/// How this member's links with the others are secured: plain, or TLS from the
+/// `ssl.quorum.*` stores, which are read here (a store that cannot be read stops the
+/// start, naming its key and file).
+fn links(config: &ServerConfig) -> Result<peer::Links, crate::tls::TlsError> {
+    let q = &config.tls.quorum;
+    if !q.enabled() {
+        return Ok(peer::Links::default());
+    }
+    let links = peer::Links::tls(
+        q.ssl_quorum,
+        q.port_unification,
+        crate::tls::quorum::server_config(&config.tls)?,
+        crate::tls::quorum::client_config(&config.tls)?,
+        Duration::from_millis(q.handshake_timeout_ms),
+    );
+    tracing::info!(
+        dial = if q.ssl_quorum { "tls" } else { "plain" },
+        accept = match (q.ssl_quorum, q.port_unification) {
+            (_, true) => "tls and plain (portUnification)",
+            (true, false) => "tls only",
+            (false, false) => "plain only",
+        },
+        hostname_verification = q.hostname_verification,
+        "links between members"
+    );
+    Ok(links)
 }
 
 /// Starts this member's Raft over `apply` and the member tasks.
@@ -174,6 +206,7 @@ pub(crate) async fn start(
         Some(id) => format!("{ensemble} (ensemble id {id})"),
         None => ensemble,
     };
+    let links = links(config).map_err(StartError::QuorumTls)?;
     let opts = RaftOptions {
         me: e.me,
         members,
@@ -193,6 +226,7 @@ pub(crate) async fn start(
         keep_behind_snapshot: config.snap_count.clamp(1, 1_000),
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.clone(),
+        links,
     };
     let wal_opts = WalOptions {
         preallocate_bytes: config.wal_preallocate_bytes,
