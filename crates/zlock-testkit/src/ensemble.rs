@@ -56,6 +56,10 @@ pub struct EnsembleOptions {
     /// Extra environment for one member's process, by member index (at every start):
     /// say, libfaketime preloaded to skew its wall clock.
     pub member_env: Vec<(usize, Vec<(String, String)>)>,
+    /// Extra `zoo.cfg` lines for one member, by member index, after the shared ones
+    /// (a later line wins): say, another key store. Changed between its runs with
+    /// [`ChildEnsemble::set_member_extra`].
+    pub member_extra: Vec<(usize, Vec<String>)>,
     /// Each member serves its AdminServer on a loopback port of its own
     /// ([`ChildEnsemble::admin_addr`]).
     pub admin: bool,
@@ -78,6 +82,7 @@ impl Default for EnsembleOptions {
             extra: Vec::new(),
             netns: false,
             member_env: Vec::new(),
+            member_extra: Vec::new(),
             admin: false,
         }
     }
@@ -100,6 +105,9 @@ struct Member {
     servers: Option<Vec<String>>,
     /// Extra environment for its process ([`EnsembleOptions::member_env`]).
     env: Vec<(String, String)>,
+    /// Its own `zoo.cfg` lines ([`EnsembleOptions::member_extra`]); with any, it starts
+    /// from a file of its own (`m<id>.cfg`: the shared file, then these).
+    extra: Vec<String>,
     /// Its AdminServer ([`EnsembleOptions::admin`]).
     admin: Option<SocketAddr>,
 }
@@ -225,6 +233,12 @@ impl ChildEnsemble {
                     .iter()
                     .filter(|(i, _)| *i == members.len())
                     .flat_map(|(_, env)| env.iter().cloned())
+                    .collect(),
+                extra: opts
+                    .member_extra
+                    .iter()
+                    .filter(|(i, _)| *i == members.len())
+                    .flat_map(|(_, lines)| lines.iter().cloned())
                     .collect(),
                 admin: opts
                     .admin
@@ -413,7 +427,14 @@ impl ChildEnsemble {
         self.wait_serving(i).await
     }
 
-    /// The `zoo.cfg` every member is started with (`--config`).
+    /// Member `i`'s own `zoo.cfg` lines from its next start on, after the shared ones
+    /// (replacing those it had): with a restart, a rolling change of configuration.
+    pub fn set_member_extra(&mut self, i: usize, lines: Vec<String>) {
+        self.members[i].extra = lines;
+    }
+
+    /// The `zoo.cfg` every member is started with (`--config`), but for the lines of
+    /// its own ([`ChildEnsemble::set_member_extra`]).
     pub fn config_path(&self) -> &Path {
         &self.config
     }
@@ -488,13 +509,26 @@ impl ChildEnsemble {
         let m = &mut self.members[i];
         let mut log = OpenOptions::new().create(true).append(true).open(&m.log)?;
         writeln!(log, "==== testkit: starting member {} ====", m.id)?;
+        let config = match m.extra.is_empty() {
+            true => self.config.clone(),
+            false => {
+                let own = self.root_path.join(format!("m{}.cfg", m.id));
+                let mut text = std::fs::read_to_string(&self.config)?;
+                for l in &m.extra {
+                    text.push_str(l);
+                    text.push('\n');
+                }
+                std::fs::write(&own, text)?;
+                own
+            }
+        };
         let mut cmd = match &self.netns {
             Some(n) => n.command(i, &bin),
             None => Command::new(bin),
         };
         cmd.arg("server")
             .arg("--config")
-            .arg(&self.config)
+            .arg(&config)
             .args(["--myid", &m.id.to_string(), "--data-dir"])
             .arg(&m.data_dir);
         for s in m.servers.as_ref().unwrap_or(&self.servers) {

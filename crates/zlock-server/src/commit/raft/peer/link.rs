@@ -232,7 +232,12 @@ impl Links {
                 Ok(Link::Tls(Box::new(TlsStream::Client(t))))
             }
             Err(source) => {
-                self.refusals.refused(addr, "dialling a member", &source);
+                if gone(&source) {
+                    tracing::debug!(peer = addr, error = %source, "a member went away mid-handshake");
+                } else {
+                    self.refusals
+                        .refused(addr, &addr, "dialling a member", &source);
+                }
                 Err(LinkError::Handshake {
                     addr: addr.into(),
                     source,
@@ -252,6 +257,7 @@ impl Links {
                 if starts_tls(&s, self.handshake).await {
                     self.refusals.refused(
                         &peer,
+                        &addr,
                         "accepting a member",
                         "it speaks TLS, and this member takes plain members only \
                          (sslQuorum=false, portUnification=false)",
@@ -264,6 +270,7 @@ impl Links {
                 if !starts_tls(&s, self.handshake).await {
                     self.refusals.refused(
                         &peer,
+                        &addr,
                         "accepting a member",
                         "it does not speak TLS, and this member takes TLS members only \
                          (sslQuorum=true, portUnification=false)",
@@ -280,16 +287,30 @@ impl Links {
             }
         };
         let why = match tokio::time::timeout(self.handshake, acceptor.accept(s)).await {
-            Ok(Ok(t)) => {
-                self.refusals.cleared(&peer);
-                return Some(Link::Tls(Box::new(TlsStream::Server(t))));
+            // Not cleared here: other members may connect from the same host (a
+            // refused one's line stays quiet for its minute).
+            Ok(Ok(t)) => return Some(Link::Tls(Box::new(TlsStream::Server(t)))),
+            Ok(Err(e)) if gone(&e) => {
+                tracing::debug!(peer = %addr, error = %e, "a member went away mid-handshake");
+                return None;
             }
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("TLS handshake not done within {:?}", self.handshake),
         };
-        self.refusals.refused(&peer, "accepting a member", &why);
+        self.refusals
+            .refused(&peer, &addr, "accepting a member", &why);
         None
     }
+}
+
+/// Whether a handshake failed because the other side went away (a member stopping or
+/// restarting), not because either side refused the other: no news for the operator.
+fn gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(
+        e.kind(),
+        BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof
+    )
 }
 
 /// The host of `host:port` (an IPv6 address without its brackets).
@@ -306,37 +327,44 @@ const QUIET_FOR: Duration = Duration::from_secs(60);
 struct Refusals(Mutex<HashMap<String, Instant>>);
 
 impl Refusals {
-    /// Logs a refused link with `peer` (an address): at warn the first time and once a
-    /// minute after, else at debug.
-    fn refused(&self, peer: &str, doing: &str, why: impl std::fmt::Display) {
+    /// Logs a refused link with `peer`: at warn the first time and once a minute after
+    /// for its `key` (the address dialled, or the host a connection came from: its
+    /// source port changes every time), else at debug.
+    fn refused(
+        &self,
+        key: &str,
+        peer: &dyn std::fmt::Display,
+        doing: &str,
+        why: impl std::fmt::Display,
+    ) {
         let now = Instant::now();
         let loud = {
             let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            match seen.get(peer) {
+            match seen.get(key) {
                 Some(at) if now.duration_since(*at) < QUIET_FOR => false,
                 _ => {
-                    seen.insert(peer.to_owned(), now);
+                    seen.insert(key.to_owned(), now);
                     true
                 }
             }
         };
         if loud {
             tracing::warn!(
-                peer,
+                %peer,
                 error = %why,
                 "refused the link with a peer while {doing} (its retries are logged at \
                  debug for a minute)"
             );
         } else {
-            tracing::debug!(peer, error = %why, "refused the link with a peer while {doing}");
+            tracing::debug!(%peer, error = %why, "refused the link with a peer while {doing}");
         }
     }
 
-    /// A link with `peer` was set up: its next refusal is news again.
-    fn cleared(&self, peer: &str) {
+    /// A link for `key` was set up: its next refusal is news again.
+    fn cleared(&self, key: &str) {
         let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if !seen.is_empty() {
-            seen.remove(peer);
+            seen.remove(key);
         }
     }
 }
