@@ -165,3 +165,6 @@ pub struct Identity {
     /// How connections to and from other members are secured (`sslQuorum`).
     pub links: Links,
 }
+
+#[cfg(test)]
+mod link_tests;
