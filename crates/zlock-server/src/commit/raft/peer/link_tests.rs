@@ -160,16 +160,12 @@ fn a_missing_store_is_named_with_its_file() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
     let cfg = config(dir.path(), "absent.pem", "sslQuorum=true\n");
-    let e = crate::tls::quorum::client_config(&cfg)
-        .err()
-        .expect("refused");
+    let e = crate::tls::quorum::client_config(&cfg).expect_err("refused");
     let e = e.to_string();
     assert!(
         e.contains("ssl.quorum.keyStore.location") && e.contains("absent.pem"),
         "{e}"
     );
-    let e = crate::tls::quorum::server_config(&cfg)
-        .err()
-        .expect("refused");
+    let e = crate::tls::quorum::server_config(&cfg).expect_err("refused");
     assert!(e.to_string().contains("absent.pem"), "{e}");
 }
