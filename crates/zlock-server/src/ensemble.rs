@@ -94,10 +94,6 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
-    /// `sslQuorum` or `portUnification` is on and a quorum store cannot be read (the
-    /// error names the key and the file).
-    #[error("TLS between members: {0}")]
-    QuorumTls(#[source] crate::tls::TlsError),
     #[error("the member's Raft could not start: {0}")]
     Raft(#[source] crate::commit::CommitError),
     #[error("reading or keeping the ensemble's identity: {0}")]
@@ -140,8 +136,9 @@ fn identity(config: &ServerConfig, dir: &std::path::Path) -> Result<Option<Strin
 
 /// How this member's links with the others are secured: plain, or TLS from the
 /// `ssl.quorum.*` stores, which are read here (a store that cannot be read stops the
-/// start, naming its key and file).
-fn links(config: &ServerConfig) -> Result<peer::Links, crate::tls::TlsError> {
+/// start, naming its key and file). Called when the ports are bound, before anything
+/// starts, standalone too.
+pub(crate) fn links(config: &ServerConfig) -> Result<peer::Links, crate::tls::TlsError> {
     let q = &config.tls.quorum;
     if !q.enabled() {
         return Ok(peer::Links::default());
@@ -166,9 +163,11 @@ fn links(config: &ServerConfig) -> Result<peer::Links, crate::tls::TlsError> {
     Ok(links)
 }
 
-/// Starts this member's Raft over `apply` and the member tasks.
+/// Starts this member's Raft over `apply` and the member tasks, its links with the
+/// others secured as `links` says.
 pub(crate) async fn start(
     config: &ServerConfig,
+    links: peer::Links,
     apply: CoreApply,
     core: Arc<Mutex<Core>>,
     items: mpsc::Sender<Item>,
@@ -206,7 +205,6 @@ pub(crate) async fn start(
         Some(id) => format!("{ensemble} (ensemble id {id})"),
         None => ensemble,
     };
-    let links = links(config).map_err(StartError::QuorumTls)?;
     let opts = RaftOptions {
         me: e.me,
         members,
