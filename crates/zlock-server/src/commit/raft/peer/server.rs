@@ -1,4 +1,5 @@
-//! The peer server: greets a peer, then answers its requests in order (appends several
+//! The peer server: takes a peer's link (TLS or plain, as [`super::Links`] says),
+//! greets the peer, then answers its requests in order (appends several
 //! in flight), handing openraft's RPCs to this member's Raft and forwarded proposals to
 //! its write path.
 
@@ -9,11 +10,9 @@ use openraft::errors::{Fatal, RaftError};
 use openraft::raft::{VoteRequest, VoteResponse};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::Link;
-
 use super::frame::read_body;
 use super::{
-    decode_body, read_frame, write_frame, ForwardError, FrameError, Hello, HelloV1, Identity,
+    decode_body, read_frame, write_frame, ForwardError, FrameError, Hello, HelloV1, Identity, Link,
     Reply, Request, PROTOCOL,
 };
 use crate::commit::raft::failover::Contact;
