@@ -17,7 +17,9 @@
 //!
 //! Refused, naming the key: `sslQuorumReloadCertFiles=true`,
 //! `ssl.quorum.clientHostnameVerification=true` (the accepting member checks the chain,
-//! not the connecting member's address; ZooKeeper 3.9.4+ checks both by default),
+//! not the connecting member's address: ZooKeeper checks that too while
+//! `hostnameVerification` is on, with reverse DNS; zlock looks nothing up, so a
+//! certificate that names only a host name could not be matched to an address),
 //! `ssl.quorum.allowReverseDnsLookup=true`, `ssl.quorum.crl=true`,
 //! `ssl.quorum.ocsp=true`, `ssl.quorum.clientAuth` other than `need`, and any other
 //! `ssl.quorum.*` key.
