@@ -343,6 +343,9 @@ impl Refusals {
             match seen.get(key) {
                 Some(at) if now.duration_since(*at) < QUIET_FOR => false,
                 _ => {
+                    // Hosts that stopped trying are forgotten (a port open to the
+                    // network may see many).
+                    seen.retain(|_, at| now.duration_since(*at) < QUIET_FOR);
                     seen.insert(key.to_owned(), now);
                     true
                 }
