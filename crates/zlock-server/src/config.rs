@@ -53,6 +53,9 @@ mod ensemble;
 mod ensemble_tests;
 mod error;
 mod metrics;
+mod quorum_tls;
+#[cfg(test)]
+mod quorum_tls_tests;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -68,6 +71,7 @@ pub use ensemble::{
 use ensemble::{member, read_dynamic};
 pub use error::ConfigError;
 pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
+pub use quorum_tls::QuorumTls;
 pub use tls::{
     location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,
     TlsSetupError, CIPHER_SUITES,

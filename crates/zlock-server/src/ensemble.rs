@@ -134,9 +134,40 @@ fn identity(config: &ServerConfig, dir: &std::path::Path) -> Result<Option<Strin
     }
 }
 
-/// Starts this member's Raft over `apply` and the member tasks.
+/// How this member's links with the others are secured: plain, or TLS from the
+/// `ssl.quorum.*` stores, which are read here (a store that cannot be read stops the
+/// start, naming its key and file). Called when the ports are bound, before anything
+/// starts, standalone too.
+pub(crate) fn links(config: &ServerConfig) -> Result<peer::Links, crate::tls::TlsError> {
+    let q = &config.tls.quorum;
+    if !q.enabled() {
+        return Ok(peer::Links::default());
+    }
+    let links = peer::Links::tls(
+        q.ssl_quorum,
+        q.port_unification,
+        crate::tls::quorum::server_config(&config.tls)?,
+        crate::tls::quorum::client_config(&config.tls)?,
+        Duration::from_millis(q.handshake_timeout_ms),
+    );
+    tracing::info!(
+        dial = if q.ssl_quorum { "tls" } else { "plain" },
+        accept = match (q.ssl_quorum, q.port_unification) {
+            (_, true) => "tls and plain (portUnification)",
+            (true, false) => "tls only",
+            (false, false) => "plain only",
+        },
+        hostname_verification = q.hostname_verification,
+        "links between members"
+    );
+    Ok(links)
+}
+
+/// Starts this member's Raft over `apply` and the member tasks, its links with the
+/// others secured as `links` says.
 pub(crate) async fn start(
     config: &ServerConfig,
+    links: peer::Links,
     apply: CoreApply,
     core: Arc<Mutex<Core>>,
     items: mpsc::Sender<Item>,
@@ -193,6 +224,7 @@ pub(crate) async fn start(
         keep_behind_snapshot: config.snap_count.clamp(1, 1_000),
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.clone(),
+        links,
     };
     let wal_opts = WalOptions {
         preallocate_bytes: config.wal_preallocate_bytes,

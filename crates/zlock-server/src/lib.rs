@@ -88,6 +88,9 @@ pub enum ServerError {
     Ensemble(#[from] ensemble::StartError),
     #[error("TLS on the client port: {0}")]
     Tls(#[from] tls::TlsError),
+    /// `sslQuorum` or `portUnification` with a quorum store that cannot be read.
+    #[error("TLS between members: {0}")]
+    QuorumTls(#[source] tls::TlsError),
 }
 
 /// Why the commit stage stopped the server (shared: the sequencer sends it, the
@@ -150,8 +153,14 @@ pub async fn serve(
         fatal,
     };
 
-    let started =
-        server::start_commit(&p, recovered, items_rx, listener, shutdown.as_mut()).await?;
+    let started = server::start_commit(
+        &p,
+        recovered,
+        items_rx,
+        (listener, ports.links.clone()),
+        shutdown.as_mut(),
+    )
+    .await?;
     let Some((sequencing, member, listener, held)) = started else {
         tracing::info!("stopped before the member started");
         return Ok(());

@@ -42,6 +42,8 @@ pub(crate) struct Ports {
     pub reload: Option<tls::reload::Acceptor>,
     /// What the plain client port does about TLS (`client.portUnification`).
     pub plain: net::tls::Port,
+    /// How an ensemble member's links are secured (`sslQuorum`, `portUnification`).
+    pub links: crate::commit::raft::peer::Links,
 }
 
 impl Ports {
@@ -96,12 +98,15 @@ impl Ports {
             Some(a) if config.tls.port_unification => net::tls::Port::Unified(a),
             _ => net::tls::Port::Plain,
         };
+        // The quorum stores too (standalone as well: a bad store is a bad start).
+        let links = ensemble::links(config).map_err(ServerError::QuorumTls)?;
         Ok(Ports {
             metrics,
             admin,
             secure,
             plain,
             reload,
+            links,
         })
     }
 }
@@ -186,7 +191,7 @@ pub(crate) async fn start_commit(
     p: &Pipeline,
     recovered: Option<Recovered>,
     rx: mpsc::Receiver<Item>,
-    listener: TcpListener,
+    (listener, links): (TcpListener, crate::commit::raft::peer::Links),
     shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
 ) -> Result<
     Option<(
@@ -239,7 +244,7 @@ pub(crate) async fn start_commit(
         starting,
     ));
     let member = tokio::select! {
-        m = ensemble::start(&p.config, apply, p.core.clone(), p.items.clone(), &p.timings) => Some(m),
+        m = ensemble::start(&p.config, links, apply, p.core.clone(), p.items.clone(), &p.timings) => Some(m),
         () = shutdown => None,
     };
     let _ = started.send(());

@@ -12,6 +12,7 @@
 //! is SIGKILLed by its pid (a stopped one too) and reaped; if the thread is panicking,
 //! the tail of each member's log is printed. With `ZLOCK_TEST_KEEP` set in the
 //! environment the temporary root is kept (its path printed), logs and data included.
+//! Asking the members what they are (four-letter words, who leads) is in `ask`.
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -22,10 +23,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::netns::Netns;
 use crate::zlock_bin;
+
+mod ask;
 
 /// How the members are tuned (written to their shared `zoo.cfg`).
 #[derive(Debug, Clone)]
@@ -56,6 +58,10 @@ pub struct EnsembleOptions {
     /// Extra environment for one member's process, by member index (at every start):
     /// say, libfaketime preloaded to skew its wall clock.
     pub member_env: Vec<(usize, Vec<(String, String)>)>,
+    /// Extra `zoo.cfg` lines for one member, by member index, after the shared ones
+    /// (a later line wins): say, another key store. Changed between its runs with
+    /// [`ChildEnsemble::set_member_extra`].
+    pub member_extra: Vec<(usize, Vec<String>)>,
     /// Each member serves its AdminServer on a loopback port of its own
     /// ([`ChildEnsemble::admin_addr`]).
     pub admin: bool,
@@ -78,6 +84,7 @@ impl Default for EnsembleOptions {
             extra: Vec::new(),
             netns: false,
             member_env: Vec::new(),
+            member_extra: Vec::new(),
             admin: false,
         }
     }
@@ -100,6 +107,9 @@ struct Member {
     servers: Option<Vec<String>>,
     /// Extra environment for its process ([`EnsembleOptions::member_env`]).
     env: Vec<(String, String)>,
+    /// Its own `zoo.cfg` lines ([`EnsembleOptions::member_extra`]); with any, it starts
+    /// from a file of its own (`m<id>.cfg`: the shared file, then these).
+    extra: Vec<String>,
     /// Its AdminServer ([`EnsembleOptions::admin`]).
     admin: Option<SocketAddr>,
 }
@@ -225,6 +235,12 @@ impl ChildEnsemble {
                     .iter()
                     .filter(|(i, _)| *i == members.len())
                     .flat_map(|(_, env)| env.iter().cloned())
+                    .collect(),
+                extra: opts
+                    .member_extra
+                    .iter()
+                    .filter(|(i, _)| *i == members.len())
+                    .flat_map(|(_, lines)| lines.iter().cloned())
                     .collect(),
                 admin: opts
                     .admin
@@ -413,7 +429,14 @@ impl ChildEnsemble {
         self.wait_serving(i).await
     }
 
-    /// The `zoo.cfg` every member is started with (`--config`).
+    /// Member `i`'s own `zoo.cfg` lines from its next start on, after the shared ones
+    /// (replacing those it had): with a restart, a rolling change of configuration.
+    pub fn set_member_extra(&mut self, i: usize, lines: Vec<String>) {
+        self.members[i].extra = lines;
+    }
+
+    /// The `zoo.cfg` every member is started with (`--config`), but for the lines of
+    /// its own ([`ChildEnsemble::set_member_extra`]).
     pub fn config_path(&self) -> &Path {
         &self.config
     }
@@ -488,13 +511,26 @@ impl ChildEnsemble {
         let m = &mut self.members[i];
         let mut log = OpenOptions::new().create(true).append(true).open(&m.log)?;
         writeln!(log, "==== testkit: starting member {} ====", m.id)?;
+        let config = match m.extra.is_empty() {
+            true => self.config.clone(),
+            false => {
+                let own = self.root_path.join(format!("m{}.cfg", m.id));
+                let mut text = std::fs::read_to_string(&self.config)?;
+                for l in &m.extra {
+                    text.push_str(l);
+                    text.push('\n');
+                }
+                std::fs::write(&own, text)?;
+                own
+            }
+        };
         let mut cmd = match &self.netns {
             Some(n) => n.command(i, &bin),
             None => Command::new(bin),
         };
         cmd.arg("server")
             .arg("--config")
-            .arg(&self.config)
+            .arg(&config)
             .args(["--myid", &m.id.to_string(), "--data-dir"])
             .arg(&m.data_dir);
         for s in m.servers.as_ref().unwrap_or(&self.servers) {
@@ -543,91 +579,6 @@ impl ChildEnsemble {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-
-    /// A four-letter word's answer from member `i` (`None` if it does not answer
-    /// within `within`, e.g. while stopped).
-    pub async fn four_letters(&self, i: usize, word: &str, within: Duration) -> Option<String> {
-        let addr = self.members[i].client;
-        let ask = async {
-            let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-            s.write_all(word.as_bytes()).await.ok()?;
-            let mut out = String::new();
-            s.read_to_string(&mut out).await.ok()?;
-            Some(out)
-        };
-        tokio::time::timeout(within, ask).await.ok().flatten()
-    }
-
-    /// What member `i`'s `srvr` says after `Mode:` (`leader`, `follower`, `observer`), if it
-    /// answers within 500 ms. `None` too while it serves nobody (it waits for its peers,
-    /// has no quorum, or was removed): `srvr` then answers ZooKeeper's "not currently
-    /// serving requests", with no mode.
-    pub async fn mode(&self, i: usize) -> Option<String> {
-        let out = self
-            .four_letters(i, "srvr", Duration::from_millis(500))
-            .await?;
-        out.lines()
-            .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
-    }
-
-    /// The one member (among those up and not cut off) that says it leads, once exactly
-    /// one does and every other such member says `follower` (`observer` for an
-    /// observer), the same in two rounds of
-    /// asking 20 ms apart (the members are asked one after another: while an election
-    /// settles, one round can catch a candidate's moment as leader and the winner
-    /// before it wins); waits at most `within`. A cut-off member is not asked: it may
-    /// still believe it leads.
-    pub async fn leader_within(&self, within: Duration) -> anyhow::Result<usize> {
-        let all: Vec<usize> = (0..self.members.len()).collect();
-        self.leader_among(&all, within).await
-    }
-
-    /// As [`ChildEnsemble::leader_within`], asking only `members` (those of them up and
-    /// not cut off): for instance the members a `reconfig` kept, while those it removed
-    /// still run (they serve nobody, and say so: neither leader nor follower).
-    pub async fn leader_among(&self, members: &[usize], within: Duration) -> anyhow::Result<usize> {
-        let deadline = Instant::now() + within;
-        let mut last = Vec::new();
-        let mut seen = None;
-        loop {
-            last.clear();
-            for &i in members {
-                if self.is_up(i) && !self.is_cut(i) {
-                    last.push((i, self.mode(i).await));
-                }
-            }
-            let leaders: Vec<usize> = last
-                .iter()
-                .filter(|(_, m)| m.as_deref() == Some("leader"))
-                .map(|(i, _)| *i)
-                .collect();
-            let followers = last
-                .iter()
-                .filter(|(i, m)| {
-                    let want = if self.is_observer(*i) {
-                        "observer"
-                    } else {
-                        "follower"
-                    };
-                    m.as_deref() == Some(want)
-                })
-                .count();
-            let now = (leaders.len() == 1 && followers + 1 == last.len()).then(|| leaders[0]);
-            if now.is_some() && now == seen {
-                return Ok(leaders[0]);
-            }
-            seen = now;
-            if Instant::now() > deadline {
-                bail!("no single leader after {within:?}: {last:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// [`ChildEnsemble::leader_within`] 30 s.
-    pub async fn leader(&self) -> anyhow::Result<usize> {
-        self.leader_within(Duration::from_secs(30)).await
     }
 
     /// The last `lines` lines of member `i`'s log (all its runs).

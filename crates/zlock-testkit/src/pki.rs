@@ -8,6 +8,9 @@
 //! | `ca.pem`, `other-ca.pem` | the test CA, another CA |
 //! | `server.pem` | the server's certificate then its key (ZooKeeper's PEM key store) |
 //! | `misnamed.pem` | as `server.pem`, for `elsewhere.example` only |
+//! | `member.pem` | an ensemble member's (`ssl.quorum.keyStore`): `localhost` and `127.0.0.1`, server and client use, test CA |
+//! | `rogue-member.pem` | as `member.pem`, signed by the other CA |
+//! | `member-misnamed.pem` | as `member.pem`, for `elsewhere.example` only |
 //! | `<who>.crt`, `<who>.key` | alice, bob, carol (test CA), mallory (other CA) |
 //! | `alice.p12` | alice's key, certificate and the CA's, PKCS12, password `alicepw` |
 //! | `trust.p12` | the test CA marked trusted (as keytool makes it), PKCS12, `trustpw` |
@@ -88,6 +91,14 @@ impl Pki {
             ExtendedKeyUsagePurpose::ServerAuth,
         )?;
         write("misnamed.pem", misnamed.pem() + &key.serialize_pem())?;
+        for (file, issuer, names) in [
+            ("member.pem", &ca, &["localhost", "127.0.0.1"][..]),
+            ("rogue-member.pem", &other, &["localhost", "127.0.0.1"][..]),
+            ("member-misnamed.pem", &ca, &["elsewhere.example"][..]),
+        ] {
+            let (cert, key) = throwaway::member(issuer, subject("zlock member"), names)?;
+            write(file, cert.pem() + &key.serialize_pem())?;
+        }
         for (who, issuer) in [
             ("alice", &ca),
             ("bob", &ca),
@@ -147,6 +158,22 @@ pub struct TlsServer {
 }
 
 impl Pki {
+    /// The `zoo.cfg` lines of an ensemble member whose links are TLS (`sslQuorum=true`),
+    /// presenting `key_store` (`member.pem`, say) and trusting the test CA.
+    pub fn quorum_keys(&self, key_store: &str) -> Vec<String> {
+        vec![
+            "sslQuorum=true".into(),
+            format!(
+                "ssl.quorum.keyStore.location={}",
+                self.path(key_store).display()
+            ),
+            format!(
+                "ssl.quorum.trustStore.location={}",
+                self.path("ca.pem").display()
+            ),
+        ]
+    }
+
     /// Starts zlock with [`Pki::server_keys`]`(key_store)` on a `secureClientPort`, and
     /// waits (at most 60 s) until that port accepts connections.
     pub fn start_server(&self, key_store: &str) -> anyhow::Result<TlsServer> {

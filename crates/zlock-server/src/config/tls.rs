@@ -1,6 +1,7 @@
 //! TLS on the client port: ZooKeeper's `secureClientPort` and `ssl.*` keys (see
 //! `zookeeperAdmin.md`, "Encryption, Authentication, Authorization Options"), read as
-//! ZooKeeper reads them, and what zlock refuses.
+//! ZooKeeper reads them, and what zlock refuses. Between members (`sslQuorum`,
+//! `portUnification`, `ssl.quorum.*`): [`super::quorum_tls`], dispatched from here.
 //!
 //! Read and honoured: `secureClientPort`, `secureClientPortAddress`,
 //! `client.portUnification` (the plain client port also takes TLS clients, told apart
@@ -9,6 +10,7 @@
 //! `ssl.keyStore.{location,password,passwordPath,type}`,
 //! `ssl.trustStore.{location,password,passwordPath,type}` (types PEM and PKCS12, or
 //! inferred from the file name as ZooKeeper does: `.pem`, `.p12`/`.pfx`, `.jks`),
+//! the same under `ssl.quorum.` (the members' own stores, and the admin server's HTTPS),
 //! `ssl.clientAuth` (none | want | need; ZooKeeper's default is need),
 //! `ssl.protocol`, `ssl.enabledProtocols` (TLSv1.2, TLSv1.3), `ssl.ciphersuites` (the
 //! IANA names Java uses, for the suites rustls has), `ssl.handshakeDetectionTimeoutMillis`
@@ -18,9 +20,11 @@
 //! zlock has one connection layer.
 //!
 //! Refused, stopping the start with the key named: every other TLS key
-//! (`sslQuorum=true`, any
-//! `ssl.quorum.*`, `ssl.crl=true`, `ssl.ocsp=true`, `ssl.context.supplier.class`, ...),
-//! a JKS or BCFKS store, a cipher suite rustls lacks, a protocol older than TLSv1.2.
+//! (`sslQuorumReloadCertFiles=true`, the `ssl.quorum.*` keys
+//! [`super::quorum_tls`] lists as refused, `ssl.crl=true`, `ssl.ocsp=true`,
+//! `ssl.context.supplier.class`, ...),
+//! a JKS or BCFKS store, a cipher suite rustls lacks, a protocol older than TLSv1.2,
+//! and `sslQuorum=true` or `portUnification=true` without both quorum stores.
 //! Before this, such keys were logged and ignored, so an operator who asked for TLS got
 //! plain text silently. A key may be written with ZooKeeper's `zookeeper.` system
 //! property prefix, as `DigestAuthenticationProvider.superDigest` may.
@@ -29,6 +33,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use thiserror::Error;
+
+use super::quorum_tls::QuorumTls;
 
 /// The TLS 1.3 and 1.2 suites zlock offers (rustls's, with the ring provider), by the
 /// IANA names Java's `ssl.ciphersuites` uses. `crate::tls` maps each to rustls's suite.
@@ -45,7 +51,7 @@ pub const CIPHER_SUITES: [&str; 9] = [
 ];
 
 /// ZooKeeper's default `ssl.handshakeDetectionTimeoutMillis`.
-const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5000;
+pub(super) const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5000;
 
 /// The classes ZooKeeper's `authProvider.N` may name that zlock has built in.
 const KNOWN_PROVIDERS: [&str; 3] = [
@@ -73,13 +79,15 @@ pub struct TlsConfig {
     pub key_store: StoreConfig,
     /// `ssl.trustStore.*`: the CAs a client's certificate must chain to.
     pub trust_store: StoreConfig,
-    /// `ssl.quorum.keyStore.*`: in ZooKeeper the members' own certificate, which its
-    /// AdminServer serves HTTPS with too; in zlock, only the admin server's (the links
-    /// between members have no TLS yet, so `sslQuorum=true` is refused).
+    /// `ssl.quorum.keyStore.*`: the members' own certificate and key, presented to each
+    /// other with `sslQuorum` (both ways), and the admin server's HTTPS, as in
+    /// ZooKeeper.
     pub quorum_key_store: StoreConfig,
-    /// `ssl.quorum.trustStore.*`: the CAs an admin client's certificate must chain to
-    /// (`admin.needClientAuth`).
+    /// `ssl.quorum.trustStore.*`: the CAs another member's certificate must chain to,
+    /// and an admin client's (`admin.needClientAuth`).
     pub quorum_trust_store: StoreConfig,
+    /// `sslQuorum`, `portUnification` and the other `ssl.quorum.*` keys.
+    pub quorum: QuorumTls,
     /// `ssl.clientAuth`.
     pub client_auth: ClientAuth,
     /// The protocol versions offered: `ssl.enabledProtocols`, else `ssl.protocol`'s
@@ -111,6 +119,7 @@ impl Default for TlsConfig {
             trust_store: StoreConfig::default(),
             quorum_key_store: StoreConfig::default(),
             quorum_trust_store: StoreConfig::default(),
+            quorum: QuorumTls::default(),
             client_auth: ClientAuth::Need,
             protocols: vec![Protocol::Tls13, Protocol::Tls12],
             cipher_suites: Vec::new(),
@@ -146,7 +155,7 @@ pub enum StoreType {
 pub enum Store {
     Key,
     Trust,
-    /// `ssl.quorum.keyStore` (the admin server's HTTPS).
+    /// `ssl.quorum.keyStore` (the members' own, and the admin server's HTTPS).
     QuorumKey,
     /// `ssl.quorum.trustStore`.
     QuorumTrust,
@@ -270,6 +279,11 @@ pub enum TlsSetupError {
          are checked against this store (zlock has no default trust store, unlike the JVM)"
     )]
     NoTrustStore,
+    #[error(
+        "the members present this to each other (sslQuorum, portUnification): both \
+         quorum stores are needed"
+    )]
+    NoQuorumStore,
     #[error("no suite given for {0:?}, which is enabled")]
     NoSuiteFor(Protocol),
     #[error(
@@ -306,7 +320,7 @@ pub enum Protocol {
 }
 
 /// `TLSv1.2`, `TLSv1.3`, or `TLS` (both) as Java names them.
-fn protocols(v: &str) -> Result<Vec<Protocol>, String> {
+pub(super) fn protocols(v: &str) -> Result<Vec<Protocol>, String> {
     let mut out = Vec::new();
     for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let p: &[Protocol] = match name {
@@ -331,7 +345,7 @@ fn protocols(v: &str) -> Result<Vec<Protocol>, String> {
     Ok(out)
 }
 
-fn boolean(v: &str) -> Result<bool, String> {
+pub(super) fn boolean(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -341,7 +355,7 @@ fn boolean(v: &str) -> Result<bool, String> {
 
 /// A switch zlock accepts only off: `false` is accepted (it asks for nothing), `true`
 /// is refused with `why`.
-fn only_off(v: &str, why: &str) -> Result<(), String> {
+pub(super) fn only_off(v: &str, why: &str) -> Result<(), String> {
     match boolean(v)? {
         false => Ok(()),
         true => Err(why.to_owned()),
@@ -370,14 +384,6 @@ impl TlsConfig {
             "serverCnxnFactory" => Ok(()),
             "client.portUnification" => boolean(v).map(|b| self.port_unification = b),
             "client.certReload" => boolean(v).map(|b| self.cert_reload = b),
-            "sslQuorum" => only_off(
-                v,
-                "zlock does not yet encrypt the links between ensemble members",
-            ),
-            "sslQuorumReloadCertFiles" => only_off(
-                v,
-                "zlock does not yet encrypt the links between ensemble members",
-            ),
             "X509AuthenticationProvider.superUser" => {
                 self.x509_super_user = Some(v.to_owned());
                 Ok(())
@@ -407,7 +413,7 @@ impl TlsConfig {
             .map(|a| self.client_auth = a),
             "ssl.protocol" => protocols(v).map(|p| self.protocol = Some(p)),
             "ssl.enabledProtocols" => protocols(v).map(|p| self.enabled_protocols = Some(p)),
-            "ssl.ciphersuites" => self.cipher_suites(v),
+            "ssl.ciphersuites" => suites(v).map(|s| self.cipher_suites = s),
             "ssl.handshakeDetectionTimeoutMillis" => match v.parse::<u64>() {
                 Ok(ms) if ms >= 1 => {
                     self.handshake_timeout_ms = ms;
@@ -438,8 +444,8 @@ impl TlsConfig {
                     self.quorum_key_store.apply(field, v)
                 } else if let Some(field) = k.strip_prefix("ssl.quorum.trustStore.") {
                     self.quorum_trust_store.apply(field, v)
-                } else if k.starts_with("ssl.quorum.") {
-                    Err("zlock does not yet encrypt the links between ensemble members".into())
+                } else if let Some(applied) = self.quorum.apply(k, v) {
+                    applied
                 } else if k.starts_with("ssl.") {
                     Err(unimplemented_key())
                 } else {
@@ -447,24 +453,6 @@ impl TlsConfig {
                 }
             }
         })
-    }
-
-    fn cipher_suites(&mut self, v: &str) -> Result<(), String> {
-        let mut out = Vec::new();
-        for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if !CIPHER_SUITES.contains(&name) {
-                return Err(format!(
-                    "{name} is not a suite zlock offers; it has {}",
-                    CIPHER_SUITES.join(", ")
-                ));
-            }
-            out.push(name.to_owned());
-        }
-        if out.is_empty() {
-            return Err("no cipher suite given".into());
-        }
-        self.cipher_suites = out;
-        Ok(())
     }
 
     /// Settles what depends on several keys once a file is read: the protocols, and
@@ -476,6 +464,18 @@ impl TlsConfig {
             .or_else(|| self.protocol.clone())
         {
             self.protocols = p;
+        }
+        self.quorum.finish()?;
+        if self.quorum.enabled() {
+            for (store, cfg) in [
+                (Store::QuorumKey, &self.quorum_key_store),
+                (Store::QuorumTrust, &self.quorum_trust_store),
+            ] {
+                let Some(_) = cfg.location else {
+                    return Err((location_key(store), TlsSetupError::NoQuorumStore));
+                };
+                cfg.kind().map_err(|e| (location_key(store), e.into()))?;
+            }
         }
         if !self.enabled() {
             return Ok(());
@@ -494,23 +494,49 @@ impl TlsConfig {
         if self.client_auth != ClientAuth::None && self.trust_store.location.is_none() {
             return Err(("ssl.trustStore.location", TlsSetupError::NoTrustStore));
         }
-        if !self.cipher_suites.is_empty() {
-            let tls13 = |s: &String| !s.starts_with("TLS_ECDHE_");
-            for p in &self.protocols {
-                let any = match p {
-                    Protocol::Tls13 => self.cipher_suites.iter().any(tls13),
-                    Protocol::Tls12 => self.cipher_suites.iter().any(|s| !tls13(s)),
-                };
-                if !any {
-                    return Err(("ssl.ciphersuites", TlsSetupError::NoSuiteFor(*p)));
-                }
-            }
-        }
+        check_suites(&self.protocols, &self.cipher_suites).map_err(|e| ("ssl.ciphersuites", e))?;
         Ok(())
     }
 }
 
-/// `ssl.keyStore.location` or `ssl.trustStore.location`.
+/// `v` as a list of suite names from [`CIPHER_SUITES`].
+pub(super) fn suites(v: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !CIPHER_SUITES.contains(&name) {
+            return Err(format!(
+                "{name} is not a suite zlock offers; it has {}",
+                CIPHER_SUITES.join(", ")
+            ));
+        }
+        out.push(name.to_owned());
+    }
+    if out.is_empty() {
+        return Err("no cipher suite given".into());
+    }
+    Ok(out)
+}
+
+/// That every enabled protocol has a suite among `suites` (none given: rustls's, which
+/// has suites for both).
+pub(super) fn check_suites(protocols: &[Protocol], suites: &[String]) -> Result<(), TlsSetupError> {
+    if suites.is_empty() {
+        return Ok(());
+    }
+    let tls13 = |s: &String| !s.starts_with("TLS_ECDHE_");
+    for p in protocols {
+        let any = match p {
+            Protocol::Tls13 => suites.iter().any(tls13),
+            Protocol::Tls12 => suites.iter().any(|s| !tls13(s)),
+        };
+        if !any {
+            return Err(TlsSetupError::NoSuiteFor(*p));
+        }
+    }
+    Ok(())
+}
+
+/// The `.location` key of `store`.
 pub fn location_key(store: Store) -> &'static str {
     match store {
         Store::Key => "ssl.keyStore.location",

@@ -166,10 +166,9 @@ fn an_unknown_cipher_suite_is_refused_by_name() {
 #[test]
 fn tls_keys_zlock_does_not_implement_stop_the_start() {
     for line in [
-        "sslQuorum=true",
         "sslQuorumReloadCertFiles=true",
-        "ssl.quorum.hostnameVerification=true",
-        "zookeeper.ssl.quorum.enabledProtocols=TLSv1.3",
+        "ssl.quorum.clientHostnameVerification=true",
+        "zookeeper.ssl.quorum.context.supplier.class=com.example.Ctx",
         "ssl.crl=true",
         "ssl.ocsp=true",
         "ssl.context.supplier.class=com.example.Ctx",
@@ -236,9 +235,8 @@ fn the_admin_servers_https_keys_and_the_quorum_stores_are_read() {
     );
     assert_eq!(c.tls.quorum_key_store.password.as_deref(), Some("pw"));
     refused("admin.portUnification=yes\n", "admin.portUnification");
-    // The links between members still have no TLS.
-    refused("ssl.quorum.protocol=TLSv1.3\n", "ssl.quorum.protocol");
-    refused("sslQuorum=true\n", "sslQuorum");
+    // TLS between members needs both quorum stores (see `quorum_tls_tests`).
+    refused("sslQuorum=true\n", "ssl.quorum.keyStore.location");
 }
 
 #[test]

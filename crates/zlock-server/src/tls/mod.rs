@@ -2,11 +2,14 @@
 //! from ZooKeeper's `ssl.*` keys ([`crate::config::TlsConfig`]), and the x509 identity
 //! of a client that presented a certificate.
 //!
+//! Between members (`sslQuorum`): [`quorum`].
+//!
 //! rustls with the ring provider; no OpenSSL. What a connection does with it (the
 //! handshake, then reads and writes through the connection's rustls state) is in
 //! `crate::net::tls`. `throwaway` makes certificates for trying TLS locally and for
 //! tests.
 
+pub(crate) mod quorum;
 pub(crate) mod reload;
 mod stores;
 mod subject;
@@ -112,21 +115,30 @@ struct Side<'a> {
     cipher_suites: &'a [String],
 }
 
-fn build(side: &Side<'_>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// ring's provider with `cipher_suites` (names from [`crate::config::CIPHER_SUITES`]),
+/// or all of its suites when none are given.
+fn crypto(cipher_suites: &[String]) -> rustls::crypto::CryptoProvider {
     let mut crypto = provider::default_provider();
-    if !side.cipher_suites.is_empty() {
-        crypto.cipher_suites = side.cipher_suites.iter().filter_map(|n| suite(n)).collect();
+    if !cipher_suites.is_empty() {
+        crypto.cipher_suites = cipher_suites.iter().filter_map(|n| suite(n)).collect();
     }
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = side
-        .protocols
+    crypto
+}
+
+/// rustls's versions for `protocols`.
+fn versions(protocols: &[Protocol]) -> Vec<&'static rustls::SupportedProtocolVersion> {
+    protocols
         .iter()
         .map(|p| match p {
             Protocol::Tls13 => &rustls::version::TLS13,
             Protocol::Tls12 => &rustls::version::TLS12,
         })
-        .collect();
-    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(crypto))
-        .with_protocol_versions(&versions)
+        .collect()
+}
+
+fn build(side: &Side<'_>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(crypto(side.cipher_suites)))
+        .with_protocol_versions(&versions(side.protocols))
         .map_err(|source| TlsError::Rustls {
             key: "ssl.ciphersuites",
             source,

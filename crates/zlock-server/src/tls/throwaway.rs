@@ -35,9 +35,30 @@ pub fn leaf(
     names: &[&str],
     usage: ExtendedKeyUsagePurpose,
 ) -> Result<(rcgen::Certificate, KeyPair), rcgen::Error> {
+    signed(issuer, subject, names, vec![usage])
+}
+
+/// An ensemble member's certificate (`ssl.quorum.keyStore`): for `names`, and for both
+/// ends of a link, since a member dials the others (a TLS client) and is dialled (a
+/// server).
+pub fn member(
+    issuer: &Issuer,
+    subject: DistinguishedName,
+    names: &[&str],
+) -> Result<(rcgen::Certificate, KeyPair), rcgen::Error> {
+    use ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    signed(issuer, subject, names, vec![ServerAuth, ClientAuth])
+}
+
+fn signed(
+    issuer: &Issuer,
+    subject: DistinguishedName,
+    names: &[&str],
+    usages: Vec<ExtendedKeyUsagePurpose>,
+) -> Result<(rcgen::Certificate, KeyPair), rcgen::Error> {
     let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
     p.distinguished_name = subject;
-    p.extended_key_usages = vec![usage];
+    p.extended_key_usages = usages;
     let key = KeyPair::generate()?;
     Ok((p.signed_by(&key, issuer)?, key))
 }

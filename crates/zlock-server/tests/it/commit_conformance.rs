@@ -493,6 +493,7 @@ impl RaftFixture {
                 keep_behind_snapshot: 1_000,
                 snapshot_dir: dir.join("snapshots"),
                 meta_dir: dir.to_path_buf(),
+                links: Default::default(),
             };
             let c = RaftCommit::start(opts, apply, store, records, listener)
                 .await

@@ -141,6 +141,7 @@ async fn start_async(
         keep_behind_snapshot: 5,
         snapshot_dir: dir.join("snapshots"),
         meta_dir: dir.clone(),
+        links: Default::default(),
     };
     listener.set_nonblocking(true).unwrap();
     let l = tokio::net::TcpListener::from_std(listener).unwrap();

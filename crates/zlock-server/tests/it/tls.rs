@@ -187,13 +187,21 @@ fn tls_keys_zlock_does_not_implement_stop_the_start() {
     let pki = Pki::make();
     let secure = format!("secureClientPort={}\n{}", free_port(), pki.pem_stores());
     for (keys, named) in [
-        // The quorum stores are read for the admin server's HTTPS; the other
-        // `ssl.quorum.*` keys are about the member links, which have no TLS yet.
+        // Between members: a setting zlock does not honour, no stores, a store that
+        // cannot be read (standalone too: the stores are read before anything starts).
         (
-            format!("{secure}ssl.quorum.hostnameVerification=true\n"),
-            "ssl.quorum.hostnameVerification",
+            format!("{secure}ssl.quorum.clientHostnameVerification=true\n"),
+            "ssl.quorum.clientHostnameVerification",
         ),
-        ("sslQuorum=true\n".to_owned(), "sslQuorum"),
+        ("sslQuorum=true\n".to_owned(), "ssl.quorum.keyStore.location"),
+        (
+            format!(
+                "sslQuorum=true\nssl.quorum.keyStore.location=/nonexistent/member.pem\n\
+                 ssl.quorum.trustStore.location={}\n",
+                pki.path("ca.pem").display()
+            ),
+            "TLS between members: ssl.quorum.keyStore.location: cannot read /nonexistent/member.pem",
+        ),
         (
             format!("{secure}ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA\n"),
             "ssl.ciphersuites",

@@ -23,6 +23,9 @@
 //! 13. A follower's wall clock 120 s ahead or behind (libfaketime): a lock-delay is
 //!     neither shortened nor stretched, whether that member holds the waiter, forwards
 //!     writes during the delay or sequences the holder's close (`clock.rs`).
+//! 14. TLS between members (`sslQuorum`): a leader `kill -9`ed over TLS links, a member
+//!     of another CA kept out, and the rolling switch from plain to TLS links under
+//!     traffic (`quorum_tls.rs`).
 //!
 //! Under faults 1 to 4 and 8 the load of `traffic.rs` runs: four lock workers (overlap
 //! detector, fencing tokens, a compare-and-set counter inside the critical section) and
@@ -40,6 +43,7 @@
 mod clock;
 mod observers;
 mod partition;
+mod quorum_tls;
 mod reconfig;
 mod rejoin;
 mod traffic;

@@ -42,6 +42,8 @@ pub struct RaftOptions {
     pub snapshot_dir: PathBuf,
     /// Where the vote and the purge point are kept.
     pub meta_dir: PathBuf,
+    /// How connections between members are secured (`sslQuorum`, `portUnification`).
+    pub links: super::peer::Links,
 }
 
 /// Entries in one replication frame: with proposals of at most about 1 MiB

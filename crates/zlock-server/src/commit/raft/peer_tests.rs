@@ -47,6 +47,7 @@ pub(super) fn peer(addr: String) -> Peer {
         me: 1,
         members: BTreeSet::from([1, 2]),
         open: false,
+        links: Default::default(),
     });
     Peer::new(id, 2, addr)
 }

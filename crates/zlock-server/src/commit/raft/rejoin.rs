@@ -488,9 +488,8 @@ pub async fn settle(
         }
         tokio::select! {
             a = listener.accept() => {
-                if let Ok((s, _)) = a {
-                    let _ = s.set_nodelay(true);
-                    tokio::spawn(peer::answer_blank(s, id.clone(), stopped.clone()));
+                if let Ok(a) = a {
+                    tokio::spawn(peer::answer_blank(a, id.clone(), stopped.clone()));
                 }
             }
             Some((member, s, v)) = rx.recv() => {

@@ -57,6 +57,7 @@ impl RaftCommit {
                 .copied()
                 .collect::<BTreeSet<_>>(),
             open: opts.reconfig,
+            links: opts.links.clone(),
         });
         let observer = opts.observers.contains_key(&opts.me);
         let mut bootstrap = false;

@@ -34,10 +34,11 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, StreamAppendError, StreamAppendResult,
 };
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 
-use super::peer::{encode_frame, read_frame, FrameError, Peer, Reply, Request};
+use super::peer::{
+    encode_frame, read_frame, FrameError, LinkRead, LinkWrite, Peer, Reply, Request,
+};
 use super::types::{LogId, Raft, Vote, Zraft};
 
 /// How many appends the leader keeps in flight on one stream before it waits for a
@@ -84,9 +85,9 @@ struct Reading<'s> {
     peer: &'s mut Peer,
     /// Buffered: one read takes in every reply that has come (an append's reply is a
     /// few dozen bytes; unbuffered, each took two reads, its length and its body).
-    rd: tokio::io::BufReader<OwnedReadHalf>,
+    rd: tokio::io::BufReader<LinkRead>,
     sent: mpsc::Receiver<Sent>,
-    writer: AbortOnDrop<Result<OwnedWriteHalf, FrameError>>,
+    writer: AbortOnDrop<Result<LinkWrite, FrameError>>,
     ttl: Duration,
 }
 
@@ -161,11 +162,11 @@ impl Peer {
 /// [`APPENDS_IN_FLIGHT`] unanswered.
 async fn write_appends<S>(
     mut input: S,
-    mut wr: OwnedWriteHalf,
+    mut wr: LinkWrite,
     tx: mpsc::Sender<Sent>,
     (acks, target): (Option<std::sync::Arc<super::rejoin::Acks>>, u64),
     ttl: Duration,
-) -> Result<OwnedWriteHalf, FrameError>
+) -> Result<LinkWrite, FrameError>
 where
     S: Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
 {
@@ -177,6 +178,7 @@ where
         let (vote, prev, last) = (req.vote, req.prev_log_id, last_of(&req));
         let ticket = acks.as_ref().map(|a| a.ticket(target));
         wr.write_all(&encode_frame(&Request::Append(req))?).await?;
+        wr.flush().await?;
         slot.send(Sent {
             ticket,
             vote,
@@ -201,7 +203,7 @@ impl Reading<'_> {
                 Ok(Ok(wr)) => {
                     // Kept only if nothing beyond the last answer was read.
                     if self.rd.buffer().is_empty() {
-                        if let Ok(s) = self.rd.into_inner().reunite(wr) {
+                        if let Some(s) = self.rd.into_inner().reunite(wr) {
                             self.peer.put_back(s);
                         }
                     }

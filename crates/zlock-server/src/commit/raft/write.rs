@@ -43,13 +43,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::members::Addrs;
 use super::peer::Request;
-use super::peer::{read_frame, write_frame, ForwardError, FrameError, Identity, Peer, Reply};
+use super::peer::{
+    read_frame, write_frame, ForwardError, FrameError, Identity, LinkWrite, Peer, Reply,
+};
 use super::submit::{Pending, Submitter};
 use super::types::{Proposal, Raft, WatchReceiver as _};
 use super::FORWARD_PROPOSALS;
@@ -93,7 +94,7 @@ enum Route {
 /// read in order.
 struct Link {
     leader: u64,
-    wr: OwnedWriteHalf,
+    wr: LinkWrite,
     replies: std::pin::Pin<Box<dyn Stream<Item = Result<Reply, FrameError>> + Send>>,
 }
 

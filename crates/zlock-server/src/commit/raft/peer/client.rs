@@ -1,7 +1,6 @@
 //! The sending side: one connection to one member ([`Peer`]), openraft's network over
 //! it ([`Network`]), and the knock that tells a dead member from a silent one.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +13,10 @@ use openraft::raft::{
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
-use tokio::net::TcpStream;
 
 use super::{
-    read_frame, write_frame, FrameError, Hello, Identity, Reply, Request, PROTOCOL, SNAPSHOT_CHUNK,
+    read_frame, write_frame, FrameError, Hello, Identity, Link, Reply, Request, PROTOCOL,
+    SNAPSHOT_CHUNK,
 };
 use crate::commit::raft::rejoin::Acks;
 use crate::commit::raft::types::{LogId, Snapshot, Vote, Zraft};
@@ -36,7 +35,7 @@ pub struct Peer {
     id: Arc<Identity>,
     target: u64,
     addr: String,
-    conn: Option<TcpStream>,
+    conn: Option<Link>,
     /// openraft's connections only: where replies are counted and fenced.
     acks: Option<Arc<Acks>>,
 }
@@ -73,7 +72,7 @@ impl Peer {
     pub(in crate::commit::raft) async fn open(
         &mut self,
         ttl: Duration,
-    ) -> Result<TcpStream, FrameError> {
+    ) -> Result<Link, FrameError> {
         match tokio::time::timeout(ttl, self.connect()).await {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => Err(FrameError::NotSent(Box::new(e))),
@@ -91,22 +90,17 @@ impl Peer {
 
     /// Keeps `s` for the next call: only after whole exchanges, so that no reply is
     /// still to come on it.
-    pub(in crate::commit::raft) fn put_back(&mut self, s: TcpStream) {
+    pub(in crate::commit::raft) fn put_back(&mut self, s: Link) {
         self.conn = Some(s);
     }
 
     /// The open connection, taken out of `self` (a new one if there is none); put back
     /// by [`Peer::call`] only after a whole exchange.
-    async fn connect(&mut self) -> Result<TcpStream, FrameError> {
+    async fn connect(&mut self) -> Result<Link, FrameError> {
         if let Some(s) = self.conn.take() {
             return Ok(s);
         }
-        let addr: SocketAddr = tokio::net::lookup_host(&self.addr)
-            .await?
-            .next()
-            .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", self.addr)))?;
-        let mut s = TcpStream::connect(addr).await?;
-        let _ = s.set_nodelay(true);
+        let mut s = self.id.links.dial(&self.addr).await?;
         write_frame(
             &mut s,
             &Hello {

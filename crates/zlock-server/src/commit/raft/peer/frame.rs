@@ -29,6 +29,17 @@ pub enum FrameError {
     NotSent(Box<FrameError>),
 }
 
+impl From<super::LinkError> for FrameError {
+    /// An I/O error as it is (whether a member is gone is told by its kind, see
+    /// [`super::Knock`]); anything else as an I/O error of its own.
+    fn from(e: super::LinkError) -> Self {
+        match e {
+            super::LinkError::Io(io) => FrameError::Io(io),
+            other => FrameError::Io(std::io::Error::other(other)),
+        }
+    }
+}
+
 /// `msg` as one frame: its encoding's length (u32, big-endian), then its postcard
 /// encoding. The golden files (`golden_tests.rs`) pin these bytes for every message.
 pub fn encode_frame<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
@@ -52,6 +63,8 @@ pub async fn write_frame<T: Serialize>(
     msg: &T,
 ) -> Result<(), FrameError> {
     s.write_all(&encode_frame(msg)?).await?;
+    // A no-op on a plain link; on a TLS one, what rustls still holds goes out.
+    s.flush().await?;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! The peer protocol: openraft's RPCs and forwarded proposals between members, over
-//! TCP on each member's quorum port.
+//! TCP (or TLS, with `sslQuorum`) on each member's quorum port.
 //!
 //! A connection starts with a [`Hello`] naming the ensemble, the sender and the member
 //! it means to reach; the receiver refuses (with a reason, then closes) a stranger, a
@@ -12,12 +12,14 @@
 //! openraft (which checks terms and log positions) or as a forwarded proposal, which is
 //! validated at apply like any other Txn.
 //!
-//! Three files: this one (the protocol: hello, requests, replies, who may talk),
-//! [`frame`] (how a message is framed on the wire), [`server`] (answering peers) and
-//! [`client`] (a connection to one member, and openraft's network over it).
+//! The files: this one (the protocol: hello, requests, replies, who may talk),
+//! [`link`] (the bytes under it: plain TCP or TLS, `sslQuorum`), [`frame`] (how a
+//! message is framed on the wire), [`server`] (answering peers) and [`client`] (a
+//! connection to one member, and openraft's network over it).
 
 mod client;
 mod frame;
+mod link;
 mod server;
 
 use std::collections::BTreeSet;
@@ -32,6 +34,7 @@ use serde::{Deserialize, Serialize};
 pub(in crate::commit::raft) use self::client::rpc_err;
 pub use self::client::{knock, Knock, Network, Peer};
 pub use self::frame::{decode_body, encode_frame, read_frame, write_frame, FrameError};
+pub use self::link::{Link, LinkError, LinkRead, LinkWrite, Links};
 pub use self::server::{answer_blank, read_index, serve, write_as_leader, Hooks, Local};
 use super::rejoin::Standing;
 use super::types::{Proposal, SnapshotMeta, Vote, Zraft};
@@ -159,4 +162,9 @@ pub struct Identity {
     /// Any member id may talk, not only `members` (reconfiguration: a member being
     /// added, or one added since this member started, is not in its configuration).
     pub open: bool,
+    /// How connections to and from other members are secured (`sslQuorum`).
+    pub links: Links,
 }
+
+#[cfg(test)]
+mod link_tests;

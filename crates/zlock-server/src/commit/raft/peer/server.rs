@@ -1,4 +1,5 @@
-//! The peer server: greets a peer, then answers its requests in order (appends several
+//! The peer server: takes a peer's link (TLS or plain, as [`super::Links`] says),
+//! greets the peer, then answers its requests in order (appends several
 //! in flight), handing openraft's RPCs to this member's Raft and forwarded proposals to
 //! its write path.
 
@@ -11,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::frame::read_body;
 use super::{
-    decode_body, read_frame, write_frame, ForwardError, FrameError, Hello, HelloV1, Identity,
+    decode_body, read_frame, write_frame, ForwardError, FrameError, Hello, HelloV1, Identity, Link,
     Reply, Request, PROTOCOL,
 };
 use crate::commit::raft::failover::Contact;
@@ -185,7 +186,6 @@ pub async fn serve(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
         let raft = raft.clone();
         let local = local.clone();
         let leader = leader.clone();
@@ -195,7 +195,13 @@ pub async fn serve(
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let served = tokio::select! {
-                r = serve_peer(stream, raft, (&local, &leader), &id, &hooks, &contact) => r,
+                r = async {
+                    // Refused (and logged) at the handshake: nothing more to say.
+                    let Some(link) = id.links.accept(stream, addr).await else {
+                        return Ok(());
+                    };
+                    serve_peer(link, raft, (&local, &leader), &id, &hooks, &contact).await
+                } => r,
                 _ = stop.wait_for(|s| *s) => Ok(()),
             };
             if let Err(e) = served {
@@ -210,7 +216,7 @@ pub async fn serve(
 
 /// Reads the hello on `s` and answers it: the member it names if it is one that may
 /// talk to this one.
-async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
+async fn greet(s: &mut Link, id: &Identity) -> Result<u64, FrameError> {
     let body = read_body(s).await?;
     let hello: Hello = match decode_body(&body) {
         Ok(h) => h,
@@ -257,7 +263,7 @@ async fn greet(s: &mut TcpStream, id: &Identity) -> Result<u64, FrameError> {
 }
 
 async fn serve_peer(
-    mut s: TcpStream,
+    mut s: Link,
     raft: Raft,
     local: (&Local, &crate::commit::raft::reconfig::Leader),
     id: &Identity,
@@ -265,7 +271,7 @@ async fn serve_peer(
     contact: &Contact,
 ) -> Result<(), FrameError> {
     let from = greet(&mut s, id).await?;
-    let served = serve_requests(&mut s, raft, local, (id, from), hooks, contact).await;
+    let served = serve_requests(s, raft, local, (id, from), hooks, contact).await;
     // A broken connection may be a dead leader (see `failover`).
     contact.broke(from);
     served
@@ -276,11 +282,14 @@ async fn serve_peer(
 /// other request closes the connection, as would a member not yet started. Ends when
 /// `stop` turns true.
 pub async fn answer_blank(
-    mut s: TcpStream,
+    (s, addr): (TcpStream, std::net::SocketAddr),
     id: Arc<Identity>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let answered = async {
+        let Some(mut s) = id.links.accept(s, addr).await else {
+            return Ok(());
+        };
         greet(&mut s, &id).await?;
         loop {
             match read_frame::<Request>(&mut s).await? {
@@ -299,7 +308,7 @@ pub async fn answer_blank(
 }
 
 async fn serve_requests(
-    s: &mut TcpStream,
+    s: Link,
     raft: Raft,
     (local, leader): (&Local, &crate::commit::raft::reconfig::Leader),
     (id, from): (&Identity, u64),
@@ -311,7 +320,7 @@ async fn serve_requests(
     use futures_util::StreamExt as _;
     // The snapshot file being received on this connection, and its length so far.
     let mut receiving: Option<(tokio::fs::File, u64)> = None;
-    let (rd, mut wr) = s.split();
+    let (rd, mut wr) = s.into_split();
     // Buffered: one read takes in every frame that has come (a burst of appends, or of
     // forwarded batches), not two reads per frame.
     let rd = tokio::io::BufReader::new(rd);
