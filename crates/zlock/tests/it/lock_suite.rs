@@ -18,6 +18,9 @@
 //! 9. `herd` (`herd.rs`): watch notifications per release, 100 waiters on `Mutex` vs
 //!    100 on `NaiveLock`; the figures are printed.
 //!
+//! The native suite runs once more on an ensemble whose members link over TLS
+//! (`ensemble_lock_suite_over_tls_links`).
+//!
 //! No tight timing thresholds: deadlines only keep a broken run from hanging, and the
 //! few ordering checks have margins of a second or more.
 
@@ -404,6 +407,30 @@ async fn ensemble_lock_suite() {
         assert!(connect(&t.hosts(i), 10_000).await.uses_native_locks());
     }
     all(&t, "zlock ensemble, native").await;
+}
+
+/// The native suite again on an ensemble whose members link over TLS (`sslQuorum=true`,
+/// certificates rcgen makes now): every grant, hand-over and session expiry crosses
+/// TLS links between members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_lock_suite_over_tls_links() {
+    let pki = zlock_testkit::pki::Pki::make().unwrap();
+    let e = ChildEnsemble::start_with(zlock_testkit::EnsembleOptions {
+        extra: pki.quorum_keys("member.pem"),
+        ..zlock_testkit::EnsembleOptions::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..e.len() {
+        let log = e.log(i);
+        assert!(
+            log.lines()
+                .any(|l| l.contains("links between members") && l.contains("tls only")),
+            "member {i} did not start with TLS links:\n{log}"
+        );
+    }
+    let t = Target::parse(&e.connect_string());
+    all(&t, "zlock ensemble over TLS links, native").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
