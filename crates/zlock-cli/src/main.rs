@@ -326,7 +326,9 @@ impl ServerArgs {
         }
         c.resolve_ensemble()?;
         if let Some(v) = self.port {
+            // A plain port asked for: TLS is not the only way in any more.
             c.client_port = v;
+            c.tls.tls_only = false;
         }
         if let Some(v) = self.bind {
             c.client_port_address = v;
@@ -413,8 +415,7 @@ fn main() -> anyhow::Result<()> {
                 .build()
                 .context("starting the async runtime")?;
             rt.block_on(async move {
-                let addr =
-                    std::net::SocketAddr::new(config.client_port_address, config.client_port);
+                let addr = config.client_listen_addr();
                 let listener = zlock_server::bind(addr, config.listen_backlog)?;
                 tracing::info!(
                     data_dir = %config.data_dir.display(),

@@ -279,6 +279,21 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// Where the caller of [`crate::serve`] binds the client listener: `clientPort`, or,
+    /// when TLS is the only way in ([`TlsConfig::tls_only`]), the secure client port,
+    /// which then serves TLS only.
+    pub fn client_listen_addr(&self) -> std::net::SocketAddr {
+        match (self.tls.tls_only, self.tls.secure_client_port) {
+            (true, Some(port)) => std::net::SocketAddr::new(
+                self.tls
+                    .secure_client_port_address
+                    .unwrap_or(self.client_port_address),
+                port,
+            ),
+            _ => std::net::SocketAddr::new(self.client_port_address, self.client_port),
+        }
+    }
+
     pub fn min_session_timeout(&self) -> u64 {
         self.min_session_timeout_ms.unwrap_or(2 * self.tick_time_ms)
     }

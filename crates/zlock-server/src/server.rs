@@ -83,8 +83,10 @@ impl Ports {
             false => None,
         };
         let reload = acceptor.clone().filter(|_| config.tls.cert_reload);
+        // TLS only: the caller's client listener is the secure port (see
+        // `ServerConfig::client_listen_addr`), so no second listener here.
         let secure = match (config.tls.secure_client_port, &acceptor) {
-            (Some(port), Some(acceptor)) => {
+            (Some(port), Some(acceptor)) if !config.tls.tls_only => {
                 let ip = config
                     .tls
                     .secure_client_port_address
@@ -95,6 +97,7 @@ impl Ports {
             _ => None,
         };
         let plain = match acceptor {
+            Some(a) if config.tls.tls_only => net::tls::Port::Secure(a),
             Some(a) if config.tls.port_unification => net::tls::Port::Unified(a),
             _ => net::tls::Port::Plain,
         };

@@ -72,6 +72,10 @@ pub struct TlsConfig {
     /// `client.certReload`: the key and trust stores are read again when their files
     /// change (see `crate::tls::reload`).
     pub cert_reload: bool,
+    /// `secureClientPort` without `clientPort` (in zoo.cfg or on a member's `server.N`
+    /// line): the secure port is the only client port, as in ZooKeeper; no plain port
+    /// opens (see `ServerConfig::client_listen_addr`).
+    pub tls_only: bool,
     /// `secureClientPortAddress`; when absent, `clientPortAddress` (zlock's loopback
     /// default unless set; ZooKeeper binds every interface then).
     pub secure_client_port_address: Option<IpAddr>,
@@ -115,6 +119,7 @@ impl Default for TlsConfig {
             secure_client_port_address: None,
             port_unification: false,
             cert_reload: false,
+            tls_only: false,
             key_store: StoreConfig::default(),
             trust_store: StoreConfig::default(),
             quorum_key_store: StoreConfig::default(),
@@ -286,11 +291,6 @@ pub enum TlsSetupError {
     NoQuorumStore,
     #[error("no suite given for {0:?}, which is enabled")]
     NoSuiteFor(Protocol),
-    #[error(
-        "zlock does not serve TLS alone yet: set clientPort too (both are served; keep \
-         the plain one on loopback with clientPortAddress=127.0.0.1)"
-    )]
-    NoPlainPort,
 }
 
 fn unimplemented_key() -> String {

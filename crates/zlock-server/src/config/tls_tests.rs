@@ -21,6 +21,19 @@ fn refused(text: &str, key: &str) -> String {
 }
 
 #[test]
+fn a_secure_port_without_a_client_port_is_the_only_client_port() {
+    let c = apply(
+        "secureClientPort=2281\nssl.keyStore.location=/s.pem\nssl.trustStore.location=/c.pem\n",
+    )
+    .unwrap();
+    assert!(c.tls.tls_only);
+    assert_eq!(c.client_listen_addr(), ([127, 0, 0, 1], 2281).into());
+    let c = apply(BASE).unwrap();
+    assert!(!c.tls.tls_only, "clientPort given: both are served");
+    assert_eq!(c.client_listen_addr().port(), 2181);
+}
+
+#[test]
 fn off_by_default_and_on_with_secure_client_port() {
     let c = apply("clientPort=2181\n").unwrap();
     assert!(!c.tls.enabled());
@@ -185,7 +198,7 @@ fn tls_keys_zlock_does_not_implement_stop_the_start() {
 }
 
 #[test]
-fn a_secure_port_needs_its_stores_and_a_plain_port() {
+fn a_secure_port_needs_its_stores() {
     refused(
         "clientPort=2181\nsecureClientPort=2281\nssl.trustStore.location=/ca.pem\n",
         "ssl.keyStore.location",
@@ -200,10 +213,6 @@ fn a_secure_port_needs_its_stores_and_a_plain_port() {
          ssl.clientAuth=none\n",
     )
     .unwrap();
-    refused(
-        "secureClientPort=2281\nssl.keyStore.location=/s.pem\nssl.trustStore.location=/c.pem\n",
-        "secureClientPort",
-    );
     refused(&format!("{BASE}ssl.clientAuth=maybe\n"), "ssl.clientAuth");
     refused(&format!("{BASE}secureClientPort=x\n"), "secureClientPort");
 }

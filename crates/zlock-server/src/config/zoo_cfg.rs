@@ -301,11 +301,8 @@ impl ServerConfig {
             .iter()
             .any(|(_, m)| m.client.is_some());
         let secure = self.tls.secure_client_port.is_some();
-        if secure && !client_port_given && !member_client_ports {
-            // ZooKeeper then serves TLS only; zlock always has its plain port, which
-            // must not open at its default unasked.
-            return Err(tls("secureClientPort", TlsSetupError::NoPlainPort));
-        }
+        // ZooKeeper then serves TLS only: no plain port opens at its default unasked.
+        self.tls.tls_only = secure && !client_port_given && !member_client_ports;
         self.validate()?;
         Ok(ignored)
     }

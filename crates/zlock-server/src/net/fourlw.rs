@@ -96,7 +96,14 @@ fn local(word: &str, cfg: &ServerConfig) -> Option<String> {
         "isro" => "rw".into(),
         "conf" => {
             let mut s = String::new();
-            let _ = writeln!(s, "clientPort={}", cfg.client_port);
+            // As ZooKeeper's dumpConf: -1 for a port that is not served.
+            let plain = match cfg.tls.tls_only {
+                true => -1,
+                false => i32::from(cfg.client_port),
+            };
+            let secure = cfg.tls.secure_client_port.map_or(-1, i32::from);
+            let _ = writeln!(s, "clientPort={plain}");
+            let _ = writeln!(s, "secureClientPort={secure}");
             let _ = writeln!(s, "clientPortAddress={}", cfg.client_port_address);
             let _ = writeln!(s, "dataDir={}", cfg.data_dir.display());
             let _ = writeln!(s, "dataLogDir={}", cfg.wal_dir().display());

@@ -182,6 +182,51 @@ async fn plain_clients_garbage_and_stalled_handshakes_are_closed_cleanly() {
     expect_closed(&mut stalled, "a handshake that never starts").await;
 }
 
+/// `secureClientPort` without `clientPort`: TLS only, as ZooKeeper serves it. kazoo
+/// over TLS works; a plain client on that port is closed; `conf` (over TLS) says
+/// `clientPort=-1`, as ZooKeeper's does for a port it does not serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secure_port_alone_serves_tls_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let server = support::start_tls_only(&pki.pem_stores());
+    let (pki_ref, server_ref) = (&pki, &server);
+    let alice = tokio::task::block_in_place(|| {
+        connect(
+            &py,
+            pki_ref,
+            server_ref,
+            serde_json::json!({"who": "alice"}),
+        )
+    });
+    assert_eq!(
+        alice,
+        "connected\nwhoami ip:127.0.0.1 x509:CN=alice,O=zlock\n"
+    );
+    let mut plain = TcpStream::connect(server.secure).await.unwrap();
+    send_bytes(&mut plain, &connect_frame(30_000))
+        .await
+        .unwrap();
+    expect_closed(&mut plain, "a plain client on the only (TLS) port").await;
+
+    let mut tls = support::tls_stream(&pki, server.secure, "alice").await;
+    tls.write_all(b"conf").await.unwrap();
+    tls.flush().await.unwrap();
+    let mut conf = String::new();
+    tokio::time::timeout(STUCK, tls.read_to_string(&mut conf))
+        .await
+        .expect("conf answered")
+        .ok();
+    assert!(conf.contains("clientPort=-1\n"), "{conf}");
+    assert!(
+        conf.contains(&format!("secureClientPort={}\n", server.secure.port())),
+        "{conf}"
+    );
+}
+
 #[test]
 fn tls_keys_zlock_does_not_implement_stop_the_start() {
     let pki = Pki::make();

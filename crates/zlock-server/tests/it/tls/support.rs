@@ -210,6 +210,52 @@ pub struct Server {
 enum Running {
     Zlock(#[allow(dead_code)] ChildServer),
     ZooKeeper(#[allow(dead_code)] ZooKeeper),
+    Process(std::process::Child),
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Running::Process(c) = self {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// zlock on a zoo.cfg with `secureClientPort` and no `clientPort` (nor `--port`): TLS
+/// is the only way in. [`Server::plain`] is the secure port too.
+pub fn start_tls_only(keys: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let cfg = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}
+secureClientPort={}
+4lw.commands.whitelist=*
+{keys}",
+            dir.path().join("data").display(),
+            secure.port()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(zlock_bin().unwrap())
+        .args(["server", "--config"])
+        .arg(&cfg)
+        .env("ZLOCK_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let running = Running::Process(child);
+    zlock_testkit::wait_for_port(secure, Duration::from_secs(60)).unwrap();
+    Server {
+        plain: secure,
+        _child: running,
+        secure,
+        _dir: dir,
+    }
 }
 
 /// Apache ZooKeeper 3.8 on the same TLS keys as [`start`] gives zlock: the same
@@ -345,9 +391,27 @@ pub async fn rust_client(
     addr: SocketAddr,
     who: &str,
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tls_stream(pki, addr, who).await;
+    s.write_all(&connect_frame(30_000)).await.unwrap();
+    s.flush().await.unwrap();
+    let body = tokio::time::timeout(STUCK, read_frame(&mut s))
+        .await
+        .expect("no handshake reply")
+        .unwrap();
+    let resp = ConnectResponse::decode(&mut Reader::new(&body)).unwrap();
+    assert!(resp.time_out > 0, "session refused");
+    s
+}
+
+/// A TLS connection to `addr` as `who`, the handshake done, nothing sent yet.
+pub async fn tls_stream(
+    pki: &Pki,
+    addr: SocketAddr,
+    who: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-    use tokio::io::AsyncWriteExt;
 
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(pki.path("ca.pem")).unwrap() {
@@ -368,14 +432,5 @@ pub async fn rust_client(
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
     let tcp = TcpStream::connect(addr).await.unwrap();
     let name = ServerName::IpAddress(addr.ip().into());
-    let mut s = connector.connect(name, tcp).await.unwrap();
-    s.write_all(&connect_frame(30_000)).await.unwrap();
-    s.flush().await.unwrap();
-    let body = tokio::time::timeout(STUCK, read_frame(&mut s))
-        .await
-        .expect("no handshake reply")
-        .unwrap();
-    let resp = ConnectResponse::decode(&mut Reader::new(&body)).unwrap();
-    assert!(resp.time_out > 0, "session refused");
-    s
+    connector.connect(name, tcp).await.unwrap()
 }
