@@ -304,6 +304,7 @@ impl ServerArgs {
         if let Some(v) = self.metrics_port {
             c.metrics.enabled = true;
             c.metrics.http_port = v;
+            c.metrics.plain_http = true;
         }
         if let Some(v) = self.metrics_host {
             c.metrics.http_host = v;

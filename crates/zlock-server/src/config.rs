@@ -70,7 +70,7 @@ pub use ensemble::{
 };
 use ensemble::{member, read_dynamic};
 pub use error::ConfigError;
-pub use metrics::{MetricsConfig, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
+pub use metrics::{MetricsConfig, MetricsTls, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
 pub use quorum_tls::QuorumTls;
 pub use tls::{
     location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,

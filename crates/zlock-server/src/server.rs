@@ -32,8 +32,9 @@ use crate::{admin, clock, commit, ensemble, metrics, net, pipeline, recovery, tl
 
 /// The ports bound before anything starts.
 pub(crate) struct Ports {
-    /// The metrics endpoint's port and registry (the server's timings live in it).
-    pub metrics: Option<(TcpListener, Arc<metrics::Registry>)>,
+    /// The metrics endpoint's ports (plain HTTP, HTTPS, or one for both) and registry
+    /// (the server's timings live in it).
+    pub metrics: Option<(MetricsPorts, Arc<metrics::Registry>)>,
     pub admin: Option<(TcpListener, Option<crate::http::Https>)>,
     /// `secureClientPort`'s listener, with its TLS acceptor.
     pub secure: Option<(TcpListener, tls::reload::Acceptor)>,
@@ -53,12 +54,10 @@ impl Ports {
     }
 
     pub async fn bind(config: &ServerConfig) -> Result<Ports, ServerError> {
-        let metrics = listen(
-            config.metrics.enabled,
-            SocketAddr::new(config.metrics.http_host, config.metrics.http_port),
-        )
-        .await?
-        .zip(metrics::registry(&config.metrics));
+        let metrics = match config.metrics.enabled {
+            true => Some(metrics_ports(config).await?).zip(metrics::registry(&config.metrics)),
+            false => None,
+        };
         let admin = listen(
             config.admin.enabled,
             SocketAddr::new(config.admin.server_address, config.admin.server_port),
@@ -112,6 +111,45 @@ impl Ports {
             links,
         })
     }
+}
+
+/// The metrics endpoint's listeners, each with its HTTPS if it has one.
+type MetricsPorts = Vec<(TcpListener, Option<crate::http::Https>)>;
+
+/// Binds the metrics endpoint's ports: `httpPort` (plain), `httpsPort` (HTTPS, its
+/// stores read now so a bad one stops the start), or one port for both when they are
+/// the same (ZooKeeper 3.9's unified connector).
+async fn metrics_ports(config: &ServerConfig) -> Result<MetricsPorts, ServerError> {
+    let m = &config.metrics;
+    let at = |port| SocketAddr::new(m.http_host, port);
+    let https = match m.https_port {
+        Some(port) => Some((
+            port,
+            crate::http::Https {
+                acceptor: tokio_rustls::TlsAcceptor::from(tls::metrics_config(&m.tls)?),
+                unified: false,
+                tls: Arc::new(config.tls.clone()),
+            },
+        )),
+        None => None,
+    };
+    let plain = m.plain_http.then_some(m.http_port);
+    let mut ports = Vec::new();
+    match (plain, https) {
+        (Some(p), Some((q, mut h))) if p == q => {
+            h.unified = true;
+            ports.extend(listen(true, at(p)).await?.map(|l| (l, Some(h))));
+        }
+        (plain, https) => {
+            if let Some(p) = plain {
+                ports.extend(listen(true, at(p)).await?.map(|l| (l, None)));
+            }
+            if let Some((q, h)) = https {
+                ports.extend(listen(true, at(q)).await?.map(|l| (l, Some(h))));
+            }
+        }
+    }
+    Ok(ports)
 }
 
 async fn listen(enabled: bool, addr: SocketAddr) -> Result<Option<TcpListener>, ServerError> {
@@ -363,9 +401,16 @@ impl Running {
         let plain =
             net::listener::accept_loop(listener, held, shared, stopping.clone(), ports.plain);
         tasks.push(tokio::spawn(plain));
-        if let Some((listener, registry)) = ports.metrics {
-            if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, "serving Prometheus metrics at /metrics");
+        if let Some((listeners, registry)) = ports.metrics {
+            for (listener, https) in &listeners {
+                if let Ok(addr) = listener.local_addr() {
+                    let scheme = match https {
+                        None => "http",
+                        Some(h) if h.unified => "http and https",
+                        Some(_) => "https",
+                    };
+                    tracing::info!(%addr, scheme, "serving Prometheus metrics at /metrics");
+                }
             }
             let ctx = metrics::http::Context {
                 registry,
@@ -373,7 +418,7 @@ impl Running {
                 commit: p.items.clone(),
             };
             tasks.push(tokio::spawn(metrics::serve(
-                listener,
+                listeners,
                 ctx,
                 stopping.clone(),
             )));

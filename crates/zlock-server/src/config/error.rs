@@ -31,6 +31,14 @@ pub enum ConfigError {
         key: &'static str,
         problem: TlsSetupError,
     },
+    /// Metrics endpoint keys that do not fit together (its HTTPS); `key` is the one
+    /// to change.
+    #[error("{}: {key}: {problem}", .path.display())]
+    Metrics {
+        path: PathBuf,
+        key: &'static str,
+        problem: String,
+    },
     #[error("minSessionTimeout ({min} ms) is greater than maxSessionTimeout ({max} ms)")]
     SessionTimeouts { min: u64, max: u64 },
     /// A `server.N` line that does not parse.

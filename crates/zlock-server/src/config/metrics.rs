@@ -22,10 +22,16 @@
 //!   serves loopback only; `metricsProvider.httpHost=0.0.0.0` restores ZooKeeper's
 //!   behaviour (and Prometheus's `up == 0` tells at once if it was forgotten).
 //! - `httpPort`: default 7000. 0 picks a free port (tests).
-//! - `httpsPort` (ZooKeeper 3.9's HTTPS connector) stops the start unless it is -1
-//!   (off): zlock's endpoint has no HTTPS yet, and an operator who asks for it must not
-//!   get plain HTTP unknowingly. The `ssl.*` keys of that connector mean nothing
-//!   without it and are read and ignored.
+//! - `httpsPort` (ZooKeeper 3.9's HTTPS connector): `/metrics` over HTTPS there too,
+//!   with the connector's keys: `ssl.keyStore.location` / `.password` / `.type` (required),
+//!   `ssl.trustStore.location` / `.password` / `.type`, `ssl.need.client.auth` and
+//!   `ssl.want.client.auth` (both default **true**, ZooKeeper's "secure default": a
+//!   scraper must show a certificate the trust store signed), `ssl.enabledProtocols`,
+//!   `ssl.ciphersuites`. As in ZooKeeper: `httpsPort` equal to `httpPort` is one port
+//!   serving both (told apart by the first byte); `httpsPort` alone serves HTTPS only
+//!   (`httpPort` unset, or -1). One difference: ZooKeeper 3.9 given two different ports
+//!   keeps only the HTTPS connector (its code replaces one by the other); zlock serves
+//!   both, as the keys say. Any other `ssl.*` key is refused, naming it.
 //! - `exportJvmInfo` and the worker-pool keys are read and ignored: there is no JVM,
 //!   and zlock's exposition has no worker pool (a summary's observation is a lock-free
 //!   append, see `crate::metrics`).
@@ -33,6 +39,8 @@
 //! Off unless `className` (or the `--metrics-port` flag) turns it on, as in ZooKeeper.
 
 use std::net::IpAddr;
+
+use super::tls::{boolean, protocols, suites, Protocol, StoreConfig};
 
 /// The Prometheus provider's class name in ZooKeeper 3.6+.
 pub const PROMETHEUS_CLASS: &str =
@@ -56,6 +64,43 @@ pub struct MetricsConfig {
     pub http_host: IpAddr,
     /// `metricsProvider.httpPort`. Default 7000, as in ZooKeeper.
     pub http_port: u16,
+    /// Plain HTTP is served on `http_port`: false with `httpPort=-1`, or with
+    /// `httpsPort` and no `httpPort` (see [`MetricsConfig::finish`]).
+    pub plain_http: bool,
+    /// `metricsProvider.httpsPort`: HTTPS there (with `http_port`, one port for both).
+    pub https_port: Option<u16>,
+    /// The HTTPS connector's `ssl.*` keys.
+    pub tls: MetricsTls,
+    /// `httpPort` was written (not the default).
+    http_port_given: bool,
+}
+
+/// The metrics endpoint's HTTPS (`metricsProvider.ssl.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsTls {
+    pub key_store: StoreConfig,
+    pub trust_store: StoreConfig,
+    /// `ssl.need.client.auth`: default true, as ZooKeeper's.
+    pub need_client_auth: bool,
+    /// `ssl.want.client.auth`: default true, as ZooKeeper's.
+    pub want_client_auth: bool,
+    /// `ssl.enabledProtocols`; default TLSv1.3 and TLSv1.2.
+    pub protocols: Vec<Protocol>,
+    /// `ssl.ciphersuites`; empty: rustls's.
+    pub cipher_suites: Vec<String>,
+}
+
+impl Default for MetricsTls {
+    fn default() -> Self {
+        MetricsTls {
+            key_store: StoreConfig::default(),
+            trust_store: StoreConfig::default(),
+            need_client_auth: true,
+            want_client_auth: true,
+            protocols: vec![Protocol::Tls13, Protocol::Tls12],
+            cipher_suites: Vec::new(),
+        }
+    }
 }
 
 impl Default for MetricsConfig {
@@ -64,6 +109,10 @@ impl Default for MetricsConfig {
             enabled: false,
             http_host: IpAddr::from([127, 0, 0, 1]),
             http_port: 7000,
+            plain_http: true,
+            https_port: None,
+            tls: MetricsTls::default(),
+            http_port_given: false,
         }
     }
 }
@@ -100,27 +149,77 @@ impl MetricsConfig {
                     .map_err(|_| "expected an IP address (0.0.0.0 for every interface)")?;
             }
             "httpPort" => {
-                self.http_port = value.parse().map_err(|_| "expected a port number")?;
+                self.http_port_given = true;
+                match value.trim() {
+                    "-1" => self.plain_http = false,
+                    v => {
+                        self.http_port = v.parse().map_err(|_| "expected a port number")?;
+                        self.plain_http = true;
+                    }
+                }
             }
             "exportJvmInfo" | "numWorkerThreads" | "maxQueueSize" | "workerShutdownTimeoutMs" => {
                 return Ok(Applied::NotApplicable)
             }
-            // ZooKeeper 3.9's HTTPS connector: refused rather than ignored, so that asking
-            // for HTTPS never gets plain HTTP unknowingly (-1 is ZooKeeper's "off").
+            // ZooKeeper 3.9's HTTPS connector (-1 is its "off").
             "httpsPort" => {
-                return match value.trim() {
-                    "-1" => Ok(Applied::NotApplicable),
-                    _ => Err("zlock's metrics endpoint has no HTTPS yet: remove the key \
-                              (the endpoint serves plain HTTP, on loopback unless httpHost \
-                              says otherwise; the admin server has HTTPS)"
-                        .into()),
+                self.https_port = match value.trim() {
+                    "-1" => None,
+                    v => Some(v.parse().map_err(|_| "expected a port number, or -1")?),
                 };
             }
-            // Its stores, read by ZooKeeper only with httpsPort.
-            k if k.starts_with("ssl.") => return Ok(Applied::NotApplicable),
-            _ => return Ok(Applied::Unknown),
+            "ssl.need.client.auth" => self.tls.need_client_auth = boolean(value)?,
+            "ssl.want.client.auth" => self.tls.want_client_auth = boolean(value)?,
+            "ssl.enabledProtocols" => self.tls.protocols = protocols(value)?,
+            "ssl.ciphersuites" => self.tls.cipher_suites = suites(value)?,
+            k => {
+                let store = |k: &str, prefix: &str| k.strip_prefix(prefix).map(str::to_owned);
+                // ZooKeeper's connector reads location, password and type only.
+                let field_ok = |f: &str| matches!(f, "location" | "password" | "type");
+                if let Some(f) = store(k, "ssl.keyStore.").filter(|f| field_ok(f)) {
+                    self.tls.key_store.apply(&f, value)?;
+                } else if let Some(f) = store(k, "ssl.trustStore.").filter(|f| field_ok(f)) {
+                    self.tls.trust_store.apply(&f, value)?;
+                } else if k.starts_with("ssl.") {
+                    return Err("not a key of the metrics endpoint's HTTPS (it reads \
+                                ssl.keyStore.{location,password,type}, \
+                                ssl.trustStore.{location,password,type}, \
+                                ssl.need.client.auth, ssl.want.client.auth, \
+                                ssl.enabledProtocols, ssl.ciphersuites)"
+                        .into());
+                } else {
+                    return Ok(Applied::Unknown);
+                }
+            }
         }
         Ok(Applied::Set)
+    }
+
+    /// Settles what the keys mean together, once all are read: `httpsPort` without
+    /// `httpPort` serves HTTPS only; HTTPS needs a key store, and a trust store when it
+    /// needs client certificates. `Err`: (key, why).
+    pub(crate) fn finish(&mut self) -> Result<(), (&'static str, String)> {
+        if self.https_port.is_none() {
+            return Ok(());
+        }
+        if !self.http_port_given {
+            self.plain_http = false;
+        }
+        if self.tls.key_store.location.is_none() {
+            return Err((
+                "metricsProvider.httpsPort",
+                "HTTPS needs metricsProvider.ssl.keyStore.location".into(),
+            ));
+        }
+        if self.tls.need_client_auth && self.tls.trust_store.location.is_none() {
+            return Err((
+                "metricsProvider.ssl.need.client.auth",
+                "true (the default) needs metricsProvider.ssl.trustStore.location, or set \
+                 it false"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -129,17 +228,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn https_is_refused_unless_off() {
+    fn https_keys_as_zookeeper_39_reads_them() {
         let mut m = MetricsConfig::default();
-        assert!(m
-            .apply("httpsPort", "7443")
-            .unwrap_err()
-            .contains("no HTTPS"));
-        assert_eq!(m.apply("httpsPort", "-1"), Ok(Applied::NotApplicable));
-        assert_eq!(
-            m.apply("ssl.keyStore.location", "/k.pem"),
-            Ok(Applied::NotApplicable)
-        );
+        assert_eq!(m.apply("httpsPort", "-1"), Ok(Applied::Set));
+        assert_eq!(m.https_port, None);
+        m.finish().unwrap();
+        assert!(m.plain_http, "no HTTPS: plain as before");
+
+        // httpsPort alone: HTTPS only, a client certificate needed by default.
+        let mut m = MetricsConfig::default();
+        m.apply("httpsPort", "7443").unwrap();
+        m.apply("ssl.keyStore.location", "/k.pem").unwrap();
+        assert!(m.finish().unwrap_err().0.contains("need.client.auth"));
+        m.apply("ssl.trustStore.location", "/ca.p12").unwrap();
+        m.apply("ssl.trustStore.password", "pw").unwrap();
+        m.apply("ssl.trustStore.type", "PKCS12").unwrap();
+        m.apply("ssl.enabledProtocols", "TLSv1.3").unwrap();
+        m.apply("ssl.ciphersuites", "TLS_AES_128_GCM_SHA256")
+            .unwrap();
+        m.finish().unwrap();
+        assert_eq!(m.https_port, Some(7443));
+        assert!(!m.plain_http, "httpsPort without httpPort: HTTPS only");
+        assert!(m.tls.need_client_auth && m.tls.want_client_auth);
+        assert_eq!(m.tls.protocols, [Protocol::Tls13]);
+
+        // Both, one port; client certificates off.
+        let mut m = MetricsConfig::default();
+        m.apply("httpPort", "7000").unwrap();
+        m.apply("httpsPort", "7000").unwrap();
+        m.apply("ssl.need.client.auth", "false").unwrap();
+        assert_eq!(m.finish().unwrap_err().0, "metricsProvider.httpsPort");
+        m.apply("ssl.keyStore.location", "/k.pem").unwrap();
+        m.finish().unwrap();
+        assert!(m.plain_http && m.https_port == Some(7000));
+
+        let mut m = MetricsConfig::default();
+        m.apply("httpPort", "-1").unwrap();
+        assert!(!m.plain_http);
+        assert!(m.apply("ssl.keyStore.passwordPath", "/p").is_err());
+        assert!(m.apply("ssl.crl", "true").is_err());
+        assert!(m.apply("ssl.keyStore.type", "JKS").is_err());
+        assert!(m.apply("ssl.need.client.auth", "maybe").is_err());
+        assert!(m.apply("httpsPort", "x").is_err());
     }
 
     #[test]

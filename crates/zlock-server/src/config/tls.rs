@@ -164,6 +164,10 @@ pub enum Store {
     QuorumKey,
     /// `ssl.quorum.trustStore`.
     QuorumTrust,
+    /// `metricsProvider.ssl.keyStore` (the metrics endpoint's HTTPS).
+    MetricsKey,
+    /// `metricsProvider.ssl.trustStore`.
+    MetricsTrust,
 }
 
 impl Store {
@@ -174,6 +178,8 @@ impl Store {
             Store::Trust => "ssl.trustStore",
             Store::QuorumKey => "ssl.quorum.keyStore",
             Store::QuorumTrust => "ssl.quorum.trustStore",
+            Store::MetricsKey => "metricsProvider.ssl.keyStore",
+            Store::MetricsTrust => "metricsProvider.ssl.trustStore",
         }
     }
 
@@ -184,6 +190,8 @@ impl Store {
             Store::Trust => "ssl.trustStore.passwordPath",
             Store::QuorumKey => "ssl.quorum.keyStore.passwordPath",
             Store::QuorumTrust => "ssl.quorum.trustStore.passwordPath",
+            Store::MetricsKey => "metricsProvider.ssl.keyStore.passwordPath",
+            Store::MetricsTrust => "metricsProvider.ssl.trustStore.passwordPath",
         }
     }
 }
@@ -228,7 +236,7 @@ impl StoreConfig {
         Ok(Some(text.to_owned()))
     }
 
-    fn apply(&mut self, field: &str, v: &str) -> Result<(), String> {
+    pub(super) fn apply(&mut self, field: &str, v: &str) -> Result<(), String> {
         match field {
             "location" => self.location = Some(PathBuf::from(v)),
             "password" => self.password = Some(v.to_owned()),
@@ -543,5 +551,7 @@ pub fn location_key(store: Store) -> &'static str {
         Store::Trust => "ssl.trustStore.location",
         Store::QuorumKey => "ssl.quorum.keyStore.location",
         Store::QuorumTrust => "ssl.quorum.trustStore.location",
+        Store::MetricsKey => "metricsProvider.ssl.keyStore.location",
+        Store::MetricsTrust => "metricsProvider.ssl.trustStore.location",
     }
 }

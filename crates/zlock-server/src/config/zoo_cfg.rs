@@ -295,6 +295,13 @@ impl ServerConfig {
         self.tls
             .finish()
             .map_err(|(key, problem)| tls(key, problem))?;
+        self.metrics
+            .finish()
+            .map_err(|(key, problem)| ConfigError::Metrics {
+                path: path.to_owned(),
+                key,
+                problem,
+            })?;
         let member_client_ports = self
             .declared
             .members

@@ -38,7 +38,11 @@ pub(crate) struct Context {
 
 /// Serves `listener` until `shutdown` turns true; also drains the summaries every
 /// [`UPKEEP`].
-pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listeners: Vec<(TcpListener, Option<crate::http::Https>)>,
+    ctx: Context,
+    shutdown: watch::Receiver<bool>,
+) {
     let ctx = Arc::new(ctx);
     let registry = ctx.registry.clone();
     let upkeep = async move {
@@ -52,9 +56,19 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Context, shutdown: watch::
         let ctx = ctx.clone();
         async move { respond(req, &ctx).await }
     };
+    // Each port (plain HTTP, HTTPS, or one for both) until shutdown.
+    let ports = futures_util::future::join_all(listeners.into_iter().map(|(listener, https)| {
+        crate::http::serve(
+            listener,
+            "metrics",
+            respond.clone(),
+            https,
+            shutdown.clone(),
+        )
+    }));
     tokio::select! {
         _ = upkeep => {}
-        _ = crate::http::serve(listener, "metrics", respond, None, shutdown) => {}
+        _ = ports => {}
     }
 }
 

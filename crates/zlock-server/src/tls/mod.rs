@@ -106,6 +106,27 @@ pub(crate) fn admin_config(
     })
 }
 
+/// The metrics endpoint's HTTPS, as ZooKeeper 3.9's Prometheus provider sets up its
+/// Jetty connector: the `metricsProvider.ssl.*` stores; a client certificate required
+/// with `ssl.need.client.auth`, else asked for with `ssl.want.client.auth` (when there
+/// is a trust store to check it against).
+pub(crate) fn metrics_config(
+    m: &crate::config::MetricsTls,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let client_auth = match (m.need_client_auth, m.want_client_auth) {
+        (true, _) => ClientAuth::Need,
+        (false, true) if m.trust_store.location.is_some() => ClientAuth::Want,
+        _ => ClientAuth::None,
+    };
+    build(&Side {
+        key: (Store::MetricsKey, &m.key_store),
+        trust: (Store::MetricsTrust, &m.trust_store),
+        client_auth,
+        protocols: &m.protocols,
+        cipher_suites: &m.cipher_suites,
+    })
+}
+
 /// What one TLS listener is set up with.
 struct Side<'a> {
     key: (Store, &'a StoreConfig),

@@ -1,7 +1,8 @@
 //! The admin server over HTTPS (`admin.forceHttps`, `admin.portUnification`,
 //! `admin.needClientAuth`, the `ssl.quorum.*` stores, as ZooKeeper's Jetty serves it),
 //! with the commands' credentials (`zlock.adminAuthRequired`): digest over HTTPS, and
-//! `x509` from the client's certificate, checked against ALL on `/`.
+//! `x509` from the client's certificate, checked against ALL on `/`; and the metrics
+//! endpoint over HTTPS (`metricsProvider.httpsPort` and its `ssl.*` keys).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -228,4 +229,73 @@ async fn https_without_a_key_store_stops_the_start() {
         e.to_string().contains("ssl.quorum.keyStore.location"),
         "{e}"
     );
+}
+
+/// The metrics endpoint over HTTPS (ZooKeeper 3.9's `metricsProvider.httpsPort` and its
+/// `metricsProvider.ssl.*` keys): `httpsPort` alone serves HTTPS only, with a client
+/// certificate required by default (`ssl.need.client.auth`, true as in ZooKeeper).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_over_https_need_a_client_certificate_by_default() {
+    let pki = Pki::make().unwrap();
+    let port = zlock_testkit::free_port();
+    let s = TestServer::start_with(|cfg| {
+        cfg.metrics.enabled = true;
+        cfg.metrics.https_port = Some(port);
+        cfg.metrics.plain_http = false;
+        cfg.metrics.tls.key_store.location = Some(pki.path("server.pem"));
+        cfg.metrics.tls.trust_store.location = Some(pki.path("ca.pem"));
+    })
+    .await
+    .unwrap();
+    let m = SocketAddr::from(([127, 0, 0, 1], port));
+    let alice = Some(("alice.crt", "alice.key"));
+    assert_eq!(
+        https(&pki, m, "ca.pem", alice, "/metrics", None).await,
+        Ok(200)
+    );
+    let e = https(&pki, m, "ca.pem", None, "/metrics", None).await;
+    assert!(e.is_err(), "no client certificate: {e:?}");
+    let e = https(
+        &pki,
+        m,
+        "ca.pem",
+        Some(("mallory.crt", "mallory.key")),
+        "/metrics",
+        None,
+    )
+    .await;
+    assert!(e.is_err(), "a certificate of another CA: {e:?}");
+    assert!(
+        !plain(m, "/metrics").await.starts_with("HTTP/"),
+        "plain HTTP is not served on the HTTPS port"
+    );
+    s.stop().await.unwrap();
+}
+
+/// `httpsPort` equal to `httpPort`: one port, plain HTTP and HTTPS (ZooKeeper's unified
+/// connector); without client authentication asked, a scraper with no certificate is
+/// served over HTTPS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_on_one_port_for_http_and_https() {
+    let pki = Pki::make().unwrap();
+    let s = TestServer::start_with(|cfg| {
+        zlock_testkit::with_metrics(cfg);
+        cfg.metrics.https_port = Some(cfg.metrics.http_port);
+        cfg.metrics.tls.key_store.location = Some(pki.path("server.pem"));
+        cfg.metrics.tls.need_client_auth = false;
+        cfg.metrics.tls.want_client_auth = false;
+    })
+    .await
+    .unwrap();
+    let m = s.metrics_addr().unwrap();
+    assert!(
+        plain(m, "/metrics").await.starts_with("HTTP/1.1 200"),
+        "plain HTTP on the unified port"
+    );
+    assert_eq!(
+        https(&pki, m, "ca.pem", None, "/metrics", None).await,
+        Ok(200)
+    );
+    assert_eq!(https(&pki, m, "ca.pem", None, "/nope", None).await, Ok(404));
+    s.stop().await.unwrap();
 }
