@@ -385,7 +385,8 @@ async fn port_unification_serves_tls_and_plain_clients_on_the_plain_port() {
 
 /// Apache ZooKeeper 3.8's own Java client (zkCli's `ZooKeeperMain`, Netty, TLS 1.2,
 /// the server's address checked against its certificate) over TLS with PEM stores, as
-/// `CLIENT_JVMFLAGS` would configure zkCli: create, get, and whoami showing x509.
+/// `CLIENT_JVMFLAGS` would configure zkCli: create, get, and whoami showing x509;
+/// the same run against Apache ZooKeeper 3.8 on the same zoo.cfg lines answers the same.
 #[test]
 fn zookeepers_java_client_over_tls() {
     let Some(_) = require(Peer::ZooKeeper) else {
@@ -413,8 +414,10 @@ fn zookeepers_java_client_over_tls() {
         std::fs::read_to_string(pki.path("alice.key")).unwrap()
     );
     std::fs::write(pki.path("alice.pem"), alice).unwrap();
-    let server = start(&pki.pem_stores());
-    let zkcli = |args: &[&str]| {
+    // The same zoo.cfg lines for both: zkCli's answers compared after zlock's checks.
+    let zlock = start(&pki.pem_stores());
+    let zookeeper = support::start_zookeeper(&pki.pem_stores());
+    let zkcli = |server: &support::Server, args: &[&str]| {
         let mut cmd = Command::new("java");
         cmd.arg("-Dzookeeper.client.secure=true")
             .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
@@ -433,10 +436,33 @@ fn zookeepers_java_client_over_tls() {
         let (_, out, err) = run_bounded(cmd, Duration::from_secs(120));
         format!("{out}\n{err}")
     };
-    let out = zkcli(&["create", "/fromjava", "hello"]);
-    assert!(out.contains("Created /fromjava"), "{out}");
-    let out = zkcli(&["get", "/fromjava"]);
-    assert!(out.lines().any(|l| l == "hello"), "{out}");
-    let out = zkcli(&["whoami"]);
-    assert!(out.contains("x509: CN=alice,O=zlock"), "{out}");
+    let run = |server: &support::Server| -> Vec<String> {
+        let mut answers = Vec::new();
+        let out = zkcli(server, &["create", "/fromjava", "hello"]);
+        assert!(out.contains("Created /fromjava"), "{out}");
+        answers.push("Created /fromjava".to_owned());
+        let out = zkcli(server, &["get", "/fromjava"]);
+        assert!(out.lines().any(|l| l == "hello"), "{out}");
+        answers.push("hello".to_owned());
+        let out = zkcli(server, &["whoami"]);
+        let mut ids: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("ip: ") || l.starts_with("x509: "))
+            .map(str::to_owned)
+            .collect();
+        // ZooKeeper keeps a connection's identities in a hash set: no order.
+        ids.sort();
+        answers.extend(ids);
+        answers
+    };
+    let on_zlock = run(&zlock);
+    assert!(
+        on_zlock.iter().any(|l| l == "x509: CN=alice,O=zlock"),
+        "{on_zlock:?}"
+    );
+    assert_eq!(
+        run(&zookeeper),
+        on_zlock,
+        "zkCli over TLS: Apache ZooKeeper 3.8 and zlock on the same zoo.cfg lines"
+    );
 }
