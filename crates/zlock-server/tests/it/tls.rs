@@ -466,3 +466,88 @@ fn zookeepers_java_client_over_tls() {
         "zkCli over TLS: Apache ZooKeeper 3.8 and zlock on the same zoo.cfg lines"
     );
 }
+
+/// Expired certificates are refused at the handshake, both ways: a client whose
+/// certificate expired (its CA trusted), and a server whose certificate expired (a
+/// client trusting its CA does not connect). A valid pair from the same CA connects.
+#[test]
+fn expired_certificates_are_refused_both_ways() {
+    use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
+    let Some(py) = require(Peer::Kazoo) else {
+        return;
+    };
+    let pki = Pki::make();
+    let ca = zlock_testkit::pki::ca("expiry CA").unwrap();
+    std::fs::write(pki.path("expiry-ca.pem"), ca.pem()).unwrap();
+    // A certificate of the expiry CA: its file stem (and CN), names, usage, expired?
+    let make = |stem: &str, names: &[&str], usage, expired: bool| {
+        let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
+        p.distinguished_name = zlock_testkit::pki::subject(stem);
+        p.extended_key_usages = vec![usage];
+        if expired {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &ca).unwrap();
+        std::fs::write(pki.path(&format!("{stem}.crt")), cert.pem()).unwrap();
+        std::fs::write(pki.path(&format!("{stem}.key")), key.serialize_pem()).unwrap();
+        std::fs::write(
+            pki.path(&format!("{stem}.pem")),
+            format!("{}{}", cert.pem(), key.serialize_pem()),
+        )
+        .unwrap();
+    };
+    let server_names = ["localhost", "127.0.0.1"];
+    make(
+        "fresh-server",
+        &server_names,
+        ExtendedKeyUsagePurpose::ServerAuth,
+        false,
+    );
+    make(
+        "stale-server",
+        &server_names,
+        ExtendedKeyUsagePurpose::ServerAuth,
+        true,
+    );
+    make(
+        "fresh-client",
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+        false,
+    );
+    make(
+        "stale-client",
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+        true,
+    );
+    let as_client = |who: &str| {
+        serde_json::json!({
+            "who": who,
+            format!("{who}_cert"): pki.path(&format!("{who}.crt")),
+            format!("{who}_key"): pki.path(&format!("{who}.key")),
+            "client_ca": pki.path("expiry-ca.pem"),
+        })
+    };
+    let stores = |server: &str| {
+        format!(
+            "ssl.keyStore.location={}\nssl.trustStore.location={}\n",
+            pki.path(&format!("{server}.pem")).display(),
+            pki.path("expiry-ca.pem").display()
+        )
+    };
+
+    let server = start(&stores("fresh-server"));
+    let fresh = connect(&py, &pki, &server, as_client("fresh-client"));
+    assert!(fresh.starts_with("connected"), "a valid pair: {fresh}");
+    let stale = connect(&py, &pki, &server, as_client("stale-client"));
+    assert!(stale.starts_with("failed"), "an expired client: {stale}");
+    drop(server);
+
+    let server = start(&stores("stale-server"));
+    let out = connect(&py, &pki, &server, as_client("fresh-client"));
+    assert!(out.starts_with("failed"), "an expired server: {out}");
+}
