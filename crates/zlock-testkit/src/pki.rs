@@ -13,6 +13,7 @@
 //! | `member-misnamed.pem` | as `member.pem`, for `elsewhere.example` only |
 //! | `<who>.crt`, `<who>.key` | alice, bob, carol (test CA), mallory (other CA) |
 //! | `alice.p12` | alice's key, certificate and the CA's, PKCS12, password `alicepw` |
+//! | `alice-encrypted.key` | alice's key encrypted under `alicepw` ([`encrypted_pem_key`]) |
 //! | `trust.p12` | the test CA marked trusted (as keytool makes it), PKCS12, `trustpw` |
 
 use std::net::SocketAddr;
@@ -51,6 +52,22 @@ pub fn leaf(
     usage: ExtendedKeyUsagePurpose,
 ) -> anyhow::Result<(rcgen::Certificate, KeyPair)> {
     Ok(throwaway::leaf(issuer, subject(cn), names, usage)?)
+}
+
+/// A PKCS#8 key (DER) encrypted under `password`, in PEM (`ENCRYPTED PRIVATE KEY`):
+/// PBES2 with PBKDF2-SHA256 and AES-256-CBC, as `openssl pkcs8 -topk8 -v2 aes-256-cbc`
+/// writes it (with fewer PBKDF2 rounds, 2,048: a test's debug build decrypts it).
+pub fn encrypted_pem_key(der: &[u8], password: &str) -> anyhow::Result<String> {
+    let (salt, iv) = (rand::random::<[u8; 16]>(), rand::random::<[u8; 16]>());
+    let params = pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &salt, &iv)
+        .map_err(|e| anyhow::anyhow!("PBES2 parameters: {e}"))?;
+    let pem = pkcs8::PrivateKeyInfo::try_from(der)
+        .map_err(|e| anyhow::anyhow!("not a PKCS#8 key: {e}"))?
+        .encrypt_with_params(params, password)
+        .map_err(|e| anyhow::anyhow!("encrypting: {e}"))?
+        .to_pem("ENCRYPTED PRIVATE KEY", pkcs8::der::pem::LineEnding::LF)
+        .map_err(|e| anyhow::anyhow!("PEM: {e}"))?;
+    Ok(pem.to_string())
 }
 
 /// A PKCS12 store as keytool makes one: its entries, under `password`.
@@ -109,6 +126,10 @@ impl Pki {
             write(&format!("{who}.crt"), cert.pem())?;
             write(&format!("{who}.key"), key.serialize_pem())?;
             if who == "alice" {
+                write(
+                    "alice-encrypted.key",
+                    encrypted_pem_key(&key.serialize_der(), "alicepw")?,
+                )?;
                 let chain = PrivateKeyChain::new(
                     key.serialize_der(),
                     [2u8; 20],

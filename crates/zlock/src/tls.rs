@@ -47,10 +47,15 @@ pub struct TlsOptions {
     /// no certificate: a server with `ssl.clientAuth=need` (ZooKeeper's default) refuses
     /// the connection.
     pub cert: Option<PathBuf>,
-    /// The client's private key (PEM, unencrypted PKCS#8, PKCS#1 or SEC1). None with a
-    /// `cert`: the key is read from the certificate's file, as ZooKeeper's PEM key store
-    /// holds the chain and the key in one file.
+    /// The client's private key (PEM: PKCS#8, PKCS#1 or SEC1, or an encrypted PKCS#8
+    /// key with [`TlsOptions::key_password`]). None with a `cert`: the key is read from
+    /// the certificate's file, as ZooKeeper's PEM key store holds the chain and the key
+    /// in one file.
     pub key: Option<PathBuf>,
+    /// The password of an encrypted PEM key (`ENCRYPTED PRIVATE KEY`, PBES2, as
+    /// `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it); zkCli's
+    /// `zookeeper.ssl.keyStore.password` for a PEM key store.
+    pub key_password: Option<String>,
     /// PKCS12 trust stores: their certificates marked trusted (as keytool makes them)
     /// are trusted roots too.
     pub ca_pkcs12: Vec<Pkcs12Store>,
@@ -110,6 +115,12 @@ impl TlsOptions {
 
     /// Presents the certificate `cert` with the private key `key` (both PEM; the same
     /// file for both is fine).
+    /// The password of the client's encrypted PEM key.
+    pub fn key_password(mut self, password: &str) -> TlsOptions {
+        self.key_password = Some(password.to_owned());
+        self
+    }
+
     pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> TlsOptions {
         self.cert = Some(cert.into());
         self.key = Some(key.into());
@@ -156,8 +167,9 @@ impl TlsOptions {
                 let chain = zlock_keystore::pem_certificates(&read(cert)?)
                     .map_err(|e| TlsError::invalid(cert, e))?;
                 let key_path = key.as_ref().unwrap_or(cert);
-                let key = zlock_keystore::pem_key(&read(key_path)?)
-                    .map_err(|e| TlsError::invalid(key_path, e))?;
+                let key =
+                    zlock_keystore::pem_key_with(&read(key_path)?, self.key_password.as_deref())
+                        .map_err(|e| TlsError::invalid(key_path, e))?;
                 builder
                     .with_client_auth_cert(chain, key)
                     .map_err(|e| TlsError::invalid(key_path, e))?

@@ -98,7 +98,7 @@ impl TlsArgs {
         let mut tls = TlsOptions::default();
         match (&self.ca, store(TRUST_STORE, &props.trust_store)?) {
             (Some(ca), _) => tls.ca.push(ca.clone()),
-            (None, Some(Located::Pem(path))) => tls.ca.push(path),
+            (None, Some(Located::Pem(path, _))) => tls.ca.push(path),
             (None, Some(Located::Pkcs12(path, password))) => {
                 tls = tls.add_ca_pkcs12(path, &password)
             }
@@ -109,7 +109,10 @@ impl TlsArgs {
                 tls.cert = Some(cert.clone());
                 tls.key = self.key.clone();
             }
-            (None, Some(Located::Pem(path))) => tls.cert = Some(path),
+            (None, Some(Located::Pem(path, password))) => {
+                tls.cert = Some(path);
+                tls.key_password = password;
+            }
             (None, Some(Located::Pkcs12(path, password))) => {
                 tls = tls.client_pkcs12(path, &password)
             }
@@ -121,8 +124,9 @@ impl TlsArgs {
 
 /// A store of the properties file, by type.
 enum Located {
-    /// PEM: a trust store's certificates, or a key store's chain and key.
-    Pem(PathBuf),
+    /// PEM: a trust store's certificates, or a key store's chain and key (with the
+    /// password of an encrypted key, if given).
+    Pem(PathBuf, Option<String>),
     /// PKCS12 and its password.
     Pkcs12(PathBuf, String),
 }
@@ -134,17 +138,15 @@ fn store(prefix: &'static str, store: &StoreConfig) -> Result<Option<Located>, T
         return Ok(None);
     };
     let bad = |problem: String| TlsArgsError::Store { key, problem };
+    let password = store
+        .password()
+        .map_err(|e| bad(format!("reading its passwordPath: {e}")))?;
     match store.kind().map_err(|e| bad(e.to_string()))? {
-        StoreType::Pem => Ok(Some(Located::Pem(path.clone()))),
-        StoreType::Pkcs12 => {
-            let password = store
-                .password()
-                .map_err(|e| bad(format!("reading its passwordPath: {e}")))?;
-            Ok(Some(Located::Pkcs12(
-                path.clone(),
-                password.unwrap_or_default(),
-            )))
-        }
+        StoreType::Pem => Ok(Some(Located::Pem(path.clone(), password))),
+        StoreType::Pkcs12 => Ok(Some(Located::Pkcs12(
+            path.clone(),
+            password.unwrap_or_default(),
+        ))),
     }
 }
 
@@ -281,6 +283,16 @@ mod tests {
         let key_store = tls.client_pkcs12.unwrap();
         assert_eq!(key_store.path, PathBuf::from("/k/alice"));
         assert_eq!(key_store.password, "alicepw");
+        // A PEM key store's password is its encrypted key's.
+        let (_d, a) = args(
+            "zookeeper.client.secure=true\nzookeeper.ssl.trustStore.location=/k/ca.pem\n\
+             zookeeper.ssl.keyStore.location=/k/alice.pem\n\
+             zookeeper.ssl.keyStore.password=alicepw\n",
+            None,
+        );
+        let tls = a.options().unwrap().unwrap();
+        assert_eq!(tls.cert, Some(PathBuf::from("/k/alice.pem")));
+        assert_eq!(tls.key_password.as_deref(), Some("alicepw"));
         let (_d, a) = args(
             "zookeeper.client.secure=true\nzookeeper.ssl.trustStore.location=/k/t\n\
              zookeeper.ssl.trustStore.type=JKS\n",

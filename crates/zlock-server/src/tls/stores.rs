@@ -68,7 +68,10 @@ pub(crate) fn identity(store: Store, cfg: &StoreConfig) -> Result<Identity, TlsE
     let src = Source { store, path: &path };
     let bytes = src.read()?;
     match kind {
-        StoreType::Pem => zlock_keystore::pem_identity(&bytes),
+        // An encrypted PEM key is read with the store's password, as ZooKeeper does.
+        StoreType::Pem => {
+            zlock_keystore::pem_identity_with(&bytes, Some(&*password).filter(|p| !p.is_empty()))
+        }
         StoreType::Pkcs12 => zlock_keystore::pkcs12_identity(&bytes, &password),
     }
     .map_err(|p| src.bad(p))

@@ -166,6 +166,40 @@ async fn pkcs12_stores_serve_as_pem_files_do() {
     }
 }
 
+/// An encrypted PEM key (PBES2, as OpenSSL writes it) with its password; without the
+/// password, an error naming the file before any connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_key_is_read_with_its_password() {
+    let pki = Pki::make().unwrap();
+    let server = pki.start_server("server.pem").unwrap();
+    let addr = server.secure.to_string();
+    let key = pki.path("alice-encrypted.key");
+    let tls = TlsOptions::new(pki.path("ca.pem")).client_cert(pki.path("alice.crt"), &key);
+    let alice = connect_tls(&addr, tls.clone().key_password("alicepw"))
+        .await
+        .unwrap();
+    let only_alice = vec![Acl {
+        perms: perms::ALL,
+        id: Id::new("x509", "CN=alice,O=zlock"),
+    }];
+    alice
+        .create_with_acl("/enc", b"e", only_alice, CreateMode::Persistent)
+        .await
+        .unwrap();
+    assert_eq!(alice.get_data("/enc", false).await.unwrap().0, b"e");
+    alice.close().await.unwrap();
+    match connect_tls(&addr, tls).await {
+        Err(e @ Error::Tls(TlsError::Invalid { .. })) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("alice-encrypted.key") && text.contains("no password"),
+                "{text}"
+            );
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
 #[tokio::test]
 async fn unreadable_or_invalid_files_are_named_before_connecting() {
     let pki = Pki::make().unwrap();

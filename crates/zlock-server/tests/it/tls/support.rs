@@ -130,6 +130,13 @@ impl Pki {
             "server.pem",
             format!("{}{}", server.pem(), key.serialize_pem()).as_bytes(),
         );
+        // The same with the key encrypted under "serverpw".
+        let encrypted =
+            zlock_testkit::pki::encrypted_pem_key(&key.serialize_der(), "serverpw").unwrap();
+        write(
+            "server-encrypted.pem",
+            format!("{}{encrypted}", server.pem()).as_bytes(),
+        );
         let chain = PrivateKeyChain::new(
             key.serialize_der(),
             [1u8; 20],
