@@ -78,7 +78,7 @@ impl Ports {
         };
         // The stores are read now, so a bad one stops the start.
         let acceptor = match config.tls.enabled() {
-            true => Some(tls::reload::Acceptor::new(tls::server_config(&config.tls)?)),
+            true => Some(tls::reload::acceptor(tls::server_config(&config.tls)?)),
             false => None,
         };
         let reload = acceptor.clone().filter(|_| config.tls.cert_reload);
@@ -395,6 +395,18 @@ impl Running {
             tasks.push(tokio::spawn(tls::reload::watch_stores(
                 acceptor,
                 p.config.tls.clone(),
+                stopping.clone(),
+            )));
+        }
+        let q = &p.config.tls.quorum;
+        if q.enabled() && q.reload_cert_files {
+            let cfg = p.config.tls.clone();
+            let files = tls::reload::store_files(&[&cfg.quorum_key_store, &cfg.quorum_trust_store]);
+            let links = ports.links.clone();
+            tasks.push(tokio::spawn(tls::reload::watch_files(
+                "sslQuorumReloadCertFiles",
+                files,
+                move || links.reload(&cfg),
                 stopping.clone(),
             )));
         }

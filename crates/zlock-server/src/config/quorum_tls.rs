@@ -13,10 +13,11 @@
 //! `ssl.quorum.protocol`, `ssl.quorum.enabledProtocols`, `ssl.quorum.ciphersuites`,
 //! `ssl.quorum.handshakeDetectionTimeoutMillis` (as their client-port counterparts),
 //! `ssl.quorum.clientAuth=need` (the only mode: a member without a certificate the
-//! trust store vouches for is not one), `ssl.quorum.sslProvider`.
+//! trust store vouches for is not one), `ssl.quorum.sslProvider`,
+//! `sslQuorumReloadCertFiles` (the quorum stores read again when their files change,
+//! see `crate::tls::reload`).
 //!
-//! Refused, naming the key: `sslQuorumReloadCertFiles=true`,
-//! `ssl.quorum.clientHostnameVerification=true` (the accepting member checks the chain,
+//! Refused, naming the key: `ssl.quorum.clientHostnameVerification=true` (the accepting member checks the chain,
 //! not the connecting member's address: ZooKeeper checks that too while
 //! `hostnameVerification` is on, with reverse DNS; zlock looks nothing up, so a
 //! certificate that names only a host name could not be matched to an address),
@@ -51,6 +52,9 @@ pub struct QuorumTls {
     /// `ssl.quorum.handshakeDetectionTimeoutMillis`: how long an accepted member has to
     /// say whether it speaks TLS and to finish its handshake.
     pub handshake_timeout_ms: u64,
+    /// `sslQuorumReloadCertFiles`: the quorum stores are read again when their files
+    /// change; links made from then on use them.
+    pub reload_cert_files: bool,
     protocol: Option<Vec<Protocol>>,
     enabled_protocols: Option<Vec<Protocol>>,
 }
@@ -64,6 +68,7 @@ impl Default for QuorumTls {
             protocols: vec![Protocol::Tls13, Protocol::Tls12],
             cipher_suites: Vec::new(),
             handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+            reload_cert_files: false,
             protocol: None,
             enabled_protocols: None,
         }
@@ -89,11 +94,7 @@ impl QuorumTls {
             "sslQuorum" => return Some(boolean(v).map(|b| self.ssl_quorum = b)),
             "portUnification" => return Some(boolean(v).map(|b| self.port_unification = b)),
             "sslQuorumReloadCertFiles" => {
-                return Some(only_off(
-                    v,
-                    "zlock does not yet reload the members' certificate files while it \
-                     runs: restart each member to take new ones",
-                ))
+                return Some(boolean(v).map(|b| self.reload_cert_files = b))
             }
             _ => key.strip_prefix("ssl.quorum.")?,
         };

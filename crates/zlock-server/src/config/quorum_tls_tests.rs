@@ -40,7 +40,7 @@ fn every_quorum_key_is_read_with_or_without_the_zookeeper_prefix() {
          ssl.quorum.handshakeDetectionTimeoutMillis=900\nssl.quorum.clientAuth=NEED\n\
          ssl.quorum.clientHostnameVerification=false\nssl.quorum.allowReverseDnsLookup=false\n\
          ssl.quorum.crl=false\nssl.quorum.ocsp=false\nssl.quorum.sslProvider=JDK\n\
-         sslQuorumReloadCertFiles=false\nssl.quorum.keyStore.type=PEM\n"
+         sslQuorumReloadCertFiles=true\nssl.quorum.keyStore.type=PEM\n"
     ))
     .unwrap();
     let q = &c.tls.quorum;
@@ -49,6 +49,7 @@ fn every_quorum_key_is_read_with_or_without_the_zookeeper_prefix() {
     assert_eq!(q.protocols, [Protocol::Tls12], "enabledProtocols wins");
     assert_eq!(q.cipher_suites, ["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"]);
     assert_eq!(q.handshake_timeout_ms, 900);
+    assert!(q.reload_cert_files);
     assert_eq!(c.tls.quorum_key_store.kind(), Ok(StoreType::Pem));
     // The client port's settings are its own.
     assert!(!c.tls.enabled());
@@ -102,7 +103,6 @@ fn ssl_quorum_without_both_stores_is_refused_naming_the_missing_one() {
 #[test]
 fn quorum_settings_zlock_does_not_honour_stop_the_start_by_name() {
     for (line, why) in [
-        ("sslQuorumReloadCertFiles=true", "restart"),
         (
             "ssl.quorum.clientHostnameVerification=true",
             "not its address",

@@ -20,7 +20,7 @@
 //! zlock has one connection layer.
 //!
 //! Refused, stopping the start with the key named: every other TLS key
-//! (`sslQuorumReloadCertFiles=true`, the `ssl.quorum.*` keys
+//! (the `ssl.quorum.*` keys
 //! [`super::quorum_tls`] lists as refused, `ssl.crl=true`, `ssl.ocsp=true`,
 //! `ssl.context.supplier.class`, ...),
 //! a JKS or BCFKS store, a cipher suite rustls lacks, a protocol older than TLSv1.2,

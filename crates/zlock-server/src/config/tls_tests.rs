@@ -179,7 +179,6 @@ fn an_unknown_cipher_suite_is_refused_by_name() {
 #[test]
 fn tls_keys_zlock_does_not_implement_stop_the_start() {
     for line in [
-        "sslQuorumReloadCertFiles=true",
         "ssl.quorum.clientHostnameVerification=true",
         "zookeeper.ssl.quorum.context.supplier.class=com.example.Ctx",
         "ssl.crl=true",

@@ -1,6 +1,7 @@
-//! `client.certReload=true` (ZooKeeper 3.8.1's key): the client port's key and trust
-//! stores are read again when their files change, without a restart. New handshakes
-//! use the new certificates; connections already up keep theirs (and their sessions).
+//! Certificates read again while the server runs: `client.certReload=true` (ZooKeeper
+//! 3.8.1's key) for the client port's key and trust stores, `sslQuorumReloadCertFiles
+//! =true` for the members' (`ssl.quorum.*`). New handshakes use the new certificates;
+//! connections already up keep theirs (and their sessions, or their links).
 //!
 //! How a change is seen: every [`POLL`] the watcher reads the store files (and their
 //! password files) and compares their bytes with the last ones it built from. ZooKeeper
@@ -19,46 +20,63 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::config::TlsConfig;
+use super::TlsError;
+use crate::config::{StoreConfig, TlsConfig};
 
 /// How often the watcher reads the store files.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
 
-/// The client port's TLS acceptor, which the watcher may replace while it serves.
+/// A value a watcher may replace while others use it (a rustls acceptor or connector):
+/// each use takes the one in place at that moment.
 #[derive(Clone)]
-pub(crate) struct Acceptor(Arc<RwLock<TlsAcceptor>>);
+pub(crate) struct Swap<T>(Arc<RwLock<T>>);
 
-impl Acceptor {
-    pub fn new(config: Arc<rustls::ServerConfig>) -> Acceptor {
-        Acceptor(Arc::new(RwLock::new(TlsAcceptor::from(config))))
+impl<T: Clone> Swap<T> {
+    pub fn new(value: T) -> Swap<T> {
+        Swap(Arc::new(RwLock::new(value)))
     }
 
-    /// The acceptor for a handshake starting now.
-    pub fn current(&self) -> TlsAcceptor {
+    /// The value in place now.
+    pub fn current(&self) -> T {
         match self.0.read() {
-            Ok(a) => a.clone(),
+            Ok(v) => v.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    fn replace(&self, config: Arc<rustls::ServerConfig>) {
-        let next = TlsAcceptor::from(config);
+    pub fn replace(&self, value: T) {
         match self.0.write() {
-            Ok(mut a) => *a = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
+            Ok(mut v) => *v = value,
+            Err(poisoned) => *poisoned.into_inner() = value,
         }
     }
 }
 
-/// The files a client port's TLS is built from.
-fn watched(cfg: &TlsConfig) -> Vec<PathBuf> {
-    [&cfg.key_store, &cfg.trust_store]
-        .into_iter()
+/// A TLS port's acceptor, which a watcher may replace while it serves.
+pub(crate) type Acceptor = Swap<TlsAcceptor>;
+
+/// A dialling side's connector (a member's links), which a watcher may replace.
+pub(crate) type Connector = Swap<TlsConnector>;
+
+/// An acceptor for `config`.
+pub(crate) fn acceptor(config: Arc<rustls::ServerConfig>) -> Acceptor {
+    Swap::new(TlsAcceptor::from(config))
+}
+
+/// The files `stores` are built from: their locations and password files.
+pub(crate) fn store_files(stores: &[&StoreConfig]) -> Vec<PathBuf> {
+    stores
+        .iter()
         .flat_map(|s| [s.location.clone(), s.password_path.clone()])
         .flatten()
         .collect()
+}
+
+/// The client port's store files (`client.certReload`).
+pub(crate) fn client_files(cfg: &TlsConfig) -> Vec<PathBuf> {
+    store_files(&[&cfg.key_store, &cfg.trust_store])
 }
 
 /// The watched files' bytes (a missing or unreadable file reads as none).
@@ -66,14 +84,18 @@ fn read_all(files: &[PathBuf]) -> Vec<Option<Vec<u8>>> {
     files.iter().map(|f| std::fs::read(f).ok()).collect()
 }
 
-/// Rebuilds `acceptor` from `cfg`'s stores each time their files change, until
-/// `stopping` turns true. The caller built the first one from the same files.
-pub(crate) async fn watch_stores(
-    acceptor: Acceptor,
-    cfg: TlsConfig,
+/// Calls `rebuild` each time `files` change, until `stopping` turns true; `key` (the
+/// switch that asked for it) names the watcher in the log. The caller built the first
+/// configuration from the same files.
+pub(crate) async fn watch_files<F>(
+    key: &'static str,
+    files: Vec<PathBuf>,
+    rebuild: F,
     mut stopping: watch::Receiver<bool>,
-) {
-    let files = watched(&cfg);
+) where
+    F: Fn() -> Result<(), TlsError> + Send + Sync + 'static,
+{
+    let rebuild = Arc::new(rebuild);
     let read = {
         let files = files.clone();
         move || read_all(&files)
@@ -99,18 +121,32 @@ pub(crate) async fn watch_stores(
         }
         seen = now;
         let built = {
-            let cfg = cfg.clone();
-            tokio::task::spawn_blocking(move || super::server_config(&cfg)).await
+            let rebuild = rebuild.clone();
+            tokio::task::spawn_blocking(move || rebuild()).await
         };
         match built {
-            Ok(Ok(config)) => {
-                acceptor.replace(config);
-                tracing::info!(files = ?files, "client.certReload: the client port's certificates were read again; new connections use them");
+            Ok(Ok(())) => {
+                tracing::info!(key, files = ?files, "certificates read again; new connections use them");
             }
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "client.certReload: the changed stores do not build; the certificates in use stay");
+                tracing::warn!(key, error = %e, "the changed stores do not build; the certificates in use stay");
             }
             Err(_) => return,
         }
     }
+}
+
+/// `client.certReload`: rebuilds the client port's `acceptor` from `cfg`'s stores
+/// each time their files change, until `stopping` turns true.
+pub(crate) async fn watch_stores(
+    acceptor: Acceptor,
+    cfg: TlsConfig,
+    stopping: watch::Receiver<bool>,
+) {
+    let files = client_files(&cfg);
+    let rebuild = move || {
+        acceptor.replace(TlsAcceptor::from(super::server_config(&cfg)?));
+        Ok(())
+    };
+    watch_files("client.certReload", files, rebuild, stopping).await;
 }

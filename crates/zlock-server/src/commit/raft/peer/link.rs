@@ -24,6 +24,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::{TlsConnector, TlsStream};
 
 use crate::net::tls::{starts_tls, Port};
+use crate::tls::reload::{Connector, Swap};
 
 /// A connection to or from another member.
 pub enum Link {
@@ -135,7 +136,7 @@ delegate_write!(LinkWrite);
 pub struct Links {
     /// `sslQuorum`: dial over TLS, checking the dialled member's certificate against the
     /// trust store (and its name with `ssl.quorum.hostnameVerification`).
-    dial: Option<TlsConnector>,
+    dial: Option<Connector>,
     /// What the quorum port takes.
     accept: Port,
     /// How long an accepted connection has to show what it speaks and to finish its
@@ -196,9 +197,9 @@ impl Links {
         client: Arc<rustls::ClientConfig>,
         handshake: Duration,
     ) -> Links {
-        let acceptor = crate::tls::reload::Acceptor::new(server);
+        let acceptor = crate::tls::reload::acceptor(server);
         Links {
-            dial: ssl_quorum.then(|| TlsConnector::from(client)),
+            dial: ssl_quorum.then(|| Swap::new(TlsConnector::from(client))),
             accept: match (ssl_quorum, unified) {
                 (_, true) => Port::Unified(acceptor),
                 (true, false) => Port::Secure(acceptor),
@@ -207,6 +208,21 @@ impl Links {
             handshake,
             refusals: Arc::default(),
         }
+    }
+
+    /// `sslQuorumReloadCertFiles`: the links made from now on use `cfg`'s quorum stores
+    /// as they are now (both sides: the acceptor and the dialling connector); links up
+    /// keep theirs. The port's kind (TLS, plain, both) does not change.
+    pub fn reload(&self, cfg: &crate::config::TlsConfig) -> Result<(), crate::tls::TlsError> {
+        let server = crate::tls::quorum::server_config(cfg)?;
+        let client = crate::tls::quorum::client_config(cfg)?;
+        if let Port::Secure(a) | Port::Unified(a) = &self.accept {
+            a.replace(tokio_rustls::TlsAcceptor::from(server));
+        }
+        if let Some(d) = &self.dial {
+            d.replace(TlsConnector::from(client));
+        }
+        Ok(())
     }
 
     /// Connects to the member at `addr` (`host:port`, its `server.N` line's), over TLS
@@ -218,7 +234,7 @@ impl Links {
             .ok_or_else(|| LinkError::Unresolved { addr: addr.into() })?;
         let s = TcpStream::connect(to).await?;
         let _ = s.set_nodelay(true);
-        let Some(connector) = &self.dial else {
+        let Some(connector) = self.dial.as_ref().map(Swap::current) else {
             return Ok(Link::Plain(s));
         };
         let host = host_of(addr);

@@ -169,3 +169,48 @@ fn a_missing_store_is_named_with_its_file() {
     let e = crate::tls::quorum::server_config(&cfg).expect_err("refused");
     assert!(e.to_string().contains("absent.pem"), "{e}");
 }
+
+/// `sslQuorumReloadCertFiles`: a member's stores rewritten for another CA (its own
+/// certificate and its trust store) and [`Links::reload`]ed: from then on it takes
+/// only members of the new CA and dials with its new certificate; before, the other
+/// way round.
+#[tokio::test]
+async fn reloaded_stores_are_used_by_the_links_made_after() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    // A second directory: the same files, of new CAs ("member.pem" and "ca.pem"
+    // there: the renewal).
+    let next = tempfile::tempdir().unwrap();
+    certificates(next.path());
+    let live = dir.path().join("live");
+    std::fs::create_dir(&live).unwrap();
+    let copy = |from: &Path, file: &str, to: &str| {
+        std::fs::copy(from.join(file), live.join(to)).unwrap();
+    };
+    copy(dir.path(), "member.pem", "member.pem");
+    copy(dir.path(), "ca.pem", "ca.pem");
+    let cfg = config(&live, "member.pem", "sslQuorum=true\n");
+    let reloading = links(&cfg);
+    let at = member(reloading.clone()).await;
+    let old = links(&config(dir.path(), "member.pem", "sslQuorum=true\n"));
+    let new = links(&config(next.path(), "member.pem", "sslQuorum=true\n"));
+    assert!(talks(&old, &at).await, "the first CA's member, before");
+    assert!(!talks(&new, &at).await, "the new CA's member, before");
+
+    copy(next.path(), "member.pem", "member.pem");
+    copy(next.path(), "ca.pem", "ca.pem");
+    reloading.reload(&cfg).unwrap();
+    assert!(talks(&new, &at).await, "the new CA's member, after");
+    assert!(!talks(&old, &at).await, "the first CA's member, after");
+    // Dialling too: the new certificate is shown, the new CA trusted.
+    let to_new = member(new.clone()).await;
+    assert!(
+        talks(&reloading, &to_new).await,
+        "dialling the new CA's member"
+    );
+
+    // A store that does not build leaves the links as they are.
+    std::fs::write(live.join("member.pem"), "not a store").unwrap();
+    assert!(reloading.reload(&cfg).is_err());
+    assert!(talks(&new, &at).await, "still the new CA's");
+}
