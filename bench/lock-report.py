@@ -39,15 +39,20 @@ NAME = {
     "zk-tls": "ZooKeeper TLS",
     "zlock-ens-tls": "zlock ×3 TLS (native)",
     "zk-ens-tls": "ZooKeeper ×3 TLS",
+    "zk-netty": "ZooKeeper (Netty)",
+    "zk-ens-netty": "ZooKeeper ×3 (Netty)",
 }
 SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "combined", "zk": "ZK", "zk-combined": "ZK combined", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd",
          "zlock-ens": "zlock×3", "zlock-ens-reacquire": "combined×3", "zlock-ens-recipe": "zlock recipe×3", "zk-ens": "ZK×3", "etcd-ens": "etcd×3",
          "redis-repl": "Redis+replica", "zlock-tls": "zlock TLS", "zk-tls": "ZK TLS",
-         "zlock-ens-tls": "zlock×3 TLS", "zk-ens-tls": "ZK×3 TLS"}
+         "zlock-ens-tls": "zlock×3 TLS", "zk-ens-tls": "ZK×3 TLS", "zk-netty": "ZK Netty",
+         "zk-ens-netty": "ZK×3 Netty"}
 ENSEMBLE = [s for s in ("zlock-ens", "zlock-ens-reacquire", "zlock-ens-recipe", "zk-ens", "etcd-ens", "redis-repl",
-                         "zlock-ens-tls", "zk-ens-tls")]
+                         "zlock-ens-tls", "zk-ens-tls", "zk-ens-netty")]
 # The TLS systems and the plain ones they are measured against (the cost of TLS).
 TLS_OF = {"zlock-tls": "zlock", "zk-tls": "zk", "zlock-ens-tls": "zlock-ens", "zk-ens-tls": "zk-ens"}
+# ZooKeeper in plain text on the Netty factory its TLS needs (the control of zk-tls).
+NETTY_OF = {"zk-netty": "zk", "zk-ens-netty": "zk-ens"}
 TLS_STORES = ("TLS on the client port (`secureClientPort`, PEM stores, `ssl.clientAuth=need`; "
               "the bench's sessions present a client certificate; EC P-256 certificates made for the run)")
 ZLOCK_DURABLE = "WAL fdatasync before each reply (group commit); locks survive a crash and a restart"
@@ -73,6 +78,8 @@ DURABILITY = {
     "zk-tls": "as ZooKeeper",
     "zlock-ens-tls": "as zlock ×3",
     "zk-ens-tls": "as ZooKeeper ×3",
+    "zk-netty": "as ZooKeeper",
+    "zk-ens-netty": "as ZooKeeper ×3",
 }
 LOCK = {
     "zlock": "zlock client, `Mutex` on the native lock path: one request creates the node and "
@@ -104,6 +111,9 @@ LOCK = {
                      "the members (`sslQuorum=true`, `ssl.quorum.*` PEM stores)",
     "zk-ens-tls": "as ZooKeeper ×3, over " + TLS_STORES + " on every member (Netty), and TLS between "
                   "the members (`sslQuorum=true`, `ssl.quorum.*` PEM stores)",
+    "zk-netty": "as ZooKeeper, in plain text, on `serverCnxnFactory` Netty (the factory ZooKeeper TLS "
+                "needs; its default is NIO): the control that separates the cost of TLS from the factory's",
+    "zk-ens-netty": "as ZooKeeper ×3, in plain text, on Netty (as ZooKeeper (Netty))",
 }
 
 
@@ -256,7 +266,7 @@ def table(systems, ratios):
 
 STANDALONE = [s for s in SYSTEMS if s not in ENSEMBLE]
 ENS = [s for s in SYSTEMS if s in ENSEMBLE]
-others = [s for s in STANDALONE if not s.startswith("zlock") and s not in TLS_OF]
+others = [s for s in STANDALONE if not s.startswith("zlock") and s not in TLS_OF and s not in NETTY_OF]
 # Ratio columns: the native path against every peer, then the recipe against ZooKeeper.
 RATIOS = [("zlock", o) for o in others] if "zlock" in STANDALONE else []
 if "zlock-recipe" in SYSTEMS and "zk" in SYSTEMS:
@@ -402,8 +412,9 @@ def pct(r):
 
 
 tls_rows, tls_goal_parts = [], {"cost": [], "margin": []}
+NETTY_COLS = any(n in SYSTEMS for n in NETTY_OF)
 for setup, z, k in (("standalone", "zlock", "zk"), ("3 members", "zlock-ens", "zk-ens")):
-    zt, kt = z + "-tls", k + "-tls"
+    zt, kt, kn = z + "-tls", k + "-tls", k + "-netty"
     if zt not in SYSTEMS and kt not in SYSTEMS:
         continue
     for sc, path in THROUGHPUT:
@@ -413,17 +424,28 @@ for setup, z, k in (("standalone", "zlock", "zk"), ("3 members", "zlock-ens", "z
         cost_z, cost_k = times(zt, z, sc, path), times(kt, k, sc, path)
         lead_tls, lead_plain = times(zt, kt, sc, path), times(z, k, sc, path)
         kept = None if lead_tls is None or lead_plain is None else lead_tls / lead_plain
-        tls_rows.append(f"| {setup}, {label} | {pct(cost_z)} | {pct(cost_k)} | "
-                        f"{'n/a' if lead_tls is None else f'{lead_tls:.2f}x'} | "
-                        f"{'n/a' if lead_plain is None else f'{lead_plain:.2f}x'} | "
-                        f"{'n/a' if kept is None else f'{kept:.2f}'} |")
+        line = (f"| {setup}, {label} | {pct(cost_z)} | {pct(cost_k)} | "
+                f"{'n/a' if lead_tls is None else f'{lead_tls:.2f}x'} | "
+                f"{'n/a' if lead_plain is None else f'{lead_plain:.2f}x'} | "
+                f"{'n/a' if kept is None else f'{kept:.2f}'} |")
+        if NETTY_COLS:
+            # Against ZooKeeper in plain text on Netty: its TLS alone, and zlock's lead.
+            lead_netty = times(z, kn, sc, path)
+            kept_n = None if lead_tls is None or lead_netty is None else lead_tls / lead_netty
+            line += (f" {pct(times(kt, kn, sc, path))} | {pct(times(kn, k, sc, path))} | "
+                     f"{'n/a' if lead_netty is None else f'{lead_netty:.2f}x'} | "
+                     f"{'n/a' if kept_n is None else f'{kept_n:.2f}'} |")
+        tls_rows.append(line)
         if sc in "BD":
             tls_goal_parts["cost"].append((f"{setup} {sc}", cost_z, 0.85))
         tls_goal_parts["margin"].append((f"{setup} {sc}", kept, 1.0))
 if tls_rows:
-    tls_rows = ["| | zlock TLS / zlock plain | ZooKeeper TLS / ZooKeeper plain | zlock/ZK over TLS | "
-                "zlock/ZK plain | lead kept (TLS lead / plain lead) |",
-                "|---|---|---|---|---|---|"] + tls_rows
+    head = ("| | zlock TLS / zlock plain | ZooKeeper TLS / ZooKeeper plain | zlock/ZK over TLS | "
+            "zlock/ZK plain | lead kept (TLS lead / plain lead) |")
+    if NETTY_COLS:
+        head += (" ZooKeeper TLS / ZooKeeper plain on Netty | ZooKeeper plain: Netty / NIO | "
+                 "zlock/ZK plain on Netty | lead kept against ZK on Netty |")
+    tls_rows = [head, "|" + "---|" * (head.count("|") - 1)] + tls_rows
     if tls_goal_parts["cost"]:
         goals.append("- TLS and authentication, must-show 5: TLS costs zlock (native) under 15% on B and D "
                      "(zlock TLS / zlock plain at least 0.85x). This run: " + verdict(tls_goal_parts["cost"]))
@@ -617,7 +639,10 @@ if tls_rows:
               "`tls_evidence`): ZooKeeper's Netty listener `secure: true`, and for its ensemble `Using "
               "TLS encrypted quorum communication` and the members' TLS handshakes; zlock's members "
               "`links between members dial=\"tls\" accept=\"tls only\"`; zlock's and ZooKeeper's "
-              "client ports take only TLS clients with a certificate.")
+              "client ports take only TLS clients with a certificate."
+              + (" The last four columns take ZooKeeper in plain text on Netty (`zk-netty`, "
+                 "`zk-ens-netty`) as the baseline instead: the cost of ZooKeeper's TLS alone, what "
+                 "the factory changes, and zlock's lead against that baseline." if NETTY_COLS else ""))
     md.append("")
     md += tls_rows
     md.append("")

@@ -18,7 +18,10 @@
 #                              -ens-tls kinds TLS between members too (sslQuorum=true,
 #                              ssl.quorum.* PEM stores). SYS_HOSTS then names the secure
 #                              ports (the plain clientPort stays, on loopback, for srvr);
-#                              the certificates are made once per sys_init (sys_tls_certs)
+#                              the certificates are made once per sys_init (sys_tls_certs);
+#                              zk-netty  zk-ens-netty: ZooKeeper in plain text on the
+#                              NettyServerCnxnFactory the TLS kinds need (its default is NIO),
+#                              the TLS kinds' control
 #                              (redis-repl: a primary and one replica, both `appendonly yes`,
 #                              `appendfsync always`; SYS_HOSTS names the primary only)
 #                              (-ens: SYS_MEMBERS members, default 3). Sets, for NAME:
@@ -26,6 +29,8 @@
 #                                SYS_PORT[NAME]   the first member's client port (plain)
 #                                SYS_TLS[NAME]    1 for a TLS kind (SYS_KIND is then the
 #                                                 kind without -tls)
+#                                SYS_NETTY[NAME]  1 for ZooKeeper on Netty (the TLS kinds,
+#                                                 the -netty kinds; SYS_KIND without -netty)
 #                                SYS_DIR[NAME]    its directory (configs, data, logs)
 #                                SYS_PID[NAME.i]  member i's pid (i = 1..n; 1 when standalone)
 #                              Call it in the shell itself, not in $(...): stops `wait`
@@ -86,7 +91,7 @@
 SYS_LIB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SYS_WORK=""
 SYS_USED_PORTS=" "
-declare -gA SYS_KIND=() SYS_DIR=() SYS_HOSTS=() SYS_PORT=() SYS_PID=() SYS_N=() SYS_LOG=() SYS_TLS=()
+declare -gA SYS_KIND=() SYS_DIR=() SYS_HOSTS=() SYS_PORT=() SYS_PID=() SYS_N=() SYS_LOG=() SYS_TLS=() SYS_NETTY=()
 SYS_TLS_CA="" SYS_TLS_CERT="" SYS_TLS_KEY=""
 # Debian's libnetty-java: ZooKeeper's TLS client port needs NettyServerCnxnFactory
 # (crates/zlock-testkit/src/peers.rs, NETTY_JARS).
@@ -209,12 +214,14 @@ sys_start() { # name kind
     [[ -n "$SYS_WORK" ]] || { sys_log "sys_init first"; return 1; }
     d="$SYS_WORK/$name"
     mkdir -p "$d"
-    SYS_TLS[$name]=0
+    SYS_TLS[$name]=0 SYS_NETTY[$name]=0
     case $kind in
     zlock-tls | zk-tls | zlock-ens-tls | zk-ens-tls)
         SYS_TLS[$name]=1 kind=${kind%-tls}
+        [[ $kind != zk* ]] || SYS_NETTY[$name]=1
         sys_tls_certs || return 1
         ;;
+    zk-netty | zk-ens-netty) SYS_NETTY[$name]=1 kind=${kind%-netty} ;;
     esac
     SYS_KIND[$name]=$kind SYS_DIR[$name]=$d SYS_LOG[$name]=${SYS_LOG_PREFIX:-}
     SYS_NAMES+=("$name")
@@ -232,6 +239,8 @@ sys_start() { # name kind
             port=$(sys_free_port)
             sys_tls_cfg "$port" 0 >>"$d/zoo.cfg"
             hosts=("127.0.0.1:$port")
+        elif [[ ${SYS_NETTY[$name]} == 1 ]]; then
+            echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory" >>"$d/zoo.cfg"
         fi
         ;;
     zlock-ens | zk-ens)
@@ -239,6 +248,9 @@ sys_start() { # name kind
         {
             echo "initLimit=10"
             echo "syncLimit=5"
+            if [[ ${SYS_NETTY[$name]} == 1 && ${SYS_TLS[$name]} != 1 ]]; then
+                echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory"
+            fi
         } >>"$d/zoo.cfg"
         local observers=${SYS_OBSERVERS:-0} role
         for ((i = 1; i <= n; i++)); do
@@ -356,8 +368,8 @@ sys_spawn() { # name i
     local bin="${SYS_ZLOCK_BIN:-$SYS_LIB_ROOT/target/release/zlock}"
     local zkcp="${SYS_ZK_CLASSPATH:-/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar}"
     local extra=() jvm=() zlog="${SYS_ZLOCK_LOG:-warn}" cfg="$d/zoo.cfg"
+    [[ ${SYS_NETTY[$name]} != 1 ]] || zkcp="$zkcp:$SYS_NETTY_JARS"
     if [[ ${SYS_TLS[$name]} == 1 ]]; then
-        zkcp="$zkcp:$SYS_NETTY_JARS"
         # How the members link, at start (sys_tls_evidence).
         zlog="$zlog,zlock_server::ensemble=info"
         [[ ! -f "$d/m$i/zoo.cfg" ]] || cfg="$d/m$i/zoo.cfg"
