@@ -35,11 +35,26 @@ NAME = {
     "zk-ens": "ZooKeeper ×3",
     "etcd-ens": "etcd ×3",
     "redis-repl": "Redis + replica (AOF always, WAIT 1)",
+    "zlock-tls": "zlock TLS (native)",
+    "zk-tls": "ZooKeeper TLS",
+    "zlock-ens-tls": "zlock ×3 TLS (native)",
+    "zk-ens-tls": "ZooKeeper ×3 TLS",
+    "zk-netty": "ZooKeeper (Netty)",
+    "zk-ens-netty": "ZooKeeper ×3 (Netty)",
 }
 SHORT = {"zlock": "zlock", "zlock-recipe": "zlock recipe", "zlock-reacquire": "combined", "zk": "ZK", "zk-combined": "ZK combined", "redis": "Redis", "redis-aof": "Redis AOF", "etcd": "etcd",
          "zlock-ens": "zlock×3", "zlock-ens-reacquire": "combined×3", "zlock-ens-recipe": "zlock recipe×3", "zk-ens": "ZK×3", "etcd-ens": "etcd×3",
-         "redis-repl": "Redis+replica"}
-ENSEMBLE = [s for s in ("zlock-ens", "zlock-ens-reacquire", "zlock-ens-recipe", "zk-ens", "etcd-ens", "redis-repl")]
+         "redis-repl": "Redis+replica", "zlock-tls": "zlock TLS", "zk-tls": "ZK TLS",
+         "zlock-ens-tls": "zlock×3 TLS", "zk-ens-tls": "ZK×3 TLS", "zk-netty": "ZK Netty",
+         "zk-ens-netty": "ZK×3 Netty"}
+ENSEMBLE = [s for s in ("zlock-ens", "zlock-ens-reacquire", "zlock-ens-recipe", "zk-ens", "etcd-ens", "redis-repl",
+                         "zlock-ens-tls", "zk-ens-tls", "zk-ens-netty")]
+# The TLS systems and the plain ones they are measured against (the cost of TLS).
+TLS_OF = {"zlock-tls": "zlock", "zk-tls": "zk", "zlock-ens-tls": "zlock-ens", "zk-ens-tls": "zk-ens"}
+# ZooKeeper in plain text on the Netty factory its TLS needs (the control of zk-tls).
+NETTY_OF = {"zk-netty": "zk", "zk-ens-netty": "zk-ens"}
+TLS_STORES = ("TLS on the client port (`secureClientPort`, PEM stores, `ssl.clientAuth=need`; "
+              "the bench's sessions present a client certificate; EC P-256 certificates made for the run)")
 ZLOCK_DURABLE = "WAL fdatasync before each reply (group commit); locks survive a crash and a restart"
 DURABILITY = {
     "zlock": ZLOCK_DURABLE,
@@ -59,6 +74,12 @@ DURABILITY = {
                   "primary fsyncs before it replies, the replica acknowledges `WAIT` once it has "
                   "the write in memory (it does not fsync first); asynchronous replication, so a "
                   "failover can still lose a lock whose WAIT had not returned",
+    "zlock-tls": "as zlock",
+    "zk-tls": "as ZooKeeper",
+    "zlock-ens-tls": "as zlock ×3",
+    "zk-ens-tls": "as ZooKeeper ×3",
+    "zk-netty": "as ZooKeeper",
+    "zk-ens-netty": "as ZooKeeper ×3",
 }
 LOCK = {
     "zlock": "zlock client, `Mutex` on the native lock path: one request creates the node and "
@@ -83,6 +104,16 @@ LOCK = {
     "etcd-ens": "as etcd, the client given every member's endpoint",
     "redis-repl": "as Redis, against the primary, each lock write (acquire, release) followed by "
                   "`WAIT 1 5000` (as Redisson does with replicas)",
+    "zlock-tls": "as zlock (native), over " + TLS_STORES,
+    "zk-tls": "as ZooKeeper, over " + TLS_STORES + "; `serverCnxnFactory` Netty (ZooKeeper's TLS "
+              "needs it; its plain port is then Netty's too), Debian's libnetty-java",
+    "zlock-ens-tls": "as zlock ×3 (native), over " + TLS_STORES + " on every member, and TLS between "
+                     "the members (`sslQuorum=true`, `ssl.quorum.*` PEM stores)",
+    "zk-ens-tls": "as ZooKeeper ×3, over " + TLS_STORES + " on every member (Netty), and TLS between "
+                  "the members (`sslQuorum=true`, `ssl.quorum.*` PEM stores)",
+    "zk-netty": "as ZooKeeper, in plain text, on `serverCnxnFactory` Netty (the factory ZooKeeper TLS "
+                "needs; its default is NIO): the control that separates the cost of TLS from the factory's",
+    "zk-ens-netty": "as ZooKeeper ×3, in plain text, on Netty (as ZooKeeper (Netty))",
 }
 
 
@@ -107,6 +138,10 @@ configs = {}
 for p in sorted(glob.glob(os.path.join(raw, "config-*"))):
     sysname = re.sub(r"^config-|\.[a-z]+$", "", os.path.basename(p))
     configs[sysname] = open(p).read()
+# The TLS systems' log lines showing they came up with TLS (bench/compare, sys_tls_evidence).
+tls_evidence = {}
+for p in sorted(glob.glob(os.path.join(raw, "tls-evidence-*.txt"))):
+    tls_evidence[re.sub(r"^tls-evidence-|\.txt$", "", os.path.basename(p))] = open(p).read()
 
 # runs[sys][scenario] = [result of each measured run]; warm-up (r0) discarded
 runs = {s: {} for s in SYSTEMS}
@@ -231,11 +266,13 @@ def table(systems, ratios):
 
 STANDALONE = [s for s in SYSTEMS if s not in ENSEMBLE]
 ENS = [s for s in SYSTEMS if s in ENSEMBLE]
-others = [s for s in STANDALONE if not s.startswith("zlock")]
+others = [s for s in STANDALONE if not s.startswith("zlock") and s not in TLS_OF and s not in NETTY_OF]
 # Ratio columns: the native path against every peer, then the recipe against ZooKeeper.
 RATIOS = [("zlock", o) for o in others] if "zlock" in STANDALONE else []
 if "zlock-recipe" in SYSTEMS and "zk" in SYSTEMS:
     RATIOS.append(("zlock-recipe", "zk"))
+if "zlock-tls" in SYSTEMS and "zk-tls" in SYSTEMS:
+    RATIOS.append(("zlock-tls", "zk-tls"))
 headline = table(STANDALONE, RATIOS) if STANDALONE else []
 ENS_RATIOS = []
 for z in ("zlock-ens", "zlock-ens-reacquire"):
@@ -244,11 +281,14 @@ for z in ("zlock-ens", "zlock-ens-reacquire"):
             ENS_RATIOS.append((z, o))
 if "zlock-ens-recipe" in ENS and "zk-ens" in ENS:
     ENS_RATIOS.append(("zlock-ens-recipe", "zk-ens"))
+if "zlock-ens-tls" in ENS and "zk-ens-tls" in ENS:
+    ENS_RATIOS.append(("zlock-ens-tls", "zk-ens-tls"))
 ens_headline = table(ENS, ENS_RATIOS) if ENS else []
 # The price of replication: each replicated system against the same system standalone.
 OWN = [(e, s) for e, s in (("zlock-ens", "zlock"), ("zlock-ens-reacquire", "zlock-reacquire"),
                            ("zlock-ens-recipe", "zlock-recipe"), ("zk-ens", "zk"), ("etcd-ens", "etcd"),
-                           ("redis-repl", "redis-aof")) if e in SYSTEMS and s in SYSTEMS]
+                           ("redis-repl", "redis-aof"), ("zlock-ens-tls", "zlock-tls"), ("zk-ens-tls", "zk-tls"))
+       if e in SYSTEMS and s in SYSTEMS]
 own_rows = []
 if OWN:
     own_rows.append("| | " + " | ".join(f"{SHORT[e]} / {SHORT[s]}" for e, s in OWN) + " |")
@@ -363,6 +403,56 @@ if floor_in:
         ens_goals.append("- Issue 25, each figure of the 3-member zlock ensemble (native path) within 1.5x "
                          "of its floor (see Floor). This run, 1.5 x measured / floor: " + verdict(parts))
 goals += ens_goals
+
+
+# ---- the cost of TLS: each TLS system against the same system in plain text, and
+# zlock's lead over ZooKeeper over TLS against its lead in plain text
+def pct(r):
+    return "n/a" if r is None else f"{r:.2f}x ({(r - 1) * 100:+.0f}%)"
+
+
+tls_rows, tls_goal_parts = [], {"cost": [], "margin": []}
+NETTY_COLS = any(n in SYSTEMS for n in NETTY_OF)
+for setup, z, k in (("standalone", "zlock", "zk"), ("3 members", "zlock-ens", "zk-ens")):
+    zt, kt, kn = z + "-tls", k + "-tls", k + "-netty"
+    if zt not in SYSTEMS and kt not in SYSTEMS:
+        continue
+    for sc, path in THROUGHPUT:
+        if all(med(x, sc, path) is None for x in (z, zt, k, kt)):
+            continue  # a scenario this run left out
+        label = next(lab for lab, s_, p_, *_ in ROWS if s_ == sc and p_ == path)
+        cost_z, cost_k = times(zt, z, sc, path), times(kt, k, sc, path)
+        lead_tls, lead_plain = times(zt, kt, sc, path), times(z, k, sc, path)
+        kept = None if lead_tls is None or lead_plain is None else lead_tls / lead_plain
+        line = (f"| {setup}, {label} | {pct(cost_z)} | {pct(cost_k)} | "
+                f"{'n/a' if lead_tls is None else f'{lead_tls:.2f}x'} | "
+                f"{'n/a' if lead_plain is None else f'{lead_plain:.2f}x'} | "
+                f"{'n/a' if kept is None else f'{kept:.2f}'} |")
+        if NETTY_COLS:
+            # Against ZooKeeper in plain text on Netty: its TLS alone, and zlock's lead.
+            lead_netty = times(z, kn, sc, path)
+            kept_n = None if lead_tls is None or lead_netty is None else lead_tls / lead_netty
+            line += (f" {pct(times(kt, kn, sc, path))} | {pct(times(kn, k, sc, path))} | "
+                     f"{'n/a' if lead_netty is None else f'{lead_netty:.2f}x'} | "
+                     f"{'n/a' if kept_n is None else f'{kept_n:.2f}'} |")
+        tls_rows.append(line)
+        if sc in "BD":
+            tls_goal_parts["cost"].append((f"{setup} {sc}", cost_z, 0.85))
+        tls_goal_parts["margin"].append((f"{setup} {sc}", kept, 1.0))
+if tls_rows:
+    head = ("| | zlock TLS / zlock plain | ZooKeeper TLS / ZooKeeper plain | zlock/ZK over TLS | "
+            "zlock/ZK plain | lead kept (TLS lead / plain lead) |")
+    if NETTY_COLS:
+        head += (" ZooKeeper TLS / ZooKeeper plain on Netty | ZooKeeper plain: Netty / NIO | "
+                 "zlock/ZK plain on Netty | lead kept against ZK on Netty |")
+    tls_rows = [head, "|" + "---|" * (head.count("|") - 1)] + tls_rows
+    if tls_goal_parts["cost"]:
+        goals.append("- TLS and authentication, must-show 5: TLS costs zlock (native) under 15% on B and D "
+                     "(zlock TLS / zlock plain at least 0.85x). This run: " + verdict(tls_goal_parts["cost"]))
+    if tls_goal_parts["margin"]:
+        goals.append("- TLS and authentication, must-show 5: zlock over TLS ahead of ZooKeeper over TLS by at "
+                     "least its plain-text margin (zlock/ZK over TLS divided by zlock/ZK plain, at least 1) on "
+                     "A, B and D. This run: " + verdict(tls_goal_parts["margin"]))
 goal_line = ("Goals (targets, not thresholds):\n\n" + "\n".join(goals)) if goals else None
 viol = {s: sum(r.get("violations", 0) for sc in "ABCD" for r in runs[s].get(sc, [])) for s in SYSTEMS}
 
@@ -455,8 +545,9 @@ def plot(path):
                 if r and r.get("acquire_dist"):
                     pts = [(xpos(p), max(v, 1) / 1e3) for p, v in r["acquire_dist"]]
                     ax.plot([x for x, _ in pts], [y for _, y in pts], label=NAME[s],
-                            color=COLORS.get(s), linewidth=1.8,
-                            linestyle="--" if s in ("zlock-recipe", "zlock-ens-recipe", "zk-combined", "redis-aof") else "-")
+                            color=COLORS.get(TLS_OF.get(s, s)), linewidth=1.8,
+                            linestyle=":" if s in TLS_OF else
+                            "--" if s in ("zlock-recipe", "zlock-ens-recipe", "zk-combined", "redis-aof") else "-")
             ax.set_yscale("log")
             ax.set_title(f"{title}, {group}", fontsize=10)
             ticks = [(0, "0%"), (90, "90%"), (99, "99%"), (99.9, "99.9%"), (99.99, "99.99%"), (100, "max")]
@@ -534,6 +625,26 @@ if ens_headline:
                   "system standalone in this run (Redis with a replica against Redis with AOF):")
         md.append("")
         md += own_rows
+    md.append("")
+if tls_rows:
+    md.append("### The cost of TLS")
+    md.append("")
+    md.append("Each TLS system's throughput against the same system in plain text in this run (below "
+              "1x: TLS costs; the percentage is the change), and zlock's lead over ZooKeeper over TLS "
+              "against its lead in plain text (above 1: zlock's lead grows over TLS). ZooKeeper over "
+              "TLS runs on Netty (`serverCnxnFactory`, which its TLS needs), plain ZooKeeper on its "
+              "default NIO factory, so ZooKeeper's column is the cost of its TLS set-up, Netty "
+              "included. The ensembles have TLS on the client ports and between the members. That they "
+              "came up with TLS is checked in their logs (the lines are in the JSON report, "
+              "`tls_evidence`): ZooKeeper's Netty listener `secure: true`, and for its ensemble `Using "
+              "TLS encrypted quorum communication` and the members' TLS handshakes; zlock's members "
+              "`links between members dial=\"tls\" accept=\"tls only\"`; zlock's and ZooKeeper's "
+              "client ports take only TLS clients with a certificate."
+              + (" The last four columns take ZooKeeper in plain text on Netty (`zk-netty`, "
+                 "`zk-ens-netty`) as the baseline instead: the cost of ZooKeeper's TLS alone, what "
+                 "the factory changes, and zlock's lead against that baseline." if NETTY_COLS else ""))
+    md.append("")
+    md += tls_rows
     md.append("")
 md.append("Mutual-exclusion violations seen by the bench over all runs of A-D: "
           + ", ".join(f"{NAME[s]} {viol[s]}" for s in SYSTEMS) + ". "
@@ -625,6 +736,8 @@ report = {
     "runs": runs,
     "headline_markdown": "\n".join(headline),
     "ensemble_headline_markdown": "\n".join(ens_headline),
+    "tls_cost_markdown": "\n".join(tls_rows),
+    "tls_evidence": tls_evidence,
 }
 with open(prefix + ".json", "w") as f:
     json.dump(report, f, indent=1, sort_keys=True)

@@ -11,11 +11,26 @@
 #   sys_start NAME KIND        start an instance; KIND is one of
 #                                zlock  zlock-ens  zk  zk-ens  redis  redis-aof  redis-repl
 #                                etcd  etcd-ens
+#                              and the TLS kinds zlock-tls  zk-tls  zlock-ens-tls  zk-ens-tls:
+#                              as zlock, zk, zlock-ens, zk-ens, plus a secureClientPort per
+#                              member (PEM stores, ssl.clientAuth=need; ZooKeeper with
+#                              NettyServerCnxnFactory and Debian's Netty jars), and for the
+#                              -ens-tls kinds TLS between members too (sslQuorum=true,
+#                              ssl.quorum.* PEM stores). SYS_HOSTS then names the secure
+#                              ports (the plain clientPort stays, on loopback, for srvr);
+#                              the certificates are made once per sys_init (sys_tls_certs);
+#                              zk-netty  zk-ens-netty: ZooKeeper in plain text on the
+#                              NettyServerCnxnFactory the TLS kinds need (its default is NIO),
+#                              the TLS kinds' control
 #                              (redis-repl: a primary and one replica, both `appendonly yes`,
 #                              `appendfsync always`; SYS_HOSTS names the primary only)
 #                              (-ens: SYS_MEMBERS members, default 3). Sets, for NAME:
 #                                SYS_HOSTS[NAME]  host:port,... of every member's client port
-#                                SYS_PORT[NAME]   the first member's client port
+#                                SYS_PORT[NAME]   the first member's client port (plain)
+#                                SYS_TLS[NAME]    1 for a TLS kind (SYS_KIND is then the
+#                                                 kind without -tls)
+#                                SYS_NETTY[NAME]  1 for ZooKeeper on Netty (the TLS kinds,
+#                                                 the -netty kinds; SYS_KIND without -netty)
 #                                SYS_DIR[NAME]    its directory (configs, data, logs)
 #                                SYS_PID[NAME.i]  member i's pid (i = 1..n; 1 when standalone)
 #                              Call it in the shell itself, not in $(...): stops `wait`
@@ -41,6 +56,15 @@
 #   sys_free_port              a free loopback port not handed out before by this shell
 #   sys_4lw PORT WORD          a four-letter word's answer (2 s at most)
 #   sys_config NAME            prints the instance's config file(s), for the reports
+#   sys_tls_certs              makes (once per sys_init) a throwaway CA, a member
+#                              certificate (SAN IP:127.0.0.1 and localhost, extendedKeyUsage
+#                              serverAuth,clientAuth; chain then PKCS8 key in one PEM, as
+#                              both zlock and ZooKeeper 3.8 read it) and a client
+#                              certificate, in DIR/tls; sets SYS_TLS_CA, SYS_TLS_CERT,
+#                              SYS_TLS_KEY (the client's flags: --tls-ca --tls-cert --tls-key)
+#   sys_tls_evidence NAME      prints the log lines showing a TLS instance came up with
+#                              TLS (client port, and between members for -ens-tls); fails
+#                              when one is missing
 #
 # Settings (environment, read at sys_start):
 #   SYS_ZLOCK_BIN      the zlock binary (default: <repo>/target/release/zlock)
@@ -67,7 +91,14 @@
 SYS_LIB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SYS_WORK=""
 SYS_USED_PORTS=" "
-declare -gA SYS_KIND=() SYS_DIR=() SYS_HOSTS=() SYS_PORT=() SYS_PID=() SYS_N=() SYS_LOG=()
+declare -gA SYS_KIND=() SYS_DIR=() SYS_HOSTS=() SYS_PORT=() SYS_PID=() SYS_N=() SYS_LOG=() SYS_TLS=() SYS_NETTY=()
+SYS_TLS_CA="" SYS_TLS_CERT="" SYS_TLS_KEY=""
+# Debian's libnetty-java: ZooKeeper's TLS client port needs NettyServerCnxnFactory
+# (crates/zlock-testkit/src/peers.rs, NETTY_JARS).
+SYS_NETTY_JARS="/usr/share/java/netty-buffer.jar:/usr/share/java/netty-codec.jar:\
+/usr/share/java/netty-common.jar:/usr/share/java/netty-handler.jar:\
+/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport.jar:\
+/usr/share/java/netty-transport-native-epoll.jar:/usr/share/java/netty-transport-native-unix-common.jar"
 declare -ga SYS_NAMES=()
 
 sys_log() { printf '[systems] %s\n' "$*" >&2; }
@@ -75,6 +106,47 @@ sys_log() { printf '[systems] %s\n' "$*" >&2; }
 sys_init() {
     SYS_WORK=$1
     mkdir -p "$SYS_WORK"
+    SYS_TLS_CA="" SYS_TLS_CERT="" SYS_TLS_KEY=""
+}
+
+# Throwaway certificates for the TLS kinds (openssl; EC P-256), never kept: see the header.
+sys_tls_certs() {
+    [[ -z "$SYS_TLS_CA" ]] || return 0
+    local t="$SYS_WORK/tls"
+    mkdir -p "$t"
+    (
+        set -e
+        cd "$t"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3 \
+            -subj "/O=zlock bench/CN=bench CA" -keyout ca.key -out ca.pem
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >member.ext
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=clientAuth\n' >client.ext
+        for who in member client; do
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                -subj "/O=zlock bench/CN=bench-$who" -keyout "$who.key" -out "$who.csr"
+            openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 3 \
+                -extfile "$who.ext" -out "$who.crt"
+        done
+        cat member.crt member.key >member.pem
+    ) >"$t/openssl.log" 2>&1 || { sys_log "openssl failed:"; cat "$t/openssl.log" >&2; return 1; }
+    SYS_TLS_CA="$t/ca.pem" SYS_TLS_CERT="$t/client.crt" SYS_TLS_KEY="$t/client.key"
+}
+
+# The zoo.cfg lines of a TLS member: its secure client port, and for an ensemble the
+# links between members.
+sys_tls_cfg() { # secure-port ensemble(0|1)
+    local t="$SYS_WORK/tls"
+    echo "secureClientPort=$1"
+    echo "secureClientPortAddress=127.0.0.1"
+    echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory"
+    echo "ssl.keyStore.location=$t/member.pem"
+    echo "ssl.trustStore.location=$t/ca.pem"
+    echo "ssl.clientAuth=need"
+    if [[ $2 == 1 ]]; then
+        echo "sslQuorum=true"
+        echo "ssl.quorum.keyStore.location=$t/member.pem"
+        echo "ssl.quorum.trustStore.location=$t/ca.pem"
+    fi
 }
 
 sys_free_port() {
@@ -142,6 +214,15 @@ sys_start() { # name kind
     [[ -n "$SYS_WORK" ]] || { sys_log "sys_init first"; return 1; }
     d="$SYS_WORK/$name"
     mkdir -p "$d"
+    SYS_TLS[$name]=0 SYS_NETTY[$name]=0
+    case $kind in
+    zlock-tls | zk-tls | zlock-ens-tls | zk-ens-tls)
+        SYS_TLS[$name]=1 kind=${kind%-tls}
+        [[ $kind != zk* ]] || SYS_NETTY[$name]=1
+        sys_tls_certs || return 1
+        ;;
+    zk-netty | zk-ens-netty) SYS_NETTY[$name]=1 kind=${kind%-netty} ;;
+    esac
     SYS_KIND[$name]=$kind SYS_DIR[$name]=$d SYS_LOG[$name]=${SYS_LOG_PREFIX:-}
     SYS_NAMES+=("$name")
     local n=1 i hosts=() port
@@ -154,18 +235,33 @@ sys_start() { # name kind
         sys_zoo_cfg "$d/zoo.cfg" "$d/data" "$port"
         echo "$port" >"$d/port.1"
         hosts=("127.0.0.1:$port")
+        if [[ ${SYS_TLS[$name]} == 1 ]]; then
+            port=$(sys_free_port)
+            sys_tls_cfg "$port" 0 >>"$d/zoo.cfg"
+            hosts=("127.0.0.1:$port")
+        elif [[ ${SYS_NETTY[$name]} == 1 ]]; then
+            echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory" >>"$d/zoo.cfg"
+        fi
         ;;
     zlock-ens | zk-ens)
         sys_zoo_cfg "$d/zoo.cfg"
         {
             echo "initLimit=10"
             echo "syncLimit=5"
+            if [[ ${SYS_NETTY[$name]} == 1 && ${SYS_TLS[$name]} != 1 ]]; then
+                echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory"
+            fi
         } >>"$d/zoo.cfg"
         local observers=${SYS_OBSERVERS:-0} role
         for ((i = 1; i <= n; i++)); do
             port=$(sys_free_port)
             echo "$port" >"$d/port.$i"
-            hosts+=("127.0.0.1:$port")
+            if [[ ${SYS_TLS[$name]} == 1 ]]; then
+                sys_free_port >"$d/sport.$i"
+                hosts+=("127.0.0.1:$(cat "$d/sport.$i")")
+            else
+                hosts+=("127.0.0.1:$port")
+            fi
             role=""
             ((i <= n - observers)) || role=":observer"
             echo "server.$i=127.0.0.1:$(sys_free_port):$(sys_free_port)$role;127.0.0.1:$port" >>"$d/zoo.cfg"
@@ -182,6 +278,16 @@ sys_start() { # name kind
                     echo "clientPort=$(cat "$d/port.$i")"
                     echo "clientPortAddress=127.0.0.1"
                     ((i <= n - observers)) || echo "peerType=observer"
+                    [[ ${SYS_TLS[$name]} != 1 ]] || sys_tls_cfg "$(cat "$d/sport.$i")" 1
+                } >"$d/m$i/zoo.cfg"
+            done
+        elif [[ ${SYS_TLS[$name]} == 1 ]]; then
+            # zlock members share zoo.cfg (their client ports are on the server.N lines);
+            # the secure client port is a member's own: one file each.
+            for ((i = 1; i <= n; i++)); do
+                {
+                    cat "$d/zoo.cfg"
+                    sys_tls_cfg "$(cat "$d/sport.$i")" 1
                 } >"$d/m$i/zoo.cfg"
             done
         fi
@@ -239,7 +345,7 @@ EOF
         ;;
     esac
     SYS_HOSTS[$name]=$(IFS=,; echo "${hosts[*]}")
-    SYS_PORT[$name]=${hosts[0]##*:}
+    SYS_PORT[$name]=$(cat "$d/port.1")
     for ((i = 1; i <= n; i++)); do
         sys_spawn "$name" "$i" || return 1
     done
@@ -261,7 +367,13 @@ sys_spawn() { # name i
     local name=$1 i=$2 d=${SYS_DIR[$1]} kind=${SYS_KIND[$1]} log
     local bin="${SYS_ZLOCK_BIN:-$SYS_LIB_ROOT/target/release/zlock}"
     local zkcp="${SYS_ZK_CLASSPATH:-/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar}"
-    local extra=() jvm=()
+    local extra=() jvm=() zlog="${SYS_ZLOCK_LOG:-warn}" cfg="$d/zoo.cfg"
+    [[ ${SYS_NETTY[$name]} != 1 ]] || zkcp="$zkcp:$SYS_NETTY_JARS"
+    if [[ ${SYS_TLS[$name]} == 1 ]]; then
+        # How the members link, at start (sys_tls_evidence).
+        zlog="$zlog,zlock_server::ensemble=info"
+        [[ ! -f "$d/m$i/zoo.cfg" ]] || cfg="$d/m$i/zoo.cfg"
+    fi
     read -r -a extra <<<"${SYS_ZLOCK_ARGS:-}"
     read -r -a jvm <<<"${SYS_ZK_JVMFLAGS:-}"
     log="$d/server.log"
@@ -277,10 +389,10 @@ sys_spawn() { # name i
             return 1
         fi
         if [[ $kind == zlock ]]; then
-            ZLOCK_LOG="${SYS_ZLOCK_LOG:-warn}" "$bin" server --config "$d/zoo.cfg" \
+            ZLOCK_LOG="$zlog" "$bin" server --config "$cfg" \
                 --port "$(cat "$d/port.1")" --data-dir "$d/data" "${extra[@]}" >>"$log" 2>&1 &
         else
-            ZLOCK_LOG="${SYS_ZLOCK_LOG:-warn}" "$bin" server --config "$d/zoo.cfg" --myid "$i" \
+            ZLOCK_LOG="$zlog" "$bin" server --config "$cfg" --myid "$i" \
                 --data-dir "$d/m$i/data" "${extra[@]}" >>"$log" 2>&1 &
         fi
         ;;
@@ -465,7 +577,8 @@ sys_stop() { # name [secs]
 sys_config() { # name
     local d=${SYS_DIR[$1]}
     case ${SYS_KIND[$1]} in
-    zlock | zk | zlock-ens) cat "$d/zoo.cfg" ;;
+    zlock | zk) cat "$d/zoo.cfg" ;;
+    zlock-ens) if [[ -f "$d/m1/zoo.cfg" ]]; then cat "$d/m1/zoo.cfg"; else cat "$d/zoo.cfg"; fi ;;
     zk-ens) cat "$d/m1/zoo.cfg" ;;
     redis-repl) cat "$d/redis-m1.conf" "$d/redis-m2.conf" ;;
     redis*) cat "$d/redis.conf" ;;
@@ -486,4 +599,31 @@ sys_cleanup() {
         fi
     done
     return $rc
+}
+
+# The log lines that show a TLS instance came up with TLS; fails when a member's are
+# missing. zlock: the member's line on how it links (ensembles; logged at info, see
+# sys_spawn); its secure client port shows by serving TLS clients at all (a plain
+# client is closed there). ZooKeeper: Netty's secure listener, and for an ensemble its
+# TLS quorum and the members' handshakes.
+sys_tls_evidence() { # name
+    local name=$1 f ok=0 pats=()
+    [[ ${SYS_TLS[$name]:-0} == 1 ]] || return 0
+    case ${SYS_KIND[$name]} in
+    zlock) return 0 ;;
+    zlock-ens) pats=('links between members.*dial="tls" accept="tls only"') ;;
+    zk) pats=('NettyServerCnxnFactory.*secure: true') ;;
+    zk-ens) pats=('NettyServerCnxnFactory.*secure: true' 'Using TLS encrypted quorum communication'
+        'SSL handshake complete|Accepted TLS connection') ;;
+    esac
+    for f in $(sys_logs "$name"); do
+        local p
+        for p in "${pats[@]}"; do
+            if grep -E -m 2 "$p" "$f"; then :; else
+                sys_log "$name: no line matching /$p/ in $f"
+                ok=1
+            fi
+        done
+    done
+    return $ok
 }

@@ -133,6 +133,7 @@ pub async fn run(a: FailoverArgs) -> anyhow::Result<()> {
         redis_backoff_min: Duration::from_micros(500),
         redis_backoff_max: Duration::from_millis(20),
         redis_wait_replicas: 0,
+        tls: None,
         stats: Arc::default(),
     };
     let op_timeout = Duration::from_millis(a.op_timeout_ms.max(1));

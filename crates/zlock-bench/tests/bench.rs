@@ -1,10 +1,13 @@
 //! `zlock-bench`, run as the built binary: the lock scenarios' own checks against an
-//! in-process zlock server, and one failover round against a three-process ensemble.
+//! in-process zlock server, the same over TLS (`--tls-ca`/`--tls-cert`/`--tls-key`
+//! against a `secureClientPort`), and one failover round against a three-process
+//! ensemble.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
+use zlock_testkit::pki::Pki;
 use zlock_testkit::{ChildEnsemble, TestServer};
 
 struct Out {
@@ -61,6 +64,48 @@ async fn bench_lock_scenarios_check_exclusion() {
         assert_eq!(v["handovers"], 30, "{d:?}: {v}");
         assert_eq!(v["violations"], 0, "{d:?}: {v}");
     }
+}
+
+/// `zlock-bench lock` over TLS (the lock benchmark's `zlock-tls` systems): D against a
+/// `secureClientPort` with `ssl.clientAuth=need`, the sessions presenting a client
+/// certificate, on the native path; without the client certificate the server refuses
+/// them and the run fails.
+#[tokio::test]
+async fn bench_lock_over_tls_with_a_client_certificate() {
+    let pki = Pki::make().unwrap();
+    let srv = pki.start_server("server.pem").unwrap();
+    let cs = srv.secure.to_string();
+    let ca = pki.path("ca.pem").to_string_lossy().into_owned();
+    let cert = pki.path("alice.crt").to_string_lossy().into_owned();
+    let key = pki.path("alice.key").to_string_lossy().into_owned();
+    let d = [
+        "lock",
+        "--server",
+        &cs,
+        "--json",
+        "--scenario",
+        "d",
+        "--clients",
+        "6",
+        "--cycles",
+        "5",
+        "--tls-ca",
+        &ca,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ];
+    let o = bench(&d).await;
+    assert_eq!(o.code, 0, "{d:?}: {}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
+    assert_eq!(v["tls"], true, "{v}");
+    assert_eq!(v["handovers"], 30, "{v}");
+    assert_eq!(v["violations"], 0, "{v}");
+
+    let no_cert = &d[..d.len() - 4];
+    let o = bench(no_cert).await;
+    assert_ne!(o.code, 0, "{no_cert:?} should fail: {}", o.stdout);
 }
 
 /// One failover round: the leader is killed by the tool, a write and a lock grant

@@ -74,6 +74,8 @@ pub struct Target {
     pub redis_backoff_max: Duration,
     /// Redis: replicas each lock write waits for (`WAIT n`), 0 for none.
     pub redis_wait_replicas: u32,
+    /// ZooKeeper protocol: every session over TLS with these options; `None`: plain TCP.
+    pub tls: Option<zlock::TlsOptions>,
     pub stats: Arc<Stats>,
 }
 
@@ -155,7 +157,10 @@ impl Target {
             System::Zk => {
                 let n = self.stats.sessions.fetch_add(1, Ordering::Relaxed);
                 let addr = zlock::connect::rotate_hosts(&self.addr, n);
-                let (client, mut events) = Client::connect(&addr, ZK_SESSION_MS)
+                let (client, mut events) = Client::builder(&addr)
+                    .session_timeout_ms(ZK_SESSION_MS)
+                    .tls(self.tls.clone())
+                    .connect()
                     .await
                     .with_context(|| format!("connecting to {}", self.addr))?;
                 let stats = self.stats.clone();

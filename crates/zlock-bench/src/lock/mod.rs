@@ -22,6 +22,7 @@ mod proxy;
 mod scale;
 mod scenarios;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,9 +129,31 @@ pub struct LockArgs {
     /// run if fewer do within 5 s. 0: no WAIT
     #[arg(long, default_value_t = 0)]
     pub redis_wait_replicas: u32,
+    /// ZooKeeper protocol over TLS (the servers' secure client ports): the CAs (PEM) the
+    /// server's certificate must chain to; as the `zlock` CLI's flag
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// With --tls-ca: the client certificate to present (PEM; the chain, or chain then key)
+    #[arg(long, value_name = "PEM", requires = "tls_ca", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// With --tls-cert: its private key (PEM; may be the same file)
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Print one line of JSON instead of an indented object
     #[arg(long)]
     pub json: bool,
+}
+
+impl LockArgs {
+    /// The TLS options of --tls-ca/--tls-cert/--tls-key; `None`: plain TCP.
+    fn tls(&self) -> Option<zlock::TlsOptions> {
+        let ca = self.tls_ca.as_ref()?;
+        let tls = zlock::TlsOptions::new(ca);
+        Some(match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => tls.client_cert(cert, key),
+            _ => tls,
+        })
+    }
 }
 
 /// Runs one scenario and prints its figures.
@@ -151,6 +174,7 @@ pub async fn run(a: LockArgs) -> anyhow::Result<()> {
         redis_backoff_min: Duration::from_micros(a.redis_backoff_min_us.max(1)),
         redis_backoff_max: Duration::from_millis(a.redis_backoff_max_ms.max(1)),
         redis_wait_replicas: a.redis_wait_replicas,
+        tls: a.tls(),
         stats: Arc::default(),
     };
     let mut out = match a.scenario {
@@ -203,6 +227,7 @@ pub async fn run(a: LockArgs) -> anyhow::Result<()> {
                 json!(format!("{:?}", a.lock_path).to_lowercase()),
             );
             head.insert("reacquire".into(), json!(a.reacquire));
+            head.insert("tls".into(), json!(a.tls_ca.is_some()));
         }
         head.append(m);
         out = Value::Object(head);
