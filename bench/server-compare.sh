@@ -29,6 +29,11 @@
 #                      default (JAVA_OPTS="" in /etc/zookeeper/conf/environment), i.e. the
 #                      JVM's ergonomic heap (MaxHeapSize = 1/4 of RAM)
 #   ENSEMBLES=1        also the three-member systems in phase 1 (0: standalone only)
+#   TLS=0              1: also zlock-tls and zk-tls (and, with ENSEMBLES, zlock-ens-tls and
+#                      zk-ens-tls) in phase 1: a secureClientPort with PEM stores and
+#                      ssl.clientAuth=need, the ensembles with sslQuorum too, the clients
+#                      presenting a certificate (bench/lib/systems.sh's TLS kinds); the
+#                      report then has "The cost of TLS"
 #   METRICS=1          also a standalone zlock with the Prometheus endpoint on
 #                      (`--metrics-port 0`: every request records its latency summary) in
 #                      phase 1, reported as the cost of the metrics (0: not)
@@ -53,6 +58,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 ZLOCK="$CARGO_TARGET_DIR/release/zlock"
 ENSEMBLES="${ENSEMBLES:-1}"
 METRICS="${METRICS:-1}"
+TLS="${TLS:-0}"
 T_START=$(date +%s)
 
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - T_START ))" "$*" >&2; }
@@ -87,8 +93,17 @@ stop_server() { # name -> STOP_SECS: seconds from SIGTERM until the process is g
     STOP_SECS=$(elapsed "$t0" "$(now)")
 }
 
-ready() { # connect-string path -> JSON {"ready_secs":...}
-    "$ZLOCK" bench ready --server "$1" --path "$2" --timeout-secs 300
+ready() { # connect-string path [tls flags...] -> JSON {"ready_secs":...}
+    local server=$1 path=$2
+    shift 2
+    "$ZLOCK" bench ready --server "$server" --path "$path" --timeout-secs 300 "$@"
+}
+
+# A TLS system's clients: the run's CA and client certificate (sys_tls_certs).
+tls_args() {
+    case $1 in
+    *-tls) echo "--tls-ca $SYS_TLS_CA --tls-cert $SYS_TLS_CERT --tls-key $SYS_TLS_KEY" ;;
+    esac
 }
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }   # utime + stime, clock ticks
@@ -140,6 +155,10 @@ log "machine: $(grep -E '^(nproc|cpu_model|mem_total|loadavg_start)=' "$RAW/mach
 OPS_SYSTEMS="zlock zk"
 [ "$ENSEMBLES" = 0 ] || OPS_SYSTEMS="zlock zk zlock-ens zk-ens"
 [ "$METRICS" = 0 ] || OPS_SYSTEMS="$OPS_SYSTEMS zlock-metrics"
+if [ "$TLS" = 1 ]; then
+    OPS_SYSTEMS="$OPS_SYSTEMS zlock-tls zk-tls"
+    [ "$ENSEMBLES" = 0 ] || OPS_SYSTEMS="$OPS_SYSTEMS zlock-ens-tls zk-ens-tls"
+fi
 log "phase 1: operations ($OPS_SYSTEMS up, measured one at a time, in turn)"
 for sys in $OPS_SYSTEMS; do
     if [ "$sys" = zlock-metrics ]; then
@@ -152,7 +171,11 @@ for sys in $OPS_SYSTEMS; do
 done
 for sys in $OPS_SYSTEMS; do
     sys_wait "ops-$sys" 90 || die "$sys did not come up"
-    ready "${SYS_HOSTS[ops-$sys]}" / >/dev/null || die "$sys does not serve a read"
+    # shellcheck disable=SC2046  # the flags are words
+    ready "${SYS_HOSTS[ops-$sys]}" / $(tls_args "$sys") >/dev/null || die "$sys does not serve a read"
+    case $sys in
+    *-tls) sys_tls_evidence "ops-$sys" >"$RAW/tls-evidence-$sys.txt" || die "$sys: its logs do not show TLS" ;;
+    esac
     log "  $sys up on ${SYS_HOSTS[ops-$sys]} (pids $(sys_pids "ops-$sys"))"
 done
 for clients in 1 32; do
@@ -167,8 +190,9 @@ for clients in 1 32; do
             for spid in $(sys_pids "ops-$sys"); do
                 c0=$((c0 + $(cpu_ticks "$spid"))); v0=$((v0 + $(vol_csw "$spid")))
             done
+            # shellcheck disable=SC2046  # the flags are words
             "$ZLOCK" bench ops --server "${SYS_HOSTS[ops-$sys]}" --clients "$clients" \
-                --per-client "$per" --data-size 100 --json >"$out" \
+                --per-client "$per" --data-size 100 --json $(tls_args "$sys") >"$out" \
                 || die "bench ops against $sys failed"
             c1=0 v1=0
             for spid in $(sys_pids "ops-$sys"); do

@@ -14,13 +14,18 @@ from benchlib import read_env  # bench/benchlib.py, next to this script
 
 raw, md_path, json_path = sys.argv[1:4]
 params = dict(a.split("=", 1) for a in sys.argv[4:])
-SYS = ("zlock", "zk", "zlock-ens", "zk-ens", "zlock-metrics")
+SYS = ("zlock", "zk", "zlock-ens", "zk-ens", "zlock-metrics",
+       "zlock-tls", "zk-tls", "zlock-ens-tls", "zk-ens-tls")
 NAME = {
     "zlock": "zlock",
     "zk": "ZooKeeper",
     "zlock-ens": "zlock ×3",
     "zk-ens": "ZooKeeper ×3",
     "zlock-metrics": "zlock, metrics on",
+    "zlock-tls": "zlock, TLS",
+    "zk-tls": "ZooKeeper, TLS",
+    "zlock-ens-tls": "zlock ×3, TLS",
+    "zk-ens-tls": "ZooKeeper ×3, TLS",
 }
 LOADED = ("zlock", "zk")  # the memory / restart phase runs standalone only
 PHASES = ("create", "setData", "getData", "delete")
@@ -218,6 +223,27 @@ for clients in ("1", "32"):
             f"| {off['p50_us'] / on['p50_us']:.2f} | | |"
         )
 
+# The cost of TLS: each system over TLS against itself in plain text (the same runs in
+# turn), and zlock's lead over ZooKeeper over TLS against its lead in plain text.
+tls_rows = []
+for label, (z, zt, k, kt) in (
+    ("standalone", ("zlock", "zlock-tls", "zk", "zk-tls")),
+    ("three members", ("zlock-ens", "zlock-ens-tls", "zk-ens", "zk-ens-tls")),
+):
+    for clients in ("1", "32"):
+        for phase in PHASES:
+            v = [summary[s].get(clients, {}).get(phase) for s in (z, zt, k, kt)]
+            if not all(v):
+                continue
+            zp, ztp, kp, ktp = (x["ops_per_sec"] for x in v)
+            c = f"{clients} client{'s' if clients != '1' else ''}"
+            lead_plain, lead_tls = zp / kp, ztp / ktp
+            tls_rows.append(
+                f"| {label}, {phase}, {c} | {fmt(zp)} → {fmt(ztp)} | {ztp / zp:.2f} "
+                f"| {fmt(kp)} → {fmt(ktp)} | {ktp / kp:.2f} | {lead_plain:.2f} | {lead_tls:.2f} "
+                f"| {lead_tls / lead_plain:.2f} |"
+            )
+
 lz, lk = load["zlock"], load["zk"]
 
 
@@ -376,6 +402,20 @@ already are (the noise).
 |---|---:|---:|---:|---|---|
 {chr(10).join(metrics_rows)}
 """
+tls_section = "" if not tls_rows else f"""
+### The cost of TLS
+
+The same operations over TLS (`TLS=1`): zlock and ZooKeeper 3.8 with a `secureClientPort`
+(PEM stores, `ssl.clientAuth=need`; ZooKeeper on the Netty factory its TLS needs), the
+three-member systems with TLS between members too (`sslQuorum=true`), every session
+presenting a client certificate. Throughput (ops/s), plain → TLS, and TLS/plain for each;
+then zlock/ZooKeeper in plain text and over TLS, and their quotient (**lead kept**: 1.00 =
+zlock's lead is the same over TLS).
+
+| setting | zlock plain → TLS | zlock TLS/plain | ZooKeeper plain → TLS | ZK TLS/plain | zlock/ZK plain | zlock/ZK TLS | lead kept |
+|---|---:|---:|---:|---:|---:|---:|---:|
+{chr(10).join(tls_rows)}
+"""
 jvm_note = "the JVM flags above" if params.get("zk_jvmflags") else 'no JVM flags, as the Debian package does (JAVA_OPTS="")'
 md = f"""# zlock vs Apache ZooKeeper 3.8: server benchmark
 
@@ -405,7 +445,7 @@ much CPU the shared machine had left, so it is the steadier way to compare the t
 ZooKeeper/zlock (the "ratio is" column says which).
 
 {table(rows)}
-{ens_section}{metrics_section}
+{ens_section}{metrics_section}{tls_section}
 {load_section}## Against the issue's goals
 
 {chr(10).join(goal_lines)}
