@@ -369,10 +369,10 @@ impl State {
 
     /// Removes a childless node, updating its parent and firing watches.
     pub(crate) fn unlink(&mut self, p: &str, zxid: i64, trig: &mut Vec<Trigger>) {
-        self.note_handover(p, zxid);
         let Some(gone) = self.tree.remove(p) else {
             return;
         };
+        self.note_handover(p, gone.kind.ephemeral_owner(), zxid);
         let parent = crate::path::parent(p);
         // Like ZooKeeper's `DataTree.deleteNode`: only pzxid moves. The internal cversion
         // counts creates, so a delete still shows in the reported Stat cversion but does

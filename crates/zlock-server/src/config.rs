@@ -294,6 +294,15 @@ impl ServerConfig {
         }
     }
 
+    /// The plain client port as ZooKeeper reports it (`conf`, the admin server's
+    /// `configuration`): -1 when it is not served ([`TlsConfig::tls_only`]).
+    pub fn served_client_port(&self) -> i32 {
+        match self.tls.tls_only {
+            true => -1,
+            false => i32::from(self.client_port),
+        }
+    }
+
     pub fn min_session_timeout(&self) -> u64 {
         self.min_session_timeout_ms.unwrap_or(2 * self.tick_time_ms)
     }

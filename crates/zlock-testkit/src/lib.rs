@@ -29,11 +29,13 @@ mod binary;
 pub mod curator;
 mod ensemble;
 mod netns;
+mod peer_process;
 mod peers;
 pub mod pki;
 pub use binary::zlock_bin;
 pub use ensemble::{ChildEnsemble, EnsembleOptions};
 pub use netns::Netns;
+pub use peer_process::PeerProcess;
 use peers::ZK_JAR;
 pub use peers::{allow_missing, find, require, Missing, Peer, CURATOR_JAR, NETTY_JARS};
 

@@ -126,15 +126,14 @@ fn order(name: &str) -> Option<(u32, &str)> {
 }
 
 impl State {
-    /// Notes a hand-over if `p`, about to be removed, is first in its lock's queue.
-    pub(crate) fn note_handover(&mut self, p: &str, zxid: i64) {
+    /// Notes a hand-over if `p`, just removed from the tree (its ephemeral owner
+    /// `owner`), was first in its lock's queue. The native index still holds it (it
+    /// takes the Txn's changes after the Txn), so a followed path's queue shows it first.
+    pub(crate) fn note_handover(&mut self, p: &str, owner: SessionId, zxid: i64) {
         let Some((lock, name)) = p.rsplit_once('/') else {
             return;
         };
         let lock = if lock.is_empty() { "/" } else { lock };
-        let Some(owner) = self.tree.get(p).map(|n| n.kind.ephemeral_owner()) else {
-            return;
-        };
         let (lock, next) = if let Some((key, q)) = self.locks.queues.get_key_value(lock) {
             let mut front = q.entries.iter();
             match front.next() {
@@ -153,7 +152,7 @@ impl State {
             };
             let mut first: Option<(u32, &str)> = None;
             for c in parent.children.iter() {
-                if &**c == name || !recipe_contender(c) {
+                if !recipe_contender(c) {
                     continue;
                 }
                 let Some(o) = order(c) else { continue };

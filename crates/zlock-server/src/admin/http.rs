@@ -414,12 +414,7 @@ fn configuration(cfg: &ServerConfig) -> Fields {
     let mut put = |k: &str, v: Value| {
         f.insert(k.into(), v);
     };
-    // -1 for a port that is not served, as ZooKeeper's getClientPort.
-    let client_port = match cfg.tls.tls_only {
-        true => -1,
-        false => i32::from(cfg.client_port),
-    };
-    put("client_port", client_port.into());
+    put("client_port", cfg.served_client_port().into());
     put("data_dir", cfg.data_dir.display().to_string().into());
     put("data_log_dir", cfg.wal_dir().display().to_string().into());
     put("tick_time", cfg.tick_time_ms.into());

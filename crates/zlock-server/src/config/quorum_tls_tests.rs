@@ -1,25 +1,11 @@
 //! The keys of TLS between members (`sslQuorum`, `portUnification`, `ssl.quorum.*`)
 //! through [`ServerConfig::apply_text`], as a `zoo.cfg` gives them.
 
-use std::path::Path;
-
+use super::tls_tests::{apply, refused};
 use super::*;
 
 const STORES: &str = "ssl.quorum.keyStore.location=/etc/zk/member.pem\n\
     ssl.quorum.trustStore.location=/etc/zk/ca.pem\n";
-
-fn apply(text: &str) -> Result<ServerConfig, ConfigError> {
-    let mut c = ServerConfig::default();
-    c.apply_text(Path::new("zoo.cfg"), text)?;
-    Ok(c)
-}
-
-/// The error for `text`, which must name `key`.
-fn refused(text: &str, key: &str) -> String {
-    let e = apply(text).expect_err(text).to_string();
-    assert!(e.contains(key), "{e:?} does not name {key}");
-    e
-}
 
 #[test]
 fn plain_by_default_with_zookeepers_defaults() {

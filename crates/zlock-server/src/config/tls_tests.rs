@@ -7,14 +7,15 @@ use super::*;
 const BASE: &str = "clientPort=2181\nsecureClientPort=2281\n\
     ssl.keyStore.location=/etc/zk/server.pem\nssl.trustStore.location=/etc/zk/ca.pem\n";
 
-fn apply(text: &str) -> Result<ServerConfig, ConfigError> {
+/// `text` read as a `zoo.cfg` (the quorum TLS tests use it too).
+pub(super) fn apply(text: &str) -> Result<ServerConfig, ConfigError> {
     let mut c = ServerConfig::default();
     c.apply_text(Path::new("zoo.cfg"), text)?;
     Ok(c)
 }
 
 /// The error for `text`, which must name `key`.
-fn refused(text: &str, key: &str) -> String {
+pub(super) fn refused(text: &str, key: &str) -> String {
     let e = apply(text).expect_err(text).to_string();
     assert!(e.contains(key), "{e:?} does not name {key}");
     e

@@ -97,12 +97,8 @@ fn local(word: &str, cfg: &ServerConfig) -> Option<String> {
         "conf" => {
             let mut s = String::new();
             // As ZooKeeper's dumpConf: -1 for a port that is not served.
-            let plain = match cfg.tls.tls_only {
-                true => -1,
-                false => i32::from(cfg.client_port),
-            };
             let secure = cfg.tls.secure_client_port.map_or(-1, i32::from);
-            let _ = writeln!(s, "clientPort={plain}");
+            let _ = writeln!(s, "clientPort={}", cfg.served_client_port());
             let _ = writeln!(s, "secureClientPort={secure}");
             let _ = writeln!(s, "clientPortAddress={}", cfg.client_port_address);
             let _ = writeln!(s, "dataDir={}", cfg.data_dir.display());

@@ -19,15 +19,13 @@
 //! `ZLOCK_DASHBOARD_SHOT` is where the screenshot goes (default
 //! `target/dashboard.png`; the README's is `docs/dashboard.png`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::mpsc;
 use zlock::{Client, LockRequest, NativeLock};
-use zlock_testkit::{require, with_admin, Peer, TestServer};
+use zlock_testkit::{require, with_admin, Peer, PeerProcess, TestServer};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -48,64 +46,10 @@ else:
 sys.stdin.readline()
 "#;
 
-/// A peer program (kazoo, Curator) whose stdout lines are read as they come; killed
-/// (by pid) on drop.
-struct PeerProc {
-    child: Child,
-    _stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<String>,
-}
-
-impl PeerProc {
-    fn spawn(mut cmd: Command) -> PeerProc {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting a peer program");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        PeerProc {
-            child,
-            _stdin: stdin,
-            lines,
-        }
-    }
-
-    /// The next line, which must start with `want`; its words after `want`.
-    async fn expect(&mut self, want: &str) -> String {
-        let got = tokio::time::timeout(T, self.lines.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no {want} from the peer program"));
-        let got = got.unwrap_or_else(|| panic!("the peer program ended before {want}"));
-        let rest = got
-            .strip_prefix(want)
-            .unwrap_or_else(|| panic!("expected {want}, the peer program printed {got:?}"));
-        rest.trim().to_owned()
-    }
-
-    /// Its session id, from its `READY ...0x<id>` line.
-    async fn session(&mut self) -> String {
-        let rest = self.expect("READY").await;
-        rest.rsplit(' ').next().unwrap().to_owned()
-    }
-}
-
-impl Drop for PeerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A peer program's session id, from its `READY ...0x<id>` line.
+async fn session(p: &mut PeerProcess) -> String {
+    let rest = p.expect("READY").await;
+    rest.rsplit(' ').next().unwrap().to_owned()
 }
 
 /// Waits (bounded) until `path` has `n` children.
@@ -195,32 +139,32 @@ async fn dashboard_in_headless_chromium() {
     let kazoo = |mode: &str| {
         let mut cmd = Command::new(&py);
         cmd.args(["-c", KAZOO, &at, "/locks/kz", mode]);
-        PeerProc::spawn(cmd)
+        PeerProcess::spawn(cmd)
     };
     let mut ka = kazoo("hold");
-    let ka_id = ka.session().await;
+    let ka_id = session(&mut ka).await;
     ka.expect("HOLDING").await;
     let n = connect(&at).await;
     let NativeLock::Queued { .. } = n.lock_native(req("/locks/kz", "n")).await.unwrap() else {
         panic!("the native contender waits behind kazoo");
     };
     let mut kb = kazoo("wait");
-    let kb_id = kb.session().await;
+    let kb_id = session(&mut kb).await;
     children(&h, "/locks/kz", 3).await;
 
     // Curator holds /locks/cur, a second Curator waits.
     let curator = || {
-        PeerProc::spawn(zlock_testkit::curator::lock_check_command(
+        PeerProcess::spawn(zlock_testkit::curator::lock_check_command(
             classes.path(),
             &[],
             &[&at, "hold", "/locks/cur"],
         ))
     };
     let mut ca = curator();
-    let ca_id = ca.session().await;
+    let ca_id = session(&mut ca).await;
     ca.expect("HOLDING").await;
     let mut cb = curator();
-    let cb_id = cb.session().await;
+    let cb_id = session(&mut cb).await;
     children(&h, "/locks/cur", 2).await;
 
     let dir = tempfile::tempdir().unwrap();

@@ -30,9 +30,8 @@
 //! test fails. Java processes are SIGKILLed by pid when their handle drops, so a failing
 //! test leaves none behind.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,10 +40,9 @@ use crate::common;
 use crate::common::{connect, wait_children, within};
 use crate::target;
 use crate::target::Target;
-use tokio::sync::mpsc;
 use zlock::recipes::Mutex;
 use zlock::{Client, CreateMode, Error, ErrorCode};
-use zlock_testkit::{require, ChildEnsemble, TestServer, ZooKeeper, NETTY_JARS};
+use zlock_testkit::{require, ChildEnsemble, PeerProcess, TestServer, ZooKeeper, NETTY_JARS};
 
 /// `CuratorLockCheck` compiled into a temporary directory (`None`: Curator or the JDK
 /// is missing and missing peers are allowed).
@@ -52,12 +50,21 @@ fn compile() -> Option<tempfile::TempDir> {
     zlock_testkit::curator::compile_lock_check()
 }
 
-/// A running peer program (`CuratorLockCheck`, or the kazoo contender); SIGKILLed (by
-/// pid) on drop.
-struct Peer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<String>,
+/// A running peer program (`CuratorLockCheck`, or the kazoo contender): the testkit's
+/// [`PeerProcess`], with the two programs' constructors.
+struct Peer(PeerProcess);
+
+impl std::ops::Deref for Peer {
+    type Target = PeerProcess;
+    fn deref(&self) -> &PeerProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Peer {
+    fn deref_mut(&mut self) -> &mut PeerProcess {
+        &mut self.0
+    }
 }
 
 impl Peer {
@@ -68,8 +75,8 @@ impl Peer {
     /// `java` with `jvm` flags before the class (system properties), and Netty on the
     /// class path (ZooKeeper's Java client speaks TLS through Netty only).
     fn java_with(classes: &Path, jvm: &[String], args: &[&str]) -> Peer {
-        Peer::spawn(zlock_testkit::curator::lock_check_command(
-            classes, jvm, args,
+        Peer(PeerProcess::spawn(
+            zlock_testkit::curator::lock_check_command(classes, jvm, args),
         ))
     }
 
@@ -79,71 +86,7 @@ impl Peer {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat/kazoo/lock_contender.py");
         let mut cmd = Command::new(python);
         cmd.arg(script).args(args);
-        Peer::spawn(cmd)
-    }
-
-    fn spawn(mut cmd: Command) -> Peer {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting a peer program");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        Peer {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    /// Waits for the next line the program prints and checks it.
-    /// Waits for the next line, which must start with `want` (`READY` is followed by
-    /// the session's id).
-    async fn expect(&mut self, want: &str) {
-        let what = format!("the peer program to print {want}");
-        let got = within(&what, self.lines.recv()).await;
-        assert!(
-            got.as_deref().is_some_and(|l| l.starts_with(want)),
-            "the peer program's output: {got:?}, expected {want}"
-        );
-    }
-
-    /// Sends a line to its stdin (`hold` releases on it).
-    fn send_line(&mut self) {
-        let stdin = self.stdin.as_mut().expect("stdin");
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Waits for the process to exit; its exit code.
-    async fn exit_code(&mut self) -> i32 {
-        within("the peer program to exit", async {
-            loop {
-                if let Some(st) = self.child.try_wait().unwrap() {
-                    return st.code().unwrap_or(-1);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Peer(PeerProcess::spawn(cmd))
     }
 }
 
@@ -290,10 +233,7 @@ async fn zlock_holds(t: &Target, classes: &Path) {
     java.expect("READY").await;
     wait_children(&zk, LOCK, 2).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        java.child.try_wait().unwrap().is_none(),
-        "Curator ended early"
-    );
+    assert!(java.running(), "Curator ended early");
     g.release().await.unwrap();
     java.expect("ACQUIRED").await;
     assert_eq!(java.exit_code().await, 0);

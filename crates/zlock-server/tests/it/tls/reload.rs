@@ -6,28 +6,18 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use rcgen::ExtendedKeyUsagePurpose;
 use zlock::{Client, CreateMode, TlsOptions};
 use zlock_testkit::pki::{ca, leaf};
-use zlock_testkit::{free_port, wait_for_port, zlock_bin};
+use zlock_testkit::{free_port, wait_for_port};
 
-use super::support::Pki;
+use super::support::{zlock_on, Killed, Pki};
 
 /// How long any wait here may take.
 const BOUND: Duration = Duration::from_secs(60);
-
-/// The server process; SIGKILLed on drop.
-struct Zlock(Child);
-
-impl Drop for Zlock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 async fn connect(at: SocketAddr, tls: TlsOptions) -> Result<Client, String> {
     let builder = Client::builder(&at.to_string())
@@ -81,11 +71,8 @@ async fn certificates_are_read_again_when_their_files_change() {
     )
     .unwrap();
     let log = dir.path().join("zlock.log");
-    let _server = Zlock(
-        Command::new(zlock_bin().unwrap())
-            .args(["server", "--config"])
-            .arg(&cfg)
-            .env("ZLOCK_LOG", "info")
+    let _server = Killed(
+        zlock_on(&cfg, "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -210,23 +210,35 @@ pub struct Server {
     /// The plain client port.
     pub plain: SocketAddr,
     pub secure: SocketAddr,
-    _dir: TempDir,
+    /// Its zoo.cfg and data, where the test wrote them (ZooKeeper keeps its own).
+    _dir: Option<TempDir>,
 }
 
 /// The server process behind a [`Server`]; stopped by pid on drop.
 enum Running {
     Zlock(#[allow(dead_code)] ChildServer),
     ZooKeeper(#[allow(dead_code)] ZooKeeper),
-    Process(std::process::Child),
+    Process(#[allow(dead_code)] Killed),
 }
 
-impl Drop for Running {
+/// A child process SIGKILLed (by pid) and reaped on drop.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
     fn drop(&mut self) {
-        if let Running::Process(c) = self {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
+}
+
+/// `zlock server --config <cfg>` logging at `level`: no `--port`, the file says which
+/// client ports are served.
+pub fn zlock_on(cfg: &Path, level: &str) -> Command {
+    let mut cmd = Command::new(zlock_bin().unwrap());
+    cmd.args(["server", "--config"])
+        .arg(cfg)
+        .env("ZLOCK_LOG", level);
+    cmd
 }
 
 /// zlock on a zoo.cfg with `secureClientPort` and no `clientPort` (nor `--port`): TLS
@@ -247,28 +259,24 @@ secureClientPort={}
         ),
     )
     .unwrap();
-    let child = Command::new(zlock_bin().unwrap())
-        .args(["server", "--config"])
-        .arg(&cfg)
-        .env("ZLOCK_LOG", "warn")
+    let child = zlock_on(&cfg, "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let running = Running::Process(child);
+    let running = Running::Process(Killed(child));
     zlock_testkit::wait_for_port(secure, Duration::from_secs(60)).unwrap();
     Server {
         plain: secure,
         _child: running,
         secure,
-        _dir: dir,
+        _dir: Some(dir),
     }
 }
 
 /// Apache ZooKeeper 3.8 on the same TLS keys as [`start`] gives zlock: the same
 /// `secureClientPort`, `serverCnxnFactory` and `keys` lines in its zoo.cfg.
 pub fn start_zookeeper(keys: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
     let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let zk = ZooKeeper::start_on(
         None,
@@ -285,7 +293,7 @@ pub fn start_zookeeper(keys: &str) -> Server {
         plain: zk.addr,
         _child: Running::ZooKeeper(zk),
         secure,
-        _dir: dir,
+        _dir: None,
     }
 }
 
@@ -311,7 +319,7 @@ pub fn start(keys: &str) -> Server {
         plain: child.addr,
         _child: Running::Zlock(child),
         secure,
-        _dir: dir,
+        _dir: Some(dir),
     }
 }
 
@@ -381,11 +389,7 @@ pub fn start_binary(keys: &str) -> (bool, String) {
         ),
     )
     .unwrap();
-    let mut cmd = Command::new(zlock_bin().unwrap());
-    cmd.arg("server")
-        .arg("--config")
-        .arg(&cfg)
-        .env("ZLOCK_LOG", "warn");
+    let cmd = zlock_on(&cfg, "warn");
     // A start that is not refused serves until killed: 30 s is a refusal's ample time.
     let (ok, _, err) = run_bounded(cmd, Duration::from_secs(30));
     (ok, err)
