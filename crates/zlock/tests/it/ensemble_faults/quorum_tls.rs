@@ -309,8 +309,19 @@ async fn plain_hello_is_closed(ens: &ChildEnsemble, i: usize) {
         matches!(n, Ok(0) | Err(_)),
         "the TLS-only quorum port answered a plain connection: {n:?}"
     );
+    // Logged at warn once a minute per host: this probe's line, or, if a plain
+    // connection from this host was refused less than a minute ago in the member's
+    // current run, that one's (this probe's is then at debug).
+    let plain_refused_this_run = || {
+        let log = ens.log(i);
+        let run = log
+            .rfind("links between members")
+            .map_or(&log[..], |at| &log[at..]);
+        run.lines()
+            .any(|l| l.contains(REFUSED) && l.contains("does not speak TLS"))
+    };
     within("the refusal to be logged", async {
-        while refusals(ens, i) == before {
+        while refusals(ens, i) == before && !plain_refused_this_run() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })

@@ -142,7 +142,7 @@ pub struct Links {
     /// How long an accepted connection has to show what it speaks and to finish its
     /// handshake (`ssl.quorum.handshakeDetectionTimeoutMillis`).
     handshake: Duration,
-    refusals: Arc<Refusals>,
+    pub(super) refusals: Arc<Refusals>,
 }
 
 impl std::fmt::Debug for Links {
@@ -169,6 +169,17 @@ impl Default for Links {
             refusals: Arc::default(),
         }
     }
+}
+
+/// Whether the peer of `s` closed it without sending a byte (its end of stream is
+/// there to read now; a silent but open connection is not).
+async fn closed_silent(s: &TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    // A zero timeout still polls the peek once: an end of stream already received shows.
+    matches!(
+        tokio::time::timeout(Duration::ZERO, s.peek(&mut first)).await,
+        Ok(Ok(0))
+    )
 }
 
 /// Why a link could not be set up.
@@ -284,6 +295,12 @@ impl Links {
             }
             Port::Secure(a) => {
                 if !starts_tls(&s, self.handshake).await {
+                    // Closed before saying anything: a dial given up (a member's RPC
+                    // cancelled between its connect and its handshake), no plain member.
+                    if closed_silent(&s).await {
+                        tracing::debug!(peer = %addr, "a connection closed before its first byte");
+                        return None;
+                    }
                     self.refusals.refused(
                         &peer,
                         &addr,
@@ -341,7 +358,7 @@ const QUIET_FOR: Duration = Duration::from_secs(60);
 
 /// The peers whose connections were refused, and when that was last logged at warn.
 #[derive(Default)]
-struct Refusals(Mutex<HashMap<String, Instant>>);
+pub(super) struct Refusals(Mutex<HashMap<String, Instant>>);
 
 impl Refusals {
     /// Logs a refused link with `peer`: at warn the first time and once a minute after
@@ -378,6 +395,13 @@ impl Refusals {
         } else {
             tracing::debug!(%peer, error = %why, "refused the link with a peer while {doing}");
         }
+    }
+
+    /// Whether no refusal for `key` was logged at warn in the last minute.
+    #[cfg(test)]
+    pub(super) fn is_quiet(&self, key: &str) -> bool {
+        let seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(key).is_none_or(|at| at.elapsed() >= QUIET_FOR)
     }
 
     /// A link for `key` was set up: its next refusal is news again.

@@ -214,3 +214,33 @@ async fn reloaded_stores_are_used_by_the_links_made_after() {
     assert!(reloading.reload(&cfg).is_err());
     assert!(talks(&new, &at).await, "still the new CA's");
 }
+
+/// A connection to a TLS-only quorum port closed before its first byte (a dial given
+/// up between its connect and its handshake) is closed quietly, not logged as a plain
+/// member's refusal, which would mute the next real one for a minute; a plain member
+/// that speaks is still refused.
+#[tokio::test]
+async fn a_connection_closed_before_its_first_byte_is_no_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let tls = links(&config(dir.path(), "member.pem", "sslQuorum=true\n"));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = l.local_addr().unwrap();
+    let silent = tokio::net::TcpStream::connect(at).await.unwrap();
+    let (s, from) = l.accept().await.unwrap();
+    drop(silent);
+    assert!(tls.accept(s, from).await.is_none());
+    assert!(
+        tls.refusals.is_quiet(&from.ip().to_string()),
+        "logged as a refusal"
+    );
+    let to_tls = member(tls.clone()).await;
+    assert!(
+        !talks(&Links::default(), &to_tls).await,
+        "plain to TLS only"
+    );
+    assert!(
+        !tls.refusals.is_quiet("127.0.0.1"),
+        "a plain member is refused"
+    );
+}
