@@ -237,7 +237,7 @@ fn parse_lock_delay(s: &str) -> Result<i32, String> {
     let ms: u64 = s
         .parse()
         .map_err(|_| format!("not a number of ms: {s:?}"))?;
-    zlock_server::config::lock_delay(ms)
+    zlock_server::config::lock_delay(ms).map_err(|e| e.to_string())
 }
 
 /// A `--server` flag's member, and the flag as given (for messages).

@@ -76,7 +76,7 @@ pub use tls::{
     location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,
     TlsSetupError, CIPHER_SUITES,
 };
-pub use zoo_cfg::{lock_delay, Ignored, IgnoredKey};
+pub use zoo_cfg::{lock_delay, Ignored, IgnoredKey, LockDelayTooLong};
 
 /// Every setting of the server. Field docs give the `zoo.cfg` key.
 #[derive(Debug, Clone)]

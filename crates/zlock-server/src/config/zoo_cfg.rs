@@ -2,6 +2,7 @@
 //! and ignored (each logged).
 
 use super::*;
+use zlock_proto::records::MAX_LOCK_DELAY_MS;
 
 /// A `zoo.cfg` key that was read and has no effect here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,7 +214,7 @@ impl ServerConfig {
                     self.container_check_interval_ms = num(v)?.max(1)
                 }
                 "zlock.lockDelayMs" => {
-                    self.lock_delay_ms = lock_delay(num(v)?).map_err(|e| bad(&e))?
+                    self.lock_delay_ms = lock_delay(num(v)?).map_err(|e| bad(&e.to_string()))?
                 }
                 "globalOutstandingLimit" => {
                     self.global_outstanding_limit = usize::try_from(num(v)?)
@@ -317,10 +318,21 @@ impl ServerConfig {
 
 /// A lock-delay from the configuration, ms: at most
 /// [`MAX_LOCK_DELAY_MS`](zlock_proto::records::MAX_LOCK_DELAY_MS).
-pub fn lock_delay(ms: u64) -> Result<i32, String> {
-    use zlock_proto::records::MAX_LOCK_DELAY_MS;
+///
+/// # Errors
+/// [`LockDelayTooLong`] past that.
+pub fn lock_delay(ms: u64) -> Result<i32, LockDelayTooLong> {
     i32::try_from(ms)
         .ok()
         .filter(|d| *d <= MAX_LOCK_DELAY_MS)
-        .ok_or_else(|| format!("a lock-delay is at most {MAX_LOCK_DELAY_MS} ms"))
+        .ok_or(LockDelayTooLong { ms })
+}
+
+/// A lock-delay asked for past
+/// [`MAX_LOCK_DELAY_MS`](zlock_proto::records::MAX_LOCK_DELAY_MS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a lock-delay is at most {MAX_LOCK_DELAY_MS} ms")]
+pub struct LockDelayTooLong {
+    /// The lock-delay asked for, ms.
+    pub ms: u64,
 }

@@ -21,6 +21,21 @@ struct Platter {
     errors: Vec<String>,
 }
 
+/// Why the in-memory disk failed an append or a sync.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskFault {
+    /// The writer skipped or repeated an index (a contract breach).
+    #[error("append at {index}, expected {expected}")]
+    OutOfOrder { index: u64, expected: u64 },
+    /// The simulation crashed the member during this sync.
+    #[error("power failure during fsync")]
+    PowerFailure,
+}
+
+fn failed(f: DiskFault) -> CommitError {
+    RaftFailure::Disk(Arc::new(f)).into()
+}
+
 /// The in-memory `LogStore` handed to `RaftLog::open_with_writer`; clones share it.
 #[derive(Clone, Default)]
 pub struct MemDisk(Arc<Mutex<Platter>>);
@@ -68,9 +83,12 @@ impl LogStore for MemDisk {
     fn append(&mut self, index: u64, payload: &[u8]) -> Result<(), CommitError> {
         let mut p = lock(self);
         if index != p.next {
-            let e = format!("append at {index}, expected {}", p.next);
-            p.errors.push(e.clone());
-            return Err(RaftFailure::Disk(e).into());
+            let e = DiskFault::OutOfOrder {
+                index,
+                expected: p.next,
+            };
+            p.errors.push(e.to_string());
+            return Err(failed(e));
         }
         p.next = index + 1;
         p.unsynced.push((index, payload.to_vec()));
@@ -80,7 +98,7 @@ impl LogStore for MemDisk {
     fn sync(&mut self) -> Result<(), CommitError> {
         let mut p = lock(self);
         if p.power_failing {
-            return Err(RaftFailure::Disk("power failure during fsync".into()).into());
+            return Err(failed(DiskFault::PowerFailure));
         }
         let written = std::mem::take(&mut p.unsynced);
         p.durable.extend(written);

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::errors::Fatal;
+
 use super::peer::{ForwardError, FrameError};
+use super::types::Zraft;
 use crate::commit::CommitError;
 
 impl From<RaftFailure> for CommitError {
@@ -25,20 +28,21 @@ impl From<Unknown> for CommitError {
 pub enum RaftFailure {
     #[error("raft stopped")]
     Stopped,
-    /// openraft stopped with a fatal error (its message: openraft's error types stay
-    /// inside this module).
+    /// openraft stopped with a fatal error: its log store failed, its core panicked, or
+    /// it was shut down. (openraft's error, kept whole: it stays inside this module, as
+    /// the server sees a [`CommitError::Raft`] only as an error to log.)
     #[error("raft failed: {0}")]
-    Fatal(String),
+    Fatal(#[source] Fatal<Zraft>),
     /// openraft refused the configuration the options make.
     #[error("invalid raft configuration: {0}")]
-    Config(String),
+    Config(#[source] Arc<openraft::ConfigError>),
     /// Opening the member's log, gate or vote failed.
     #[error("opening the member's state: {0}")]
     Open(Arc<std::io::Error>),
-    /// The log store failed (the simulation's disk; the real one fails with
-    /// [`zlock_store::StoreError`]).
+    /// The log store failed, with the store's own error (the simulation's disk; the
+    /// real one fails with [`zlock_store::StoreError`] instead, as [`CommitError::Store`]).
     #[error("log store: {0}")]
-    Disk(String),
+    Disk(#[source] Arc<dyn std::error::Error + Send + Sync>),
 }
 
 /// Why a batch's outcome is unknown: it may or may not be committed. The requests waiting

@@ -25,7 +25,7 @@ pub(super) struct LeaderLink {
 
 /// Why the leader gave no answer.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum LinkError {
+pub enum LinkError {
     #[error("member {0} leads, but the membership holds no address for it")]
     UnknownLeader(u64),
     #[error("leader {leader}: {source}")]
@@ -90,7 +90,7 @@ pub(super) async fn known_leader(raft: &Raft) -> Result<u64, RaftFailure> {
     let mut m = raft.server_metrics();
     loop {
         if let Err(e) = &raft.metrics().borrow_watched().running_state {
-            return Err(RaftFailure::Fatal(e.to_string()));
+            return Err(RaftFailure::Fatal(e.clone()));
         }
         if let Some(l) = m.borrow_and_update().current_leader {
             return Ok(l);

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CommitError, RaftFailure};
@@ -81,7 +82,7 @@ impl RaftOptions {
             ..openraft::Config::default()
         };
         c.validate()
-            .map_err(|e| RaftFailure::Config(e.to_string()).into())
+            .map_err(|e| RaftFailure::Config(Arc::new(e)).into())
     }
 
     /// How long a proposal waits for a leader, and for its answer.

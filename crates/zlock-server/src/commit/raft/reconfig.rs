@@ -33,17 +33,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::errors::{ChangeMembershipError, ClientWriteError, Fatal, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use zlock_proto::ErrorCode;
 
-use super::leader::{known_leader, other_leader, LeaderLink};
+use super::leader::{known_leader, other_leader, LeaderLink, LinkError};
 use super::members::{self, node_text, ConfigView};
 use super::peer::{Identity, Reply, Request};
 use super::types::WatchReceiver as _;
 use super::types::{Membership, Metrics, Raft, Zraft};
+use super::RaftFailure;
 use crate::config::{MemberSpec, MAX_MEMBER_ID};
 
 /// A `reconfig` request as the leader needs it.
@@ -72,11 +73,62 @@ pub enum ReconfigError {
     BadArguments(String),
     #[error("reconfig needs a super user (or write permission on /zookeeper/config)")]
     NoAuth,
-    #[error("{0}")]
-    NoQuorum(String),
+    #[error(transparent)]
+    NoQuorum(NoQuorum),
     /// Asked of a member that does not lead (the asker tries the leader it learns of).
     #[error("member {0} is not the leader")]
     NotLeader(u64),
+}
+
+/// Why no quorum carried a reconfiguration out, or none answered in time
+/// ([`ReconfigError::NoQuorum`]).
+///
+/// On the peer wire (a member's reconfiguration is carried out by the leader) it
+/// travels as its text, as it did when it was a string: the frame's bytes stay the same,
+/// and the asking member reads the leader's reason as [`NoQuorum::Leader`].
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+#[serde(into = "String", from = "String")]
+pub enum NoQuorum {
+    #[error("the membership change was not committed in time")]
+    NotCommitted,
+    #[error(
+        "of the new voters {voters:?}, only {synced:?} are synced with the leader (every \
+         joining one must be, and a majority)"
+    )]
+    NotSynced {
+        voters: BTreeSet<u64>,
+        synced: BTreeSet<u64>,
+    },
+    #[error("raft stopped")]
+    Stopped,
+    /// This member's Raft failed.
+    #[error(transparent)]
+    Raft(RaftFailure),
+    #[error("the leader did not answer in time")]
+    NoAnswer,
+    #[error("unexpected reply")]
+    UnexpectedReply,
+    /// The link to the leader failed.
+    #[error(transparent)]
+    Link(Arc<LinkError>),
+    /// The leader's reason, as it sent it.
+    #[error("{0}")]
+    Leader(String),
+}
+
+impl From<NoQuorum> for String {
+    fn from(n: NoQuorum) -> String {
+        match n {
+            NoQuorum::Leader(said) => said,
+            n => n.to_string(),
+        }
+    }
+}
+
+impl From<String> for NoQuorum {
+    fn from(said: String) -> NoQuorum {
+        NoQuorum::Leader(said)
+    }
 }
 
 impl ReconfigError {
@@ -211,7 +263,8 @@ fn raft_err(e: RaftError<Zraft, ClientWriteError<Zraft>>) -> ReconfigError {
         RaftError::APIError(ClientWriteError::PreconditionFailed(p)) => {
             ReconfigError::BadArguments(p.to_string())
         }
-        RaftError::Fatal(f) => ReconfigError::NoQuorum(f.to_string()),
+        RaftError::Fatal(Fatal::Stopped) => ReconfigError::NoQuorum(NoQuorum::Stopped),
+        RaftError::Fatal(f) => ReconfigError::NoQuorum(NoQuorum::Raft(RaftFailure::Fatal(f))),
     }
 }
 
@@ -246,9 +299,7 @@ impl Leader {
         match tokio::time::timeout(self.patience, self.raft.change_membership(what, retain)).await {
             Ok(Ok(r)) => Ok(r.log_id.index),
             Ok(Err(e)) => Err(raft_err(e)),
-            Err(_) => Err(ReconfigError::NoQuorum(
-                "the membership change was not committed in time".into(),
-            )),
+            Err(_) => Err(ReconfigError::NoQuorum(NoQuorum::NotCommitted)),
         }
     }
 
@@ -399,13 +450,13 @@ impl Leader {
             }
             tokio::select! {
                 r = metrics.changed() => if r.is_err() {
-                    return Err(ReconfigError::NoQuorum("raft stopped".into()));
+                    return Err(ReconfigError::NoQuorum(NoQuorum::Stopped));
                 },
                 () = tokio::time::sleep_until(deadline) => {
-                    return Err(ReconfigError::NoQuorum(format!(
-                        "of the new voters {voters:?}, only {now:?} are synced with the \
-                         leader (every joining one must be, and a majority)"
-                    )));
+                    return Err(ReconfigError::NoQuorum(NoQuorum::NotSynced {
+                        voters: voters.clone(),
+                        synced: now,
+                    }));
                 }
             }
         }
@@ -431,7 +482,7 @@ impl Reconfigurer {
             let view = loop {
                 let leader = known_leader(&self.raft)
                     .await
-                    .map_err(|e| ReconfigError::NoQuorum(e.to_string()))?;
+                    .map_err(|e| ReconfigError::NoQuorum(NoQuorum::Raft(e)))?;
                 let r = if leader == self.id.me {
                     self.leader.apply(change.clone()).await
                 } else {
@@ -455,18 +506,14 @@ impl Reconfigurer {
                 let mut m = self.membership.clone();
                 m.wait_for(|m| m.log_id().is_some_and(|l| l.index >= view.version))
                     .await
-                    .map_err(|_| ReconfigError::NoQuorum("raft stopped".into()))?;
+                    .map_err(|_| ReconfigError::NoQuorum(NoQuorum::Stopped))?;
             }
             Ok(view)
         };
         // Each step has the patience; the whole, a few.
         tokio::time::timeout(self.patience * 4, work)
             .await
-            .unwrap_or_else(|_| {
-                Err(ReconfigError::NoQuorum(
-                    "the leader did not answer in time".into(),
-                ))
-            })
+            .unwrap_or_else(|_| Err(ReconfigError::NoQuorum(NoQuorum::NoAnswer)))
     }
 
     /// Asks member `leader` to carry `change` out; `None` if this member learns of
@@ -476,9 +523,9 @@ impl Reconfigurer {
         let mut link = self.link.lock().await;
         match link.ask(leader, &req, self.patience * 3).await {
             Ok(Some(Reply::Reconfig(r))) => Some(r),
-            Ok(Some(_)) => Some(Err(ReconfigError::NoQuorum("unexpected reply".into()))),
+            Ok(Some(_)) => Some(Err(ReconfigError::NoQuorum(NoQuorum::UnexpectedReply))),
             Ok(None) => None,
-            Err(e) => Some(Err(ReconfigError::NoQuorum(e.to_string()))),
+            Err(e) => Some(Err(ReconfigError::NoQuorum(NoQuorum::Link(Arc::new(e))))),
         }
     }
 }
@@ -546,5 +593,43 @@ mod tests {
             let e = next_config(&c, &bad).unwrap_err();
             assert_eq!(e.code(), ErrorCode::BadArguments, "{bad:?}: {e}");
         }
+    }
+
+    /// `NoQuorum` was a string on the peer wire: a typed one is sent as its text, in the
+    /// same bytes, and read back as the leader's reason, with the same code.
+    #[test]
+    fn no_quorum_keeps_its_wire_form() {
+        #[derive(Serialize)]
+        #[allow(dead_code)]
+        enum AsString {
+            InProgress,
+            BadVersion(String),
+            BadArguments(String),
+            NoAuth,
+            NoQuorum(String),
+            NotLeader(u64),
+        }
+        let typed = ReconfigError::NoQuorum(NoQuorum::NotSynced {
+            voters: [1, 2, 4].into(),
+            synced: [1].into(),
+        });
+        let text = typed.to_string();
+        assert_eq!(
+            text,
+            "of the new voters {1, 2, 4}, only {1} are synced with the leader (every joining \
+             one must be, and a majority)"
+        );
+        let bytes = postcard::to_allocvec(&typed).unwrap();
+        assert_eq!(
+            bytes,
+            postcard::to_allocvec(&AsString::NoQuorum(text.clone())).unwrap()
+        );
+        let back: ReconfigError = postcard::from_bytes(&bytes).unwrap();
+        assert!(
+            matches!(&back, ReconfigError::NoQuorum(NoQuorum::Leader(said)) if *said == text),
+            "{back:?}"
+        );
+        assert_eq!(back.code(), ErrorCode::NewConfigNoQuorum);
+        assert_eq!(postcard::to_allocvec(&back).unwrap(), bytes);
     }
 }

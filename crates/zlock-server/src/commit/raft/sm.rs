@@ -71,7 +71,8 @@ impl StateMachine {
         let mut membership = Membership::default();
         if let Some((index, bytes)) = zlock_store::snapshot::load_latest(&dir).map_err(io_err)? {
             let (meta, payload) = split_snapshot(&bytes)?;
-            host.install(LogIndex(index), payload).map_err(io_err)?;
+            host.install(LogIndex(index), payload)
+                .map_err(std::io::Error::other)?;
             applied = meta.last_log_id;
             membership = meta.last_membership;
             tracing::info!(index, "raft state restored from snapshot");
@@ -221,7 +222,7 @@ impl RaftStateMachine<Zraft> for StateMachine {
             let mut h = lock(&self.inner);
             h.host
                 .install(LogIndex(index), host_payload)
-                .map_err(io_err)?;
+                .map_err(std::io::Error::other)?;
             h.applied = meta.last_log_id;
             h.membership = meta.last_membership.clone();
         }

@@ -103,7 +103,7 @@ impl RaftCommit {
         config.enable_elect = local.may_campaign();
         let raft = Raft::new(opts.me, Arc::new(config), network, log, sm)
             .await
-            .map_err(|e| RaftFailure::Fatal(e.to_string()))?;
+            .map_err(RaftFailure::Fatal)?;
         let (stop, stopped) = watch::channel(false);
         let addrs = members::Addrs::new(
             raft.clone(),

@@ -196,9 +196,9 @@ impl Writer {
                             refused.push(sent.unit);
                             held = Held::Refused;
                         }
-                        Err(Heard::Said(ForwardError::Fatal(e))) if matches!(route, Some(Route::Local(_))) => {
+                        Err(Heard::Said(ForwardError::Fatal(_))) if matches!(route, Some(Route::Local(_))) => {
                             queue.push_front(sent.unit);
-                            return self.fatal(RaftFailure::Fatal(e), queue, in_flight, refused);
+                            return self.fatal(stopped_at_write(&self.raft), queue, in_flight, refused);
                         }
                         Err(heard) => {
                             queue.push_front(sent.unit);
@@ -540,7 +540,15 @@ async fn next_leader(raft: &Raft, refused_by: Option<u64>) {
 /// The reason this member's Raft stopped, if it did.
 fn stopped(raft: &Raft) -> Option<RaftFailure> {
     match &raft.metrics().borrow_watched().running_state {
-        Err(e) => Some(RaftFailure::Fatal(e.to_string())),
+        Err(e) => Some(RaftFailure::Fatal(e.clone())),
         Ok(()) => None,
     }
+}
+
+/// Why this member's Raft stopped, once its `write` failed (the local route's
+/// [`ForwardError::Fatal`], which carries only the text: the peer wire's form). openraft
+/// returns that error after the end of its core task, which records the same error in
+/// the metrics as it ends, for every reason but a panic: a panic leaves them `Ok`.
+fn stopped_at_write(raft: &Raft) -> RaftFailure {
+    stopped(raft).unwrap_or(RaftFailure::Fatal(openraft::errors::Fatal::Panicked))
 }
