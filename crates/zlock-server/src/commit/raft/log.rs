@@ -85,6 +85,8 @@ enum Op {
     },
     /// Drop records through `through` (after the purge point is saved).
     Purge { through: u64 },
+    /// Sync what was appended, then answer ([`RaftLog::save_vote`] waits for it).
+    Sync(oneshot::Sender<std::io::Result<()>>),
     /// Sync what was appended, then stop: nothing is written after it.
     Stop(oneshot::Sender<()>),
 }
@@ -352,6 +354,14 @@ impl<D: LogStore> Writer<D> {
                     }
                     let _ = done.send(r);
                 }
+                Op::Sync(done) => {
+                    self.settle();
+                    let r = match &self.broken {
+                        Some(e) => Err(io_err(e.clone())),
+                        None => Ok(()),
+                    };
+                    let _ = done.send(r);
+                }
                 Op::Purge { through } => {
                     self.settle();
                     if self.broken.is_none() {
@@ -448,7 +458,19 @@ impl RaftLogStorage<Zraft> for RaftLog {
         }
     }
 
+    /// Syncs every append queued before it, then saves `vote`. openraft counts a saved
+    /// vote as having flushed all I/O submitted before it (its I/O id is the vote and
+    /// the log position together), and answers the appends waiting on that flush: had
+    /// the vote file been written at once, ahead of appends still queued for the
+    /// writer thread, a follower that voted in an election would have acknowledged
+    /// entries not yet on its disk, and a leader could commit on that acknowledgement
+    /// (found by the simulation's "nothing applied before a majority has it on disk"
+    /// check, seed 6). A vote is saved only around elections, so the wait costs
+    /// nothing on the write path.
     async fn save_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Sync(tx))?;
+        rx.await.map_err(io_err)??;
         self.set_vote(vote)
     }
 
