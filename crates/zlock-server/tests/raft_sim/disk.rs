@@ -70,6 +70,11 @@ impl MemDisk {
         out
     }
 
+    /// The synced record at WAL index `index`: what a crash now would keep there.
+    pub fn durable_at(&self, index: u64) -> Option<Vec<u8>> {
+        lock(self).durable.get(&index).cloned()
+    }
+
     pub fn unsynced(&self) -> usize {
         lock(self).unsynced.len()
     }

@@ -1,16 +1,21 @@
 //! A member's state-machine host: the real `zlock_core::State`, behind zlock's Raft
 //! state machine (`commit::raft::sm`), so lock grants and fencing tokens are the core's
-//! own. At every applied point it checks lock exclusion and rising fencing tokens, and
-//! that the position holds what every other member applied there; at each lock-delay's
-//! end and each TTL node's expiry, that it lasted long enough in true time.
+//! own. At every applied point it checks lock exclusion and rising fencing tokens, that
+//! the position holds what every other member applied there, and that its log entry
+//! was already durable on a majority of the voters' disks; at each lock-delay's end and
+//! each TTL node's expiry, that it lasted long enough in true time.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures_util::FutureExt as _;
+use openraft::storage::RaftLogReader as _;
 use zlock_core::{Applied, Config, LogIndex, SessionId, State, Txn, TxnBody};
 use zlock_proto::jute::Reader;
 use zlock_proto::records::LockResponse;
 use zlock_proto::{Record, Request};
+use zlock_server::commit::raft::log::TailReader;
+use zlock_server::commit::raft::types::Entry as LogEntry;
 use zlock_server::commit::{Apply, Entry, SnapshotJob, Snapshots};
 
 use crate::world::{lock as wlock, Fact, Shared};
@@ -36,6 +41,9 @@ struct Holder {
 pub struct Inner {
     pub member: u64,
     pub state: State,
+    /// This incarnation's Raft log (its in-memory tail): the entry, with its log id,
+    /// behind each position the host applies.
+    log: TailReader,
     /// Everything applied by this incarnation (a restart applies from the start).
     pub history: Vec<Rec>,
     /// Replies by (session, xid), and sessions created by (member, xid): what a client
@@ -94,11 +102,12 @@ pub fn lock(h: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 }
 
 impl SimHost {
-    pub fn new(member: u64, world: Shared) -> SimHost {
+    pub fn new(member: u64, world: Shared, log: TailReader) -> SimHost {
         SimHost {
             inner: Arc::new(Mutex::new(Inner {
                 member,
                 state: State::new(config()),
+                log,
                 history: Vec::new(),
                 replies: BTreeMap::new(),
                 created: BTreeMap::new(),
@@ -122,6 +131,20 @@ fn outcome(a: &Applied) -> String {
 }
 
 impl Inner {
+    /// The log entry at `index`, as this member's log holds it (openraft applies from
+    /// there; the tail is behind a short lock, so its reader is ready at once).
+    fn logged(&mut self, index: u64) -> Result<LogEntry, String> {
+        let m = self.member;
+        match self.log.try_get_log_entries(index..=index).now_or_never() {
+            Some(Ok(mut v)) if v.len() == 1 => Ok(v.remove(0)),
+            Some(Ok(_)) => Err(format!("member {m} applied {index}, not in its log")),
+            Some(Err(e)) => Err(format!("member {m} applied {index}: its log: {e}")),
+            None => Err(format!(
+                "member {m} applied {index}: its log did not answer"
+            )),
+        }
+    }
+
     /// Applies one entry and checks the locks after each of its Txns; records what it
     /// applied in `out` and any violation in `bad`.
     fn apply_entry(
@@ -297,7 +320,12 @@ impl Apply for SimHost {
         let mut h = lock(&self.inner);
         let mut bad = Vec::new();
         let mut recs = Vec::new();
+        let mut logged = Vec::new();
         for (index, entry) in entries {
+            match h.logged(index.0) {
+                Ok(e) => logged.push(e),
+                Err(e) => bad.push(e),
+            }
             h.apply_entry(index, entry, &mut bad, &mut recs);
         }
         h.history.extend(recs.iter().cloned());
@@ -306,6 +334,10 @@ impl Apply for SimHost {
         let expired = std::mem::take(&mut h.expired);
         drop(h);
         let mut w = wlock(&self.world);
+        // Nothing happens to a disk between the apply and this check: one thread.
+        for e in &logged {
+            w.check_durable(member, e);
+        }
         for (lock, length, start, grant) in ended {
             w.check_lasted("lock-delay", &format!("on {lock}"), length, start, grant);
         }

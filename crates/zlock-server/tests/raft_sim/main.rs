@@ -18,6 +18,11 @@
 //! member win a term another already won, so "one leader per term" is not one of its
 //! invariants, and the runs count how often it happens); every member
 //! applies the same Txn with the same outcome at each log position (across restarts);
+//! nothing is visible before a majority has it on disk (each entry a member applies,
+//! and so may reply to, fire a watch for or grant a lock by, is then already synced
+//! on a majority of the voters' disks: the same record at the same index, what a
+//! crash keeps; a member down counts with what its disk kept, and a disk lost in a
+//! wipe with what it held when lost);
 //! no two sessions hold one lock at any applied point (holders: told so by their
 //! reply or a pushed grant, node still there); each lock's fencing tokens (the
 //! grant's czxid) rise. At the end: one history on every member, every acknowledged

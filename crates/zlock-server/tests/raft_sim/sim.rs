@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use openraft::storage::RaftLogStorage as _;
 use openraft::{BasicNode, ServerState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -263,6 +264,7 @@ impl Sim {
         let disk = MemDisk::with(&b.records);
         let (mut log, writer) =
             RaftLog::open_with_writer(disk.clone(), b.records.clone(), b.meta.path()).unwrap();
+        lock(&self.world).disks.insert(id, disk.clone());
         let gate = Arc::new(Gate::open(b.meta.path()).unwrap());
         if let Some(Found::Join { floor, target }) = found {
             gate.close_until(target).unwrap();
@@ -274,7 +276,7 @@ impl Sim {
             acks: Arc::new(Acks::default()),
             snapshot_dir: b.meta.path().join("snapshots"),
         };
-        let host = SimHost::new(id, self.world.clone());
+        let host = SimHost::new(id, self.world.clone(), log.get_log_reader().await);
         let (sm, _applied) = StateMachine::open(
             host.clone(),
             b.snapshots.path().to_path_buf(),
@@ -385,7 +387,12 @@ impl Sim {
             self.amnesiac = Some(id);
             self.wipes += 1;
             self.event(format!("member {id}'s disk is lost: it restarts blank"));
+            let mut w = lock(&self.world);
+            w.disks.insert(id, MemDisk::default());
+            w.lost.entry(id).or_default().push(MemDisk::with(&left));
         } else {
+            // Down, its disk holds what survived (a torn tail's records included).
+            lock(&self.world).disks.insert(id, MemDisk::with(&left));
             self.boxes.get_mut(&id).unwrap().records = left;
         }
     }

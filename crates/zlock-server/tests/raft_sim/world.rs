@@ -7,8 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rand::rngs::StdRng;
 use rand::Rng;
+use zlock_server::commit::raft::codec;
 use zlock_server::commit::raft::peer::Local;
-use zlock_server::commit::raft::types::Raft;
+use zlock_server::commit::raft::types::{Entry, Raft};
+
+use crate::disk::MemDisk;
 
 /// How the network treats messages in the current phase (per mille, milliseconds).
 #[derive(Debug, Clone, Copy, Default)]
@@ -90,6 +93,12 @@ pub struct World {
     pub applied: BTreeMap<(u64, usize), Fact>,
     /// The voters (all members).
     pub voters: usize,
+    /// Every member's disk, up or down: after a crash what it kept, after a wipe a
+    /// blank one, none before its first start. [`World::check_durable`] reads them.
+    pub disks: BTreeMap<u64, MemDisk>,
+    /// The disks each member lost, as they were when lost: what they held had been
+    /// durable on them, and still counts in [`World::check_durable`].
+    pub lost: BTreeMap<u64, Vec<MemDisk>>,
     /// Granted votes: who granted each leader id `(term, candidate)`.
     pub grants: BTreeMap<(u64, u64), BTreeSet<u64>>,
     /// Each member's latest granted vote (kept across its restarts).
@@ -133,6 +142,8 @@ impl World {
             trace: Trace::default(),
             applied: BTreeMap::new(),
             voters: 0,
+            disks: BTreeMap::new(),
+            lost: BTreeMap::new(),
             grants: BTreeMap::new(),
             granted: BTreeMap::new(),
             leaders: BTreeSet::new(),
@@ -245,6 +256,55 @@ impl World {
         if voted.len() <= self.voters / 2 {
             self.violation(format!(
                 "member {leader} leads term {term} with the votes of {voted:?} only"
+            ));
+        }
+    }
+
+    /// Nothing visible before a majority has it on disk: `member` applies `entry` (so
+    /// may reply, fire a watch, grant a lock), which must already be synced, the same
+    /// record at the same index, on a majority of the voters' disks. Checked as it
+    /// applies: a crash or a truncation later may take copies away. A disk lost in a
+    /// wipe still counts with what it held when lost: the copy was made, and a lagging
+    /// member (or one restarted, which applies from the start) may apply an entry
+    /// after a wipe took one of its copies, and a leader may count an acknowledgement
+    /// that was on its way when the disk went (no leader can tell it from a live
+    /// member's); the rejoin protocol, not the commit, is what restores the copies.
+    pub fn check_durable(&mut self, member: u64, entry: &Entry) {
+        let index = entry.log_id.index;
+        let record = match codec::encode_entry(entry) {
+            Ok(r) => r,
+            Err(e) => {
+                self.violation(format!("member {member} applied {index}: encoding: {e}"));
+                return;
+            }
+        };
+        // The Raft entry's WAL index (`commit::raft::log`).
+        let at = index + 1;
+        let mut durable = Vec::new();
+        let mut other = Vec::new();
+        for (id, disk) in &self.disks {
+            let mut lost = self.lost.get(id).into_iter().flatten();
+            if lost.any(|d| d.durable_at(at).as_ref() == Some(&record)) {
+                durable.push(format!("{id} (on a disk it lost)"));
+                continue;
+            }
+            match disk.durable_at(at) {
+                Some(r) if r == record => durable.push(id.to_string()),
+                Some(r) => {
+                    let held = codec::decode_entry(&r)
+                        .map_or_else(|e| format!("undecodable: {e}"), |e| e.log_id.to_string());
+                    other.push(format!("member {id} {held}"));
+                }
+                None => {}
+            }
+        }
+        if durable.len() <= self.voters / 2 {
+            self.violation(format!(
+                "member {member} applied {index} ({}) durable on [{}] only, of {} voters \
+                 (other entries durable there: {other:?})",
+                entry.log_id,
+                durable.join(", "),
+                self.voters
             ));
         }
     }
