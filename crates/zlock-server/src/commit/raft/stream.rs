@@ -46,6 +46,18 @@ use super::types::{LogId, Raft, Vote, Zraft};
 /// bounds what a follower that stopped answering can have queued.
 const APPENDS_IN_FLIGHT: usize = 16;
 
+/// How many times openraft's RPC time (`hard_ttl`, the heartbeat interval) an append's
+/// reply may take before the stream is given up: four heartbeats, an election timeout
+/// at zlock's default timing (`config::RaftTiming`). A reply waits for the follower's
+/// fsync and for every append queued ahead of it, and on a disk shared by the members
+/// (or a CPU they share) one fsync now and then takes longer than a heartbeat: with
+/// one heartbeat's time, scenario B on three members on one 2-core machine gave up a
+/// healthy follower's stream about every 4 s, and each time the connection was dropped,
+/// opened again and the appends sent again, and the slowest lock acquires took 65 to
+/// 140 ms. A follower that is really gone is still found: a broken connection fails at
+/// once, a silent one after this time.
+const ANSWER_PATIENCE: u32 = 4;
+
 /// How many appends a follower takes from one connection before it answers some: a
 /// leader keeps at most [`APPENDS_IN_FLIGHT`]; this only bounds what a peer that does
 /// not follow that rule can make the follower hold.
@@ -59,7 +71,7 @@ struct Sent {
     prev: Option<LogId>,
     /// The last entry sent, or `prev` for an entry-less append.
     last: Option<LogId>,
-    /// When its reply is due: sent plus the RPC's time, as for a single call.
+    /// When its reply is due: sent plus [`ANSWER_PATIENCE`] times the RPC's time.
     due: tokio::time::Instant,
 }
 
@@ -108,7 +120,7 @@ impl Peer {
         S: Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
     {
         Box::pin(async move {
-            let ttl = option.hard_ttl();
+            let ttl = option.hard_ttl() * ANSWER_PATIENCE;
             let me = self.me();
             let mut input = input;
             // The first request before the connection, as openraft's sequential stream
