@@ -45,6 +45,7 @@ pub mod restore;
 mod admin;
 pub mod backup;
 mod ensemble;
+mod free;
 mod http;
 mod metrics;
 mod net;

@@ -346,10 +346,8 @@ impl<D: LogStore> Writer<D> {
                 }
                 Op::Truncate { from, done } => {
                     self.settle();
-                    let r = match &self.broken {
-                        Some(e) => Err(io_err(e.clone())),
-                        None => self.disk.truncate_from(from).map_err(io_err),
-                    };
+                    let r = health(&self.broken)
+                        .and_then(|()| self.disk.truncate_from(from).map_err(io_err));
                     if let Err(e) = &r {
                         self.broken.get_or_insert_with(|| e.to_string());
                     }
@@ -357,11 +355,7 @@ impl<D: LogStore> Writer<D> {
                 }
                 Op::Sync(done) => {
                     self.settle();
-                    let r = match &self.broken {
-                        Some(e) => Err(io_err(e.clone())),
-                        None => Ok(()),
-                    };
-                    let _ = done.send(r);
+                    let _ = done.send(health(&self.broken));
                 }
                 Op::Purge { through, point } => {
                     self.settle();
@@ -412,11 +406,17 @@ impl<D: LogStore> Writer<D> {
         // fsync that covered two appends or more (a follower's, once appends are
         // pipelined, often does).
         for cb in self.waiting.drain(..).rev() {
-            match &self.broken {
-                None => cb.io_completed(Ok(())),
-                Some(e) => cb.io_completed(Err(io_err(e.clone()))),
-            }
+            cb.io_completed(health(&self.broken));
         }
+    }
+}
+
+/// `Ok` until the writer's first failure, then that failure: the answer to everything
+/// asked of it after.
+fn health(broken: &Option<String>) -> std::io::Result<()> {
+    match broken {
+        None => Ok(()),
+        Some(e) => Err(io_err(e.clone())),
     }
 }
 
@@ -549,13 +549,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
             t.last_purged = Some(log_id);
             std::mem::replace(&mut t.entries, keep)
         };
-        let freeing = std::thread::Builder::new()
-            .name("zlock-raft-free".into())
-            .spawn(move || drop(dropped));
-        if let Err(e) = freeing {
-            // No thread to spare: freed here, late, rather than not at all.
-            tracing::debug!(error = %e, "could not start a thread to free purged entries");
-        }
+        crate::free::elsewhere(dropped);
         self.send(Op::Purge {
             through: disk_index(log_id.index),
             point,

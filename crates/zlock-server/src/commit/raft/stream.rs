@@ -55,8 +55,8 @@ const APPENDS_IN_FLIGHT: usize = 16;
 /// healthy follower's stream about every 4 s, and each time the connection was dropped,
 /// opened again and the appends sent again, and the slowest lock acquires took 65 to
 /// 140 ms. A follower that is really gone is still found: a broken connection fails at
-/// once, a silent one after this time.
-const ANSWER_PATIENCE: u32 = 4;
+/// once, a silent one after this time. Connecting (the hello) keeps one RPC time.
+pub(super) const ANSWER_PATIENCE: u32 = 4;
 
 /// How many appends a follower takes from one connection before it answers some: a
 /// leader keeps at most [`APPENDS_IN_FLIGHT`]; this only bounds what a peer that does
@@ -100,7 +100,7 @@ struct Reading<'s> {
     rd: tokio::io::BufReader<LinkRead>,
     sent: mpsc::Receiver<Sent>,
     writer: AbortOnDrop<Result<LinkWrite, FrameError>>,
-    ttl: Duration,
+    patience: Duration,
 }
 
 type Answer = Result<StreamAppendResult<Zraft>, RPCError<Zraft>>;
@@ -120,7 +120,8 @@ impl Peer {
         S: Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
     {
         Box::pin(async move {
-            let ttl = option.hard_ttl() * ANSWER_PATIENCE;
+            let ttl = option.hard_ttl();
+            let patience = ttl * ANSWER_PATIENCE;
             let me = self.me();
             let mut input = input;
             // The first request before the connection, as openraft's sequential stream
@@ -150,14 +151,14 @@ impl Peer {
                 wr,
                 tx,
                 (self.acks(), self.target()),
-                ttl,
+                patience,
             ));
             let reading = Reading {
                 peer: self,
                 rd: tokio::io::BufReader::new(rd),
                 sent,
                 writer: AbortOnDrop(writer),
-                ttl,
+                patience,
             };
             let answers = futures_util::stream::unfold(Some(reading), |r| async move {
                 let (answer, more) = r?.next().await;
@@ -177,7 +178,7 @@ async fn write_appends<S>(
     mut wr: LinkWrite,
     tx: mpsc::Sender<Sent>,
     (acks, target): (Option<std::sync::Arc<super::rejoin::Acks>>, u64),
-    ttl: Duration,
+    patience: Duration,
 ) -> Result<LinkWrite, FrameError>
 where
     S: Stream<Item = AppendEntriesRequest<Zraft>> + Send + Unpin + 'static,
@@ -196,7 +197,7 @@ where
             vote,
             prev,
             last,
-            due: tokio::time::Instant::now() + ttl,
+            due: tokio::time::Instant::now() + patience,
         });
     }
     Ok(wr)
@@ -235,7 +236,7 @@ impl Reading<'_> {
                     action: RPCTypes::AppendEntries,
                     id: me,
                     target,
-                    timeout: self.ttl,
+                    timeout: self.patience,
                 };
                 return (Some(Err(RPCError::Timeout(timeout))), None);
             }

@@ -170,6 +170,30 @@ async fn a_late_reply_ends_the_stream_with_a_timeout() {
     assert_eq!(conns.load(Ordering::SeqCst), 2, "a new connection");
 }
 
+/// A reply may take longer than the RPC's time (a follower's fsync on a shared disk
+/// sometimes does), up to [`super::stream::ANSWER_PATIENCE`] times it: the stream goes
+/// on, on the same connection. With one RPC time, the first reply here was late.
+#[tokio::test]
+async fn a_reply_later_than_the_rpc_time_but_within_the_patience_is_taken() {
+    // Answers in batches of two: the first append's reply comes only once the second,
+    // sent two RPC times after it, has been read.
+    let (addr, conns) = follower(2, |_| AppendEntriesResponse::Success).await;
+    let mut p = peer(addr);
+    let rpc = Duration::from_millis(200);
+    let second = Box::pin(futures_util::stream::once(async move {
+        tokio::time::sleep(rpc * 2).await;
+        append(1)
+    }));
+    let input = futures_util::stream::iter([append(0)]).chain(second);
+    let answers = run_stream(&mut p, input, RPCOption::new(rpc)).await;
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(
+        answers.iter().all(|a| matches!(a, Ok(Ok(_)))),
+        "{answers:?}"
+    );
+    assert_eq!(conns.load(Ordering::SeqCst), 1, "one connection");
+}
+
 /// A member that refuses connections fails the stream as unreachable, and only after
 /// the stream asked openraft for its first request: openraft waits out its backoff
 /// while it makes one, and a stream that failed before asking had the leader retry a

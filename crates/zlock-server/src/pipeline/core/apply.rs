@@ -113,9 +113,7 @@ impl Core {
                 self.sessions.add(*id, s.timeout_ms.max(0) as u64, now);
             }
         }
-        let _ = std::thread::Builder::new()
-            .name("zlock-free".into())
-            .spawn(move || drop(old));
+        crate::free::elsewhere(old);
         tracing::info!(index = index.0, zxid = %self.state.zxid, nodes = self.state.tree.len(), "state replaced by the leader's snapshot");
         Ok(())
     }
@@ -158,9 +156,7 @@ impl Core {
         self.since_snapshot = 0;
         let zxid = self.state.zxid.0;
         tracing::warn!(zxid = %self.state.zxid, nodes = self.state.tree.len(), index = self.state.applied.0, "state replaced by a restored backup; every client connection closed");
-        let _ = std::thread::Builder::new()
-            .name("zlock-free".into())
-            .spawn(move || drop(old));
+        crate::free::elsewhere(old);
         let _ = done.send(Ok(zxid));
     }
 
@@ -172,8 +168,6 @@ impl Core {
         self.snapshots.stop();
         self.router.long_reads.stop();
         let state = std::mem::take(&mut self.state);
-        let _ = std::thread::Builder::new()
-            .name("zlock-free".into())
-            .spawn(move || drop(state));
+        crate::free::elsewhere(state);
     }
 }
