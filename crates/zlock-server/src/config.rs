@@ -61,6 +61,7 @@ mod tests;
 mod tls;
 #[cfg(test)]
 mod tls_tests;
+mod tls_values;
 mod zoo_cfg;
 
 pub use admin::AdminConfig;
@@ -73,9 +74,10 @@ pub use error::ConfigError;
 pub use metrics::{MetricsConfig, MetricsTls, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
 pub use quorum_tls::QuorumTls;
 pub use tls::{
-    location_key, ClientAuth, Protocol, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,
-    TlsSetupError, CIPHER_SUITES,
+    location_key, ClientAuth, Store, StoreConfig, StoreType, StoreTypeError, TlsConfig,
+    TlsSetupError,
 };
+pub use tls_values::{Protocol, CIPHER_SUITES};
 pub use zoo_cfg::{lock_delay, Ignored, IgnoredKey, LockDelayTooLong};
 
 /// Every setting of the server. Field docs give the `zoo.cfg` key.

@@ -40,7 +40,8 @@
 
 use std::net::IpAddr;
 
-use super::tls::{boolean, protocols, suites, Protocol, StoreConfig};
+use super::tls::StoreConfig;
+use super::tls_values::{boolean, protocols, suites, Protocol};
 
 /// The Prometheus provider's class name in ZooKeeper 3.6+.
 pub const PROMETHEUS_CLASS: &str =

@@ -25,10 +25,10 @@
 //! `ssl.quorum.ocsp=true`, `ssl.quorum.clientAuth` other than `need`, and any other
 //! `ssl.quorum.*` key.
 
-use super::tls::{
-    boolean, check_suites, only_off, protocols, suites, DEFAULT_HANDSHAKE_TIMEOUT_MS,
+use super::tls_values::{
+    boolean, check_suites, only_off, protocols, suites, Protocol, DEFAULT_HANDSHAKE_TIMEOUT_MS,
 };
-use super::{Protocol, TlsSetupError};
+use super::TlsSetupError;
 
 /// How members talk to each other. Plain TCP unless `sslQuorum` or `portUnification`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +144,6 @@ impl QuorumTls {
             self.protocols = p;
         }
         check_suites(&self.protocols, &self.cipher_suites)
-            .map_err(|e| ("ssl.quorum.ciphersuites", e))
+            .map_err(|p| ("ssl.quorum.ciphersuites", TlsSetupError::NoSuiteFor(p)))
     }
 }

@@ -35,23 +35,9 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use super::quorum_tls::QuorumTls;
-
-/// The TLS 1.3 and 1.2 suites zlock offers (rustls's, with the ring provider), by the
-/// IANA names Java's `ssl.ciphersuites` uses. `crate::tls` maps each to rustls's suite.
-pub const CIPHER_SUITES: [&str; 9] = [
-    "TLS_AES_128_GCM_SHA256",
-    "TLS_AES_256_GCM_SHA384",
-    "TLS_CHACHA20_POLY1305_SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-];
-
-/// ZooKeeper's default `ssl.handshakeDetectionTimeoutMillis`.
-pub(super) const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 5000;
+use super::tls_values::{
+    boolean, check_suites, only_off, protocols, suites, Protocol, DEFAULT_HANDSHAKE_TIMEOUT_MS,
+};
 
 /// The classes ZooKeeper's `authProvider.N` may name that zlock has built in.
 const KNOWN_PROVIDERS: [&str; 3] = [
@@ -320,56 +306,6 @@ pub enum ClientAuth {
     Need,
 }
 
-/// A TLS protocol version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    Tls12,
-    Tls13,
-}
-
-/// `TLSv1.2`, `TLSv1.3`, or `TLS` (both) as Java names them.
-pub(super) fn protocols(v: &str) -> Result<Vec<Protocol>, String> {
-    let mut out = Vec::new();
-    for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let p: &[Protocol] = match name {
-            "TLSv1.3" => &[Protocol::Tls13],
-            "TLSv1.2" => &[Protocol::Tls12],
-            "TLS" => &[Protocol::Tls13, Protocol::Tls12],
-            _ => {
-                return Err(format!(
-                    "{name} is not offered: zlock speaks TLSv1.2 and TLSv1.3 only"
-                ))
-            }
-        };
-        for p in p {
-            if !out.contains(p) {
-                out.push(*p);
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err("no protocol given".into());
-    }
-    Ok(out)
-}
-
-pub(super) fn boolean(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err("expected true or false".into()),
-    }
-}
-
-/// A switch zlock accepts only off: `false` is accepted (it asks for nothing), `true`
-/// is refused with `why`.
-pub(super) fn only_off(v: &str, why: &str) -> Result<(), String> {
-    match boolean(v)? {
-        false => Ok(()),
-        true => Err(why.to_owned()),
-    }
-}
-
 impl TlsConfig {
     /// Whether TLS is on: `secureClientPort` is set, or the plain port takes TLS too.
     pub fn enabled(&self) -> bool {
@@ -502,46 +438,10 @@ impl TlsConfig {
         if self.client_auth != ClientAuth::None && self.trust_store.location.is_none() {
             return Err(("ssl.trustStore.location", TlsSetupError::NoTrustStore));
         }
-        check_suites(&self.protocols, &self.cipher_suites).map_err(|e| ("ssl.ciphersuites", e))?;
+        check_suites(&self.protocols, &self.cipher_suites)
+            .map_err(|p| ("ssl.ciphersuites", TlsSetupError::NoSuiteFor(p)))?;
         Ok(())
     }
-}
-
-/// `v` as a list of suite names from [`CIPHER_SUITES`].
-pub(super) fn suites(v: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if !CIPHER_SUITES.contains(&name) {
-            return Err(format!(
-                "{name} is not a suite zlock offers; it has {}",
-                CIPHER_SUITES.join(", ")
-            ));
-        }
-        out.push(name.to_owned());
-    }
-    if out.is_empty() {
-        return Err("no cipher suite given".into());
-    }
-    Ok(out)
-}
-
-/// That every enabled protocol has a suite among `suites` (none given: rustls's, which
-/// has suites for both).
-pub(super) fn check_suites(protocols: &[Protocol], suites: &[String]) -> Result<(), TlsSetupError> {
-    if suites.is_empty() {
-        return Ok(());
-    }
-    let tls13 = |s: &String| !s.starts_with("TLS_ECDHE_");
-    for p in protocols {
-        let any = match p {
-            Protocol::Tls13 => suites.iter().any(tls13),
-            Protocol::Tls12 => suites.iter().any(|s| !tls13(s)),
-        };
-        if !any {
-            return Err(TlsSetupError::NoSuiteFor(*p));
-        }
-    }
-    Ok(())
 }
 
 /// The `.location` key of `store`.
