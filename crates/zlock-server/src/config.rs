@@ -52,6 +52,7 @@ mod ensemble;
 #[cfg(test)]
 mod ensemble_tests;
 mod error;
+mod member_spec;
 mod metrics;
 mod quorum_tls;
 #[cfg(test)]
@@ -65,12 +66,10 @@ mod tls_values;
 mod zoo_cfg;
 
 pub use admin::AdminConfig;
-pub use ensemble::{
-    dynamic_config_text, parse_member_id, read_myid, DeclaredEnsemble, IdFrom, MemberSyntax,
-    Origin, RaftTiming, MAX_MEMBER_ID,
-};
+pub use ensemble::{dynamic_config_text, read_myid, DeclaredEnsemble, IdFrom, Origin, RaftTiming};
 use ensemble::{member, read_dynamic};
 pub use error::ConfigError;
+pub use member_spec::{parse_member_id, MemberSyntax, MAX_MEMBER_ID};
 pub use metrics::{MetricsConfig, MetricsTls, PROMETHEUS_CLASS, PROMETHEUS_SHORT};
 pub use quorum_tls::QuorumTls;
 pub use tls::{
@@ -213,7 +212,7 @@ pub struct MemberSpec {
 impl MemberSpec {
     /// `host:quorumPort`, an IPv6 host in brackets (`[::1]:2888`).
     pub fn quorum_addr(&self) -> String {
-        ensemble::join_host_port(&self.host, self.quorum_port)
+        member_spec::join_host_port(&self.host, self.quorum_port)
     }
 }
 
