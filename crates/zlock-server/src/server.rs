@@ -339,6 +339,91 @@ fn spawn_sequencer<C: commit::Commit>(
         .map_err(ServerError::Thread)
 }
 
+/// The tasks that read TLS stores again as their files change: the client port's
+/// acceptor (`client.certReload`) and the peer links' (`sslQuorumReloadCertFiles`).
+fn watch_tls_stores(
+    p: &Pipeline,
+    reload: Option<tls::reload::Acceptor>,
+    links: &crate::commit::raft::peer::Links,
+    stopping: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if let Some(acceptor) = reload {
+        tasks.push(tokio::spawn(tls::reload::watch_stores(
+            acceptor,
+            p.config.tls.clone(),
+            stopping.clone(),
+        )));
+    }
+    let q = &p.config.tls.quorum;
+    if q.enabled() && q.reload_cert_files {
+        let cfg = p.config.tls.clone();
+        let files = tls::reload::store_files(&[&cfg.quorum_key_store, &cfg.quorum_trust_store]);
+        let links = links.clone();
+        tasks.push(tokio::spawn(tls::reload::watch_files(
+            "sslQuorumReloadCertFiles",
+            files,
+            move || links.reload(&cfg),
+            stopping.clone(),
+        )));
+    }
+    tasks
+}
+
+/// The Prometheus endpoint, if configured.
+fn serve_metrics(
+    p: &Pipeline,
+    metrics: Option<(MetricsPorts, Arc<metrics::Registry>)>,
+    stopping: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    let (listeners, registry) = metrics?;
+    for (listener, https) in &listeners {
+        if let Ok(addr) = listener.local_addr() {
+            let scheme = match https {
+                None => "http",
+                Some(h) if h.unified => "http and https",
+                Some(_) => "https",
+            };
+            tracing::info!(%addr, scheme, "serving Prometheus metrics at /metrics");
+        }
+    }
+    let ctx = metrics::http::Context {
+        registry,
+        stats: p.stats.clone(),
+        commit: p.items.clone(),
+    };
+    Some(tokio::spawn(metrics::serve(listeners, ctx, stopping)))
+}
+
+/// The admin server, if configured.
+fn serve_admin(
+    p: &Pipeline,
+    member: &MemberParts,
+    admin: Option<(TcpListener, Option<crate::http::Https>)>,
+    stopping: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    let (listener, https) = admin?;
+    if let Ok(addr) = listener.local_addr() {
+        let scheme = match (&https, p.config.admin.force_https) {
+            (None, _) => "http",
+            (Some(_), true) => "https",
+            (Some(_), false) => "http and https",
+        };
+        tracing::info!(%addr, url = %p.config.admin.command_url, scheme, "serving the admin server");
+    }
+    let ctx = admin::http::Context {
+        config: p.config.clone(),
+        commit: p.items.clone(),
+        quorum: member.quorum.clone(),
+        stats: p.stats.clone(),
+        last_snapshot: std::sync::Mutex::new(None),
+        last_restore: std::sync::Mutex::new(None),
+    };
+    Some(tokio::spawn(admin::http::serve(
+        listener, ctx, https, stopping,
+    )))
+}
+
 /// A running server: what [`Running::stop`] stops, in order.
 pub(crate) struct Running {
     items: mpsc::Sender<Item>,
@@ -391,71 +476,12 @@ impl Running {
                 port,
             )));
         }
-        if let Some(acceptor) = ports.reload {
-            tasks.push(tokio::spawn(tls::reload::watch_stores(
-                acceptor,
-                p.config.tls.clone(),
-                stopping.clone(),
-            )));
-        }
-        let q = &p.config.tls.quorum;
-        if q.enabled() && q.reload_cert_files {
-            let cfg = p.config.tls.clone();
-            let files = tls::reload::store_files(&[&cfg.quorum_key_store, &cfg.quorum_trust_store]);
-            let links = ports.links.clone();
-            tasks.push(tokio::spawn(tls::reload::watch_files(
-                "sslQuorumReloadCertFiles",
-                files,
-                move || links.reload(&cfg),
-                stopping.clone(),
-            )));
-        }
+        tasks.extend(watch_tls_stores(p, ports.reload, &ports.links, &stopping));
         let plain =
             net::listener::accept_loop(listener, held, shared, stopping.clone(), ports.plain);
         tasks.push(tokio::spawn(plain));
-        if let Some((listeners, registry)) = ports.metrics {
-            for (listener, https) in &listeners {
-                if let Ok(addr) = listener.local_addr() {
-                    let scheme = match https {
-                        None => "http",
-                        Some(h) if h.unified => "http and https",
-                        Some(_) => "https",
-                    };
-                    tracing::info!(%addr, scheme, "serving Prometheus metrics at /metrics");
-                }
-            }
-            let ctx = metrics::http::Context {
-                registry,
-                stats: p.stats.clone(),
-                commit: p.items.clone(),
-            };
-            tasks.push(tokio::spawn(metrics::serve(
-                listeners,
-                ctx,
-                stopping.clone(),
-            )));
-        }
-        if let Some((listener, https)) = ports.admin {
-            if let Ok(addr) = listener.local_addr() {
-                let scheme = match (&https, p.config.admin.force_https) {
-                    (None, _) => "http",
-                    (Some(_), true) => "https",
-                    (Some(_), false) => "http and https",
-                };
-                tracing::info!(%addr, url = %p.config.admin.command_url, scheme, "serving the admin server");
-            }
-            let ctx = admin::http::Context {
-                config: p.config.clone(),
-                commit: p.items.clone(),
-                quorum: member.quorum.clone(),
-                stats: p.stats.clone(),
-                last_snapshot: std::sync::Mutex::new(None),
-                last_restore: std::sync::Mutex::new(None),
-            };
-            tasks.push(tokio::spawn(admin::http::serve(
-                listener, ctx, https, stopping,
-            )));
-        }
+        tasks.extend(serve_metrics(p, ports.metrics, stopping.clone()));
+        tasks.extend(serve_admin(p, &member, ports.admin, stopping));
         Ok(Running {
             items: p.items.clone(),
             sequencing,
