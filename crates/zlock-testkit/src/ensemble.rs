@@ -583,9 +583,7 @@ impl ChildEnsemble {
 
     /// The last `lines` lines of member `i`'s log (all its runs).
     pub fn log_tail(&self, i: usize, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.members[i].log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        crate::file_tail(&self.members[i].log, lines)
     }
 
     /// Member `i`'s whole log (all its runs).

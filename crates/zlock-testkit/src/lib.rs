@@ -58,6 +58,14 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The last `lines` lines of the file at `path` (a server's log, for a failing test's
+/// message); empty if it cannot be read.
+pub fn file_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 /// A free loopback port (bound then released), for a server that a test may kill and
 /// start again on the same port.
 ///

@@ -504,10 +504,8 @@ async fn the_ensemble_command_shows_how_to_add_a_member() {
         (1..=3)
             .map(|n| {
                 let path = format!("{}/member-{n}/server.log", scratch.file("e"));
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(30).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                format!("--- {path} (last 30 lines)\n{}", tail.join("\n"))
+                let tail = zlock_testkit::file_tail(std::path::Path::new(&path), 30);
+                format!("--- {path} (last 30 lines)\n{tail}")
             })
             .collect::<Vec<_>>()
             .join("\n")
