@@ -206,3 +206,29 @@ fn same_seed_same_trace() {
     let b = run(seed, len).unwrap_or_else(|f| panic!("{}", report(seed, &f)));
     assert_eq!(a, b, "seed {seed} ran twice, differently");
 }
+
+/// A leader's lease lapses and comes back between two writes of one submitter: the
+/// second is refused like the first, not taken without it (see `sim::lease_lapse`).
+#[test]
+fn a_write_refused_for_a_lapsed_lease_holds_back_the_next() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    zlock_server::commit::raft::runtime::seed_this_thread(Some(0x1ea5e));
+    let out = rt.block_on(sim::lease_lapse());
+    zlock_server::commit::raft::runtime::seed_this_thread(None);
+    match out {
+        Ok(said) => {
+            for s in said {
+                println!("lease_lapse: {s}");
+            }
+        }
+        Err(f) => panic!(
+            "lease_lapse FAILED: {}\nlatest events:\n  {}",
+            f.what,
+            f.recent.join("\n  ")
+        ),
+    }
+}

@@ -177,6 +177,46 @@ fn config() -> Arc<openraft::Config> {
 }
 
 impl Sim {
+    /// A simulation of members `ids` with no faults (each fault's odds zero, fsyncs of
+    /// up to 1 ms); `rng_seed` seeds its randomness, `seed` its members' clocks'.
+    fn calm(
+        world: Shared,
+        ids: Vec<u64>,
+        members: Arc<Mutex<Members>>,
+        rng_seed: u64,
+        seed: u64,
+    ) -> Sim {
+        Sim {
+            world,
+            ids: ids.clone(),
+            config: config(),
+            boxes: ids.iter().map(|id| (*id, Durable::blank())).collect(),
+            running: BTreeMap::new(),
+            members,
+            down: BTreeMap::new(),
+            settling: BTreeSet::new(),
+            amnesiac: None,
+            catch_up: None,
+            leader_crash_odds: 0,
+            step: 0,
+            healed: false,
+            heal_at: None,
+            timeout: BTreeMap::new(),
+            elected_at: BTreeMap::new(),
+            crash_odds: 0,
+            wipe_odds: 0,
+            partition_odds: 0,
+            weather_odds: 0,
+            fsync_us: 1_000,
+            crashes: 0,
+            wipes: 0,
+            partitions: 0,
+            rng: StdRng::seed_from_u64(rng_seed),
+            clock_rng: StdRng::seed_from_u64(seed ^ 0xC10C_C10C),
+            jump_odds: 0,
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         lock(&self.world).now_ms()
     }
@@ -684,35 +724,20 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     let members = Arc::new(Mutex::new(Members {
         running: BTreeMap::new(),
     }));
-    let mut sim = Sim {
-        world: world.clone(),
-        ids: ids.clone(),
-        config: config(),
-        boxes: ids.iter().map(|id| (*id, Durable::blank())).collect(),
-        running: BTreeMap::new(),
-        members: members.clone(),
-        down: BTreeMap::new(),
-        settling: BTreeSet::new(),
-        amnesiac: None,
-        catch_up: None,
-        leader_crash_odds: [0, 50, 100][rng.gen_range(0..3)],
-        step: 0,
-        healed: false,
-        heal_at: None,
-        timeout: BTreeMap::new(),
-        elected_at: BTreeMap::new(),
-        crash_odds: [0, 2, 5, 10][rng.gen_range(0..4)],
-        wipe_odds: [0, 20, 50][rng.gen_range(0..3)],
-        partition_odds: [0, 3, 10][rng.gen_range(0..3)],
-        weather_odds: [0, 5, 20][rng.gen_range(0..3)],
-        fsync_us: [1_000, 5_000, 30_000][rng.gen_range(0..3)],
-        crashes: 0,
-        wipes: 0,
-        partitions: 0,
-        rng: StdRng::seed_from_u64(rng.gen()),
-        clock_rng: StdRng::seed_from_u64(seed ^ 0xC10C_C10C),
-        jump_odds: 0,
-    };
+    // Drawn in the order they always were: a seed runs as it did.
+    let leader_crash_odds = [0, 50, 100][rng.gen_range(0..3)];
+    let crash_odds = [0, 2, 5, 10][rng.gen_range(0..4)];
+    let wipe_odds = [0, 20, 50][rng.gen_range(0..3)];
+    let partition_odds = [0, 3, 10][rng.gen_range(0..3)];
+    let weather_odds = [0, 5, 20][rng.gen_range(0..3)];
+    let fsync_us = [1_000, 5_000, 30_000][rng.gen_range(0..3)];
+    let mut sim = Sim::calm(world.clone(), ids.clone(), members.clone(), rng.gen(), seed);
+    sim.leader_crash_odds = leader_crash_odds;
+    sim.crash_odds = crash_odds;
+    sim.wipe_odds = wipe_odds;
+    sim.partition_odds = partition_odds;
+    sim.weather_odds = weather_odds;
+    sim.fsync_us = fsync_us;
     sim.set_clocks();
     // A member that starts late, blank, after the others have elected (the ensemble
     // counts it in its quorums, and it holds nothing: a member without its data until
@@ -862,4 +887,164 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         partitions: sim.partitions,
         lasted_checks: w.lasted_checks.clone(),
     })
+}
+
+/// A leader's lease lapses and comes back under the same leadership, between two writes
+/// of one submitter (`submit::Submitter`): the first is refused, and the second must be
+/// refused too, or it lands without the one before it. Three calm members; once one
+/// leads, its followers' replies to it are cut (they still hear its heartbeats, so none
+/// campaigns) until its lease has run out, then let through again. Returns what
+/// happened, step by step.
+pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
+    let ids: Vec<u64> = vec![1, 2, 3];
+    let world = World::new(StdRng::seed_from_u64(1));
+    lock(&world).voters = ids.len();
+    let members = Arc::new(Mutex::new(Members {
+        running: BTreeMap::new(),
+    }));
+    let mut sim = Sim::calm(world.clone(), ids.clone(), members, 2, 3);
+    let fail = |sim: &Sim, what: String| {
+        let w = lock(&sim.world);
+        Failure {
+            what,
+            recent: w.trace.recent.iter().cloned().collect(),
+        }
+    };
+    for id in ids.clone() {
+        sim.start(id).await;
+    }
+    // An elected leader every member follows, its first entries applied.
+    let mut leader = None;
+    for _ in 0..1_000 {
+        tokio::time::sleep(STEP).await;
+        sim.settle().await;
+        sim.elections().await;
+        sim.observe();
+        if let Some(f) = sim.failed() {
+            return Err(f);
+        }
+        if sim.converged() {
+            leader = sim.running.iter().find_map(|(id, r)| {
+                (r.raft.metrics().borrow_watched().state == ServerState::Leader).then_some(*id)
+            });
+            break;
+        }
+    }
+    let Some(l) = leader else {
+        return Err(fail(&sim, "no leader within 10 s".into()));
+    };
+    let raft = sim.running[&l].raft.clone();
+    let host = sim.running[&l].host.clone();
+    let term = raft.metrics().borrow_watched().current_term;
+    let mut said = Vec::new();
+    let mut xid = 0;
+    let mut session = |world: &Shared| {
+        xid += 1;
+        let t = zlock_core::Txn::new(
+            zlock_core::Origin {
+                member: zlock_core::MemberId(100),
+                session: zlock_core::SessionId(0),
+                xid,
+            },
+            0,
+            zlock_core::TxnBody::CreateSession {
+                passwd: vec![7; 16],
+                timeout_ms: 30_000,
+            },
+        );
+        lock(world).stamp(l, std::slice::from_ref(&t));
+        (
+            xid,
+            vec![zlock_server::commit::raft::types::Proposal(vec![t])],
+        )
+    };
+    let patience = Duration::from_secs(2);
+    let mut submitter = zlock_server::commit::raft::submit::Submitter::new(raft.clone(), l);
+
+    // 1. Taken while the lease runs.
+    let (x1, p) = session(&world);
+    let r = tokio::time::timeout(patience, submitter.submit(p, 0).await).await;
+    said.push(format!("write {x1}, lease running: {r:?}"));
+    if !matches!(r, Ok(Ok(_))) {
+        return Err(fail(&sim, format!("{said:?}")));
+    }
+
+    // 2. The followers' replies cut for longer than the lease: refused.
+    {
+        let mut w = lock(&world);
+        for f in ids.iter().filter(|&&f| f != l) {
+            w.cut.insert((*f, l));
+        }
+        w.event(format!("the followers' replies to leader {l} are cut"));
+    }
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let (x2, p) = session(&world);
+    let r = tokio::time::timeout(patience, submitter.submit(p, 0).await).await;
+    said.push(format!("write {x2}, lease lapsed: {r:?}"));
+    if !matches!(
+        r,
+        Ok(Err(
+            zlock_server::commit::raft::peer::ForwardError::NotLeader(_)
+        ))
+    ) {
+        return Err(fail(&sim, format!("{said:?}")));
+    }
+
+    // 3. The replies let through again, the lease renewed: the same submitter still
+    // refuses (it refused the one before), ...
+    {
+        let mut w = lock(&world);
+        w.cut.clear();
+        w.event("the followers' replies are let through again".into());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (x3, p) = session(&world);
+    let r = tokio::time::timeout(patience, submitter.submit(p, 0).await).await;
+    said.push(format!("write {x3}, same submitter, lease renewed: {r:?}"));
+    let refused = matches!(
+        r,
+        Ok(Err(
+            zlock_server::commit::raft::peer::ForwardError::NotLeader(_)
+        ))
+    );
+
+    // 4. ... while a new one, under the same leadership, is taken (so the lease had come
+    // back, and the refusal above was the submitter's own rule).
+    let mut fresh = zlock_server::commit::raft::submit::Submitter::new(raft.clone(), l);
+    let (x4, p) = session(&world);
+    let r = tokio::time::timeout(patience, fresh.submit(p, 0).await).await;
+    said.push(format!("write {x4}, new submitter: {r:?}"));
+    let m = raft.metrics().borrow_watched().clone();
+    said.push(format!(
+        "leader {l} in term {term}; now {:?} in term {}",
+        m.current_leader, m.current_term
+    ));
+    if !matches!(r, Ok(Ok(_))) || m.current_term != term || m.current_leader != Some(l) {
+        return Err(fail(
+            &sim,
+            format!("the lease did not come back as planned: {said:?}"),
+        ));
+    }
+    if !refused {
+        return Err(fail(
+            &sim,
+            format!("a write was taken after the one before it was refused: {said:?}"),
+        ));
+    }
+    // What the leader applied: the first and the last, not the two between.
+    let created: Vec<i32> = {
+        let h = host::lock(&host.inner);
+        [x1, x2, x3, x4]
+            .into_iter()
+            .filter(|x| h.created.contains_key(&(100, *x)))
+            .collect()
+    };
+    said.push(format!("sessions made by writes {created:?}"));
+    if created != vec![x1, x4] {
+        return Err(fail(&sim, format!("{said:?}")));
+    }
+    for id in ids {
+        sim.crash(id).await;
+    }
+    Ok(said)
 }

@@ -57,8 +57,9 @@ pub enum Unknown {
     Discarded,
     #[error("entry {0} committed but not applied here in time")]
     NotApplied(u64),
-    /// The leader took a frame after it had refused an earlier one (its lease lapsed
-    /// between the two): the order of what it took is not the order sent.
+    /// The leader took a frame after it had refused an earlier one: the order of what
+    /// it took is not the order sent. Its submitter's rule (`submit::Submitter`) keeps
+    /// this from happening; the writer still checks.
     #[error("a frame was taken after an earlier one was refused")]
     TakenAfterRefused,
     /// The leader's answer for the frame.

@@ -2,17 +2,28 @@
 //! its own writer or over a follower's forwarding connection (see `super::write` for the
 //! whole path, and for what a failure fails).
 //!
-//! - [`Submitter`]: every batch goes to openraft pinned to the leadership this member
-//!   held when the submitter took its first batch (`with_leader`: openraft checks it
-//!   before it appends), so that once one is refused every later one is refused too (a
-//!   member that lost the lead and won it back between two batches would otherwise take
-//!   the second after refusing the first). A submitter that found this member not
-//!   leading refuses everything.
+//! - [`Submitter`]: once it has a write refused, it refuses every later one, so what
+//!   openraft takes from it is always a prefix of what it was given. Two things make
+//!   that so:
+//!   - every write is pinned to the leadership this member held when the submitter took
+//!     its first batch (`with_leader`: openraft checks it before it appends): a member
+//!     that lost the lead and won it back between two writes refuses the second. A
+//!     submitter that found this member not leading refuses everything.
+//!   - a write goes to openraft only once openraft is known to have taken the one
+//!     before. A leader whose lease has lapsed (no quorum heard for an election
+//!     timeout) or which is handing its leadership over refuses writes for a while, and
+//!     takes them again under the same leadership: the write queued behind a refused
+//!     one would be taken, and land without it. openraft takes its messages in order
+//!     and answers a refusal at once, so when the last write's answer has not come, one
+//!     round trip to its core (an empty `with_raft_state`) settles it: after that, no
+//!     answer means taken. Only a submitter with a write still in flight pays it; a
+//!     member with one client and one write at a time never does.
 //! - [`Forwards`]: the leader's side of a follower's forwarding connection: each batch
 //!   read is submitted at once, and the answers go back in the order the batches came.
 
 use std::collections::VecDeque;
 
+use futures_util::future::{FutureExt as _, Shared};
 use openraft::base::BoxFuture;
 use openraft::errors::ClientWriteError;
 use openraft::impls::ProgressResponder;
@@ -35,8 +46,24 @@ pub type Outcome = Result<u64, ForwardError>;
 /// A submitted batch's outcome, to be awaited.
 pub type Pending = BoxFuture<'static, Outcome>;
 
-/// Takes batches into this member's Raft as leader, pinned to one leadership (see the
-/// module's documentation).
+/// What openraft said of one write, as far as it is known.
+#[derive(Debug, Clone)]
+enum Said {
+    /// Committed and applied at this index.
+    Applied(u64),
+    /// Refused untaken (this member does not lead, or not the leadership pinned, or it
+    /// cannot take writes now).
+    Refused,
+    /// Taken, then not applied here (discarded, or openraft stopped).
+    Failed(String),
+}
+
+/// One write's answer, read both by its batch's outcome and by the submitter, which
+/// must know whether its last write was refused before it hands over the next.
+type Answer = Shared<BoxFuture<'static, Said>>;
+
+/// Takes batches into this member's Raft as leader, as a prefix of what it is given
+/// (see the module's documentation).
 pub struct Submitter {
     raft: Raft,
     /// This member's id.
@@ -44,6 +71,10 @@ pub struct Submitter {
     /// The leadership every batch is pinned to, taken with the first batch; `Err`: this
     /// member did not lead then, and refuses every batch.
     pin: Option<Result<CommittedLeaderId, ()>>,
+    /// The answer of the latest write handed over, until it is known to be taken.
+    last: Option<Answer>,
+    /// A write was refused: every later one is refused too, and not handed over.
+    refused: bool,
 }
 
 impl Submitter {
@@ -52,6 +83,8 @@ impl Submitter {
             raft,
             me,
             pin: None,
+            last: None,
+            refused: false,
         }
     }
 
@@ -74,8 +107,15 @@ impl Submitter {
             txn.time_ms = now_ms;
             txn.clock = zlock_core::TxnClock::Leader;
         }
-        let mut answers = Vec::with_capacity(batch.len());
+        let n = batch.len();
+        let mut answers = Vec::with_capacity(n);
         for p in batch {
+            if let Err(e) = self.settle().await {
+                return Box::pin(async move { Err(ForwardError::Fatal(e)) });
+            }
+            if self.refused {
+                break;
+            }
             let (responder, answer) = ProgressResponder::complete_only();
             let sent = self
                 .raft
@@ -88,17 +128,28 @@ impl Submitter {
                 let e = e.to_string();
                 return Box::pin(async move { Err(ForwardError::Fatal(e)) });
             }
+            let answer: Answer = async move {
+                match answer.await {
+                    Ok(Ok(resp)) => Said::Applied(resp.log_id.index),
+                    Ok(Err(ClientWriteError::ForwardToLeader(_))) => Said::Refused,
+                    Ok(Err(e)) => Said::Failed(e.to_string()),
+                    Err(_) => Said::Failed(format!("member {me}'s Raft stopped")),
+                }
+            }
+            .boxed()
+            .shared();
+            self.last = Some(answer.clone());
             answers.push(answer);
         }
+        // The writes not handed over, refused with the first refusal.
+        let untaken = n - answers.len();
         Box::pin(async move {
-            let n = answers.len();
-            let (mut last, mut refused, mut failed) = (0, 0, None);
+            let (mut last, mut refused, mut failed) = (0, untaken, None);
             for a in answers {
                 match a.await {
-                    Ok(Ok(resp)) => last = resp.log_id.index,
-                    Ok(Err(ClientWriteError::ForwardToLeader(_))) => refused += 1,
-                    Ok(Err(e)) => failed = Some(e.to_string()),
-                    Err(_) => failed = Some(format!("member {me}'s Raft stopped")),
+                    Said::Applied(i) => last = i,
+                    Said::Refused => refused += 1,
+                    Said::Failed(e) => failed = Some(e),
                 }
             }
             match failed {
@@ -110,6 +161,31 @@ impl Submitter {
                 None => Ok(last),
             }
         })
+    }
+
+    /// Learns whether the latest write handed over was refused, waiting for openraft's
+    /// core to have decided on it if its answer has not come. `Err`: openraft stopped.
+    async fn settle(&mut self) -> Result<(), String> {
+        let Some(last) = self.last.take() else {
+            return Ok(());
+        };
+        let said = match last.clone().now_or_never() {
+            Some(said) => Some(said),
+            None => {
+                // The core takes its messages in order and answers a refusal while it
+                // takes the write: once it has run this, a write it refused has its
+                // answer.
+                self.raft
+                    .with_raft_state(|_| ())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                last.now_or_never()
+            }
+        };
+        if matches!(said, Some(Said::Refused)) {
+            self.refused = true;
+        }
+        Ok(())
     }
 }
 

@@ -29,13 +29,14 @@
 //!   request is never proposed after its client was told so (it would land after the
 //!   client decided it had not).
 //!
-//! One case is reported rather than prevented: openraft refuses a write for a moment
-//! while its leader's lease has lapsed (no quorum heard for an election timeout) and
-//! takes writes again under the same leadership once it hears its quorum, so a frame
-//! can be refused and the next one taken. The writer then reports the outcome unknown
-//! as above, and the router never answers a session's later write before an earlier
-//! one (it closes the connection instead, `pipeline::router`); the refused frame is not
-//! sent again.
+//! A frame refused while later ones are in flight is refused with all of them: openraft
+//! refuses writes for a moment while its leader's lease has lapsed (no quorum heard for
+//! an election timeout) or while it hands its leadership over, and takes them again
+//! under the same leadership, but a leader's [`Submitter`] hands a write over only once
+//! the one before was taken, and refuses everything after a refusal. The refused frames
+//! then go again, in order, as above. Should a frame still be taken after an earlier
+//! one was refused, the writer reports the outcome unknown
+//! ([`Unknown::TakenAfterRefused`]) and the refused frame is not sent again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
