@@ -40,8 +40,8 @@
 
 use std::net::IpAddr;
 
-use super::tls::StoreConfig;
-use super::tls_values::{boolean, protocols, suites, Protocol};
+use super::tls::{StoreConfig, TlsSetupError};
+use super::tls_values::{boolean, check_suites, protocols, suites, Protocol};
 
 /// The Prometheus provider's class name in ZooKeeper 3.6+.
 pub const PROMETHEUS_CLASS: &str =
@@ -220,6 +220,13 @@ impl MetricsConfig {
                     .into(),
             ));
         }
+        // As on the client port and the quorum: every enabled protocol needs a suite.
+        check_suites(&self.tls.protocols, &self.tls.cipher_suites).map_err(|p| {
+            (
+                "metricsProvider.ssl.ciphersuites",
+                TlsSetupError::NoSuiteFor(p).to_string(),
+            )
+        })?;
         Ok(())
     }
 }
@@ -227,6 +234,37 @@ impl MetricsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_enabled_protocol_needs_a_suite() {
+        let https = || {
+            let mut m = MetricsConfig::default();
+            m.apply("httpsPort", "7443").unwrap();
+            m.apply("ssl.keyStore.location", "/k.pem").unwrap();
+            m.apply("ssl.need.client.auth", "false").unwrap();
+            m
+        };
+        // TLSv1.3 and TLSv1.2 enabled (the default), a TLSv1.3 suite only.
+        let mut m = https();
+        m.apply("ssl.ciphersuites", "TLS_AES_128_GCM_SHA256")
+            .unwrap();
+        let (key, why) = m.finish().unwrap_err();
+        assert_eq!(key, "metricsProvider.ssl.ciphersuites");
+        assert!(why.contains("Tls12"), "{why}");
+        // With TLSv1.3 alone it is enough; a TLSv1.2 suite for both is too.
+        let mut m = https();
+        m.apply("ssl.enabledProtocols", "TLSv1.3").unwrap();
+        m.apply("ssl.ciphersuites", "TLS_AES_128_GCM_SHA256")
+            .unwrap();
+        m.finish().unwrap();
+        let mut m = https();
+        m.apply(
+            "ssl.ciphersuites",
+            "TLS_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        )
+        .unwrap();
+        m.finish().unwrap();
+    }
 
     #[test]
     fn https_keys_as_zookeeper_39_reads_them() {
