@@ -955,7 +955,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
         lock(world).stamp(l, std::slice::from_ref(&t));
         (
             xid,
-            vec![zlock_server::commit::raft::types::Proposal(vec![t])],
+            vec![zlock_server::commit::raft::types::Proposal::from(vec![t])],
         )
     };
     let patience = Duration::from_secs(2);

@@ -72,7 +72,7 @@ fn clock_of(dir_name: &str) -> TxnClock {
 fn history(clock: TxnClock) -> Vec<Entry> {
     let mut entries = history_txns();
     for e in &mut entries {
-        if let EntryPayload::Normal(Proposal(txns)) = &mut e.payload {
+        if let EntryPayload::Normal(Proposal(txns, _)) = &mut e.payload {
             for t in txns {
                 t.clock = clock;
             }
@@ -115,7 +115,7 @@ fn history_txns() -> Vec<Entry> {
     };
     let normal = |term, node, index, txns| Entry {
         log_id: log_id(term, node, index),
-        payload: EntryPayload::Normal(Proposal(txns)),
+        payload: EntryPayload::Normal(Proposal::from(txns)),
     };
     let blank = |term, node, index| Entry {
         log_id: log_id(term, node, index),

@@ -60,7 +60,7 @@ fn proposal() -> Proposal {
     let t = 1_767_225_600_000; // 2026-01-01T00:00:00Z
     let auth = Arc::new(vec![Id::new("ip", "127.0.0.1")]);
     let session = 0x0100_0000_0000_0001;
-    Proposal(vec![
+    Proposal::from(vec![
         Txn {
             origin: origin(1, 0, 0),
             time_ms: t,
@@ -362,7 +362,7 @@ fn requests(g: &mut Golden) {
     );
     g.frame(
         "request_forward",
-        &Request::Forward(vec![proposal(), Proposal(Vec::new())]),
+        &Request::Forward(vec![proposal(), Proposal::from(Vec::new())]),
     );
     g.frame(
         "request_touch",

@@ -508,6 +508,7 @@ impl RaftLogStorage<Zraft> for RaftLog {
             for e in entries {
                 if let openraft::EntryPayload::Normal(p) = &e.payload {
                     crate::stages::mark_appended(e.log_id.index, &p.0);
+                    p.1.appended();
                 }
                 let bytes = codec::encode_entry(&e)?;
                 records.push((disk_index(e.log_id.index), bytes));

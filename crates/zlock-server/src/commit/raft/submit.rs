@@ -14,14 +14,17 @@
 //!     timeout) or which is handing its leadership over refuses writes for a while, and
 //!     takes them again under the same leadership: the write queued behind a refused
 //!     one would be taken, and land without it. openraft takes its messages in order
-//!     and answers a refusal at once, so when the last write's answer has not come, one
-//!     round trip to its core (an empty `with_raft_state`) settles it: after that, no
-//!     answer means taken. Only a submitter with a write still in flight pays it; a
-//!     member with one client and one write at a time never does.
+//!     and answers a refusal at once, while its log is handed every write it takes
+//!     ([`AppendNote`]: the log notes the write's number as it appends it). So when
+//!     the next write is due, the last one is settled by whichever comes first: its
+//!     answer (a refusal, or already applied) or its note (taken). Both come without a
+//!     message to openraft's core; a submitter with one write at a time finds its last
+//!     write answered and waits for nothing.
 //! - [`Forwards`]: the leader's side of a follower's forwarding connection: each batch
 //!   read is submitted at once, and the answers go back in the order the batches came.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use futures_util::future::{FutureExt as _, Shared};
 use openraft::base::BoxFuture;
@@ -29,7 +32,7 @@ use openraft::errors::ClientWriteError;
 use openraft::impls::ProgressResponder;
 
 use super::peer::{ForwardError, Reply};
-use super::types::{Proposal, Raft, Zraft};
+use super::types::{AppendNote, Proposal, Raft, Taken, Zraft};
 use super::write::IN_FLIGHT;
 
 /// Forwarded frames the leader takes from one connection before it answers some: a
@@ -71,8 +74,13 @@ pub struct Submitter {
     /// The leadership every batch is pinned to, taken with the first batch; `Err`: this
     /// member did not lead then, and refuses every batch.
     pin: Option<Result<CommittedLeaderId, ()>>,
-    /// The answer of the latest write handed over, until it is known to be taken.
-    last: Option<Answer>,
+    /// The answer of the latest write handed over, until it is known to be taken, and
+    /// its number.
+    last: Option<(Answer, u64)>,
+    /// Writes handed over.
+    written: u64,
+    /// The number of the latest write this member's log has taken (its [`AppendNote`]).
+    taken: Arc<Taken>,
     /// A write was refused: every later one is refused too, and not handed over.
     refused: bool,
 }
@@ -84,6 +92,8 @@ impl Submitter {
             me,
             pin: None,
             last: None,
+            written: 0,
+            taken: Arc::new(Taken::default()),
             refused: false,
         }
     }
@@ -109,13 +119,14 @@ impl Submitter {
         }
         let n = batch.len();
         let mut answers = Vec::with_capacity(n);
-        for p in batch {
-            if let Err(e) = self.settle().await {
-                return Box::pin(async move { Err(ForwardError::Fatal(e)) });
-            }
+        for mut p in batch {
+            self.settle().await;
             if self.refused {
                 break;
             }
+            self.written += 1;
+            let seq = self.written;
+            p.1 = AppendNote::new(self.taken.clone(), seq);
             let (responder, answer) = ProgressResponder::complete_only();
             let sent = self
                 .raft
@@ -138,7 +149,7 @@ impl Submitter {
             }
             .boxed()
             .shared();
-            self.last = Some(answer.clone());
+            self.last = Some((answer.clone(), seq));
             answers.push(answer);
         }
         // The writes not handed over, refused with the first refusal.
@@ -163,29 +174,24 @@ impl Submitter {
         })
     }
 
-    /// Learns whether the latest write handed over was refused, waiting for openraft's
-    /// core to have decided on it if its answer has not come. `Err`: openraft stopped.
-    async fn settle(&mut self) -> Result<(), String> {
-        let Some(last) = self.last.take() else {
-            return Ok(());
+    /// Learns whether the latest write handed over was refused, waiting for its answer
+    /// or for the log to take it, whichever comes first.
+    async fn settle(&mut self) {
+        let Some((last, seq)) = self.last.take() else {
+            return;
         };
         let said = match last.clone().now_or_never() {
             Some(said) => Some(said),
-            None => {
-                // The core takes its messages in order and answers a refusal while it
-                // takes the write: once it has run this, a write it refused has its
-                // answer.
-                self.raft
-                    .with_raft_state(|_| ())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                last.now_or_never()
-            }
+            None if self.taken.upto() >= seq => None,
+            None => tokio::select! {
+                biased;
+                said = last => Some(said),
+                () = self.taken.reached(seq) => None,
+            },
         };
         if matches!(said, Some(Said::Refused)) {
             self.refused = true;
         }
-        Ok(())
     }
 }
 

@@ -54,8 +54,87 @@ pub async fn wait_for(
 /// [`BATCH`], the count, then each Txn's own encoding (the one the standalone WAL
 /// stores) behind its length. A string that starts with the Txn's version byte instead
 /// is one Txn, as entries were first written.
+///
+/// The second field is in memory only, never encoded: see [`AppendNote`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proposal(pub Vec<Txn>);
+pub struct Proposal(pub Vec<Txn>, pub AppendNote);
+
+impl From<Vec<Txn>> for Proposal {
+    fn from(txns: Vec<Txn>) -> Proposal {
+        Proposal(txns, AppendNote::default())
+    }
+}
+
+/// Who is told when this member's Raft log takes the proposal (`log::RaftLog::append`,
+/// on the leader that proposed it): a leader's submitter (`submit::Submitter`), which
+/// numbers its writes and must know that openraft took one before it hands over the
+/// next. Never encoded, so never on a follower; equal to every other.
+#[derive(Clone, Default)]
+pub struct AppendNote(Option<(std::sync::Arc<Taken>, u64)>);
+
+impl AppendNote {
+    /// Tells `taken` the number `n` once the log takes the proposal.
+    pub fn new(taken: std::sync::Arc<Taken>, n: u64) -> AppendNote {
+        AppendNote(Some((taken, n)))
+    }
+
+    /// The log took the proposal.
+    pub fn appended(&self) {
+        if let Some((taken, n)) = &self.0 {
+            taken.note(*n);
+        }
+    }
+}
+
+/// The highest number a submitter's log has taken (see [`AppendNote`]), and a wait for
+/// one.
+#[derive(Debug, Default)]
+pub struct Taken {
+    upto: std::sync::atomic::AtomicU64,
+    changed: tokio::sync::Notify,
+}
+
+impl Taken {
+    pub fn upto(&self) -> u64 {
+        self.upto.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Returns once the log has taken number `n`.
+    pub async fn reached(&self, n: u64) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check: a note between the two still wakes it.
+            changed.as_mut().enable();
+            if self.upto() >= n {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    fn note(&self, n: u64) {
+        self.upto.fetch_max(n, std::sync::atomic::Ordering::Release);
+        self.changed.notify_waiters();
+    }
+}
+
+impl std::fmt::Debug for AppendNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some((_, n)) => write!(f, "AppendNote({n})"),
+            None => f.write_str("AppendNote"),
+        }
+    }
+}
+
+impl PartialEq for AppendNote {
+    fn eq(&self, _: &AppendNote) -> bool {
+        true
+    }
+}
+
+impl Eq for AppendNote {}
 
 /// The first byte of a batch's encoding (never a Txn encoding's version byte).
 pub const BATCH: u8 = 0xB7;
@@ -79,14 +158,14 @@ impl Proposal {
             t.encode(&mut scratch);
             let n = scratch.len();
             if !cur.is_empty() && (cur.len() == PROPOSAL_TXNS || bytes + n > PROPOSAL_BYTES) {
-                done.push(Proposal(std::mem::take(&mut cur)));
+                done.push(Proposal::from(std::mem::take(&mut cur)));
                 bytes = 0;
             }
             bytes += n;
             cur.push(t);
         }
         if !cur.is_empty() {
-            done.push(Proposal(cur));
+            done.push(Proposal::from(cur));
         }
         done
     }
@@ -109,7 +188,7 @@ impl Proposal {
     fn decode(bytes: &[u8]) -> Result<Proposal, String> {
         let Some((&BATCH, mut rest)) = bytes.split_first() else {
             return Txn::decode(bytes)
-                .map(|t| Proposal(vec![t]))
+                .map(|t| Proposal::from(vec![t]))
                 .map_err(|e| e.to_string());
         };
         let mut take = |n: usize| -> Result<&[u8], String> {
@@ -133,7 +212,7 @@ impl Proposal {
         if !rest.is_empty() {
             return Err(format!("{} bytes after a proposal's last Txn", rest.len()));
         }
-        Ok(Proposal(txns))
+        Ok(Proposal::from(txns))
     }
 }
 
@@ -190,9 +269,12 @@ mod tests {
 
     #[test]
     fn a_batch_round_trips_in_order() {
-        let p = Proposal((0..5).map(|i| txn(i, 3)).collect());
+        let p = Proposal::from((0..5).map(|i| txn(i, 3)).collect());
         assert_eq!(round_trip(&p), p);
-        assert_eq!(round_trip(&Proposal(Vec::new())), Proposal(Vec::new()));
+        assert_eq!(
+            round_trip(&Proposal::from(Vec::new())),
+            Proposal::from(Vec::new())
+        );
     }
 
     #[test]
@@ -203,12 +285,12 @@ mod tests {
         assert_ne!(one[0], BATCH);
         let bytes = postcard::to_allocvec(&serde_bytes::Bytes::new(&one)).unwrap();
         let p: Proposal = postcard::from_bytes(&bytes).unwrap();
-        assert_eq!(p, Proposal(vec![t]));
+        assert_eq!(p, Proposal::from(vec![t]));
     }
 
     #[test]
     fn a_cut_or_padded_batch_is_refused() {
-        let enc = Proposal(vec![txn(1, 3), txn(2, 3)]).encode();
+        let enc = Proposal::from(vec![txn(1, 3), txn(2, 3)]).encode();
         for cut in [1, 5, enc.len() - 1] {
             assert!(Proposal::decode(&enc[..cut]).is_err(), "cut at {cut}");
         }
@@ -289,7 +371,7 @@ mod tests {
 
         #[test]
         fn log_entries_read_the_same() {
-            let p = Proposal(vec![txn(7, 3), txn(8, 5)]);
+            let p = Proposal::from(vec![txn(7, 3), txn(8, 5)]);
             let old = openraft09::Entry::<Old> {
                 log_id: old_log_id(3, 2, 41),
                 payload: openraft09::EntryPayload::Normal(p.clone()),
