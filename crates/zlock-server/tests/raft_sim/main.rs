@@ -35,7 +35,8 @@
 //! (`ZLOCK_SIM_FIRST` moves the start, `ZLOCK_SIM_THREADS` runs seeds side by side),
 //! `ZLOCK_SIM_SEED=<seed>` replays one seed, with its event trace's tail on failure;
 //! `ZLOCK_SIM_STEPS` sets the faulty phase's length (10 ms steps, default 1500). A
-//! failing seed is printed with the command that replays it.
+//! failing seed is printed with the command that replays it. Long batches: add
+//! `--release` (about 13 times faster; 3,000 seeds in 6 minutes on 2 threads).
 //!
 //! # Determinism, and what it takes
 //!

@@ -891,7 +891,8 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
 
 /// A leader's lease lapses and comes back under the same leadership, between two writes
 /// of one submitter (`submit::Submitter`): the first is refused, and the second must be
-/// refused too, or it lands without the one before it. Three calm members; once one
+/// refused too, or it lands without the one before it (openraft takes it: the leader's
+/// log appends it empty, and it is answered as refused). Three calm members; once one
 /// leads, its followers' replies to it are cut (they still hear its heartbeats, so none
 /// campaigns) until its lease has run out, then let through again. Returns what
 /// happened, step by step.
@@ -998,15 +999,25 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
         w.event("the followers' replies are let through again".into());
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // (two writes handed over before either is answered: the first is appended empty
+    // for the refusal before it, the second for following one appended empty)
     let (x3, p) = session(&world);
-    let r = tokio::time::timeout(patience, submitter.submit(p, 0).await).await;
-    said.push(format!("write {x3}, same submitter, lease renewed: {r:?}"));
-    let refused = matches!(
-        r,
-        Ok(Err(
-            zlock_server::commit::raft::peer::ForwardError::NotLeader(_)
-        ))
-    );
+    let first = submitter.submit(p, 0).await;
+    let (x3b, p) = session(&world);
+    let second = submitter.submit(p, 0).await;
+    let r = tokio::time::timeout(patience, first).await;
+    let rb = tokio::time::timeout(patience, second).await;
+    said.push(format!(
+        "writes {x3} and {x3b}, same submitter, lease renewed: {r:?}, {rb:?}"
+    ));
+    let refused = [r, rb].iter().all(|r| {
+        matches!(
+            r,
+            Ok(Err(
+                zlock_server::commit::raft::peer::ForwardError::NotLeader(_)
+            ))
+        )
+    });
 
     // 4. ... while a new one, under the same leadership, is taken (so the lease had come
     // back, and the refusal above was the submitter's own rule).
@@ -1034,7 +1045,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
     // What the leader applied: the first and the last, not the two between.
     let created: Vec<i32> = {
         let h = host::lock(&host.inner);
-        [x1, x2, x3, x4]
+        [x1, x2, x3, x3b, x4]
             .into_iter()
             .filter(|x| h.created.contains_key(&(100, *x)))
             .collect()

@@ -33,6 +33,7 @@ use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use tokio::sync::oneshot;
 
 use super::codec;
+use super::types::{AppendNote, Proposal};
 use super::types::{Entry, LogId, Vote, Zraft};
 use crate::commit::LogStore;
 use zlock_store::MetaFile;
@@ -505,10 +506,17 @@ impl RaftLogStorage<Zraft> for RaftLog {
                     )));
                 }
             }
-            for e in entries {
-                if let openraft::EntryPayload::Normal(p) = &e.payload {
+            for mut e in entries {
+                if let openraft::EntryPayload::Normal(p) = &mut e.payload {
+                    if !p.1.keep() {
+                        // Its proposer's earlier write was refused: appended empty, a
+                        // blank every member applies as nothing (`submit::Submitter`).
+                        *p = Proposal::default();
+                    }
+                    // Asked once: the entry kept here, which replication reads, does not
+                    // carry it.
+                    p.1 = AppendNote::default();
                     crate::stages::mark_appended(e.log_id.index, &p.0);
-                    p.1.appended();
                 }
                 let bytes = codec::encode_entry(&e)?;
                 records.push((disk_index(e.log_id.index), bytes));

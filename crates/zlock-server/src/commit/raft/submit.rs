@@ -2,29 +2,28 @@
 //! its own writer or over a follower's forwarding connection (see `super::write` for the
 //! whole path, and for what a failure fails).
 //!
-//! - [`Submitter`]: once it has a write refused, it refuses every later one, so what
-//!   openraft takes from it is always a prefix of what it was given. Two things make
-//!   that so:
+//! - [`Submitter`]: what its writes make of the state is always a prefix of what it was
+//!   given: once one is refused, none after it is applied. Two things make that so:
 //!   - every write is pinned to the leadership this member held when the submitter took
 //!     its first batch (`with_leader`: openraft checks it before it appends): a member
 //!     that lost the lead and won it back between two writes refuses the second. A
 //!     submitter that found this member not leading refuses everything.
-//!   - a write goes to openraft only once openraft is known to have taken the one
-//!     before. A leader whose lease has lapsed (no quorum heard for an election
-//!     timeout) or which is handing its leadership over refuses writes for a while, and
-//!     takes them again under the same leadership: the write queued behind a refused
-//!     one would be taken, and land without it. openraft takes its messages in order
-//!     and answers a refusal at once, while its log is handed every write it takes
-//!     ([`AppendNote`]: the log notes the write's number as it appends it). So when
-//!     the next write is due, the last one is settled by whichever comes first: its
-//!     answer (a refusal, or already applied) or its note (taken). Both come without a
-//!     message to openraft's core; a submitter with one write at a time finds its last
-//!     write answered and waits for nothing.
+//!   - a leader whose lease has lapsed (no quorum heard for an election timeout), or
+//!     which is handing its leadership over, refuses writes for a while and then takes
+//!     them again under the same leadership: a write queued behind a refused one would
+//!     be taken, and land without it. So this member's log asks each write, as it
+//!     appends it ([`AppendNote`]), whether to keep it: a write whose predecessor was
+//!     refused (or taken and then discarded), or that comes after one not kept, is
+//!     appended empty, a blank in the log that every member applies as nothing, and
+//!     answered as refused. openraft takes its messages in order and answers a
+//!     refusal at once, so when a write is appended, its predecessor's answer has come
+//!     if it was refused. Nothing waits for it: writes are handed over as they come.
 //! - [`Forwards`]: the leader's side of a follower's forwarding connection: each batch
 //!   read is submitted at once, and the answers go back in the order the batches came.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use futures_util::future::{FutureExt as _, Shared};
 use openraft::base::BoxFuture;
@@ -32,7 +31,7 @@ use openraft::errors::ClientWriteError;
 use openraft::impls::ProgressResponder;
 
 use super::peer::{ForwardError, Reply};
-use super::types::{AppendNote, Proposal, Raft, Taken, Zraft};
+use super::types::{AppendNote, OnAppend, Proposal, Raft, Zraft};
 use super::write::IN_FLIGHT;
 
 /// Forwarded frames the leader takes from one connection before it answers some: a
@@ -55,15 +54,53 @@ enum Said {
     /// Committed and applied at this index.
     Applied(u64),
     /// Refused untaken (this member does not lead, or not the leadership pinned, or it
-    /// cannot take writes now).
+    /// cannot take writes now), or appended empty (see the module's documentation):
+    /// never applied.
     Refused,
     /// Taken, then not applied here (discarded, or openraft stopped).
     Failed(String),
 }
 
-/// One write's answer, read both by its batch's outcome and by the submitter, which
-/// must know whether its last write was refused before it hands over the next.
+/// One write's answer, read by its batch's outcome and by the next write's note.
 type Answer = Shared<BoxFuture<'static, Said>>;
+
+/// A submitter's writes, as its log appends them.
+struct Chain {
+    /// The first write appended empty; `u64::MAX`: none.
+    voided_from: AtomicU64,
+}
+
+/// One write's [`AppendNote`]: whether the log keeps it, decided once, as the leader
+/// appends it.
+struct Note {
+    seq: u64,
+    /// The answer of the submitter's write before this one.
+    before: Option<Answer>,
+    chain: Arc<Chain>,
+    kept: OnceLock<bool>,
+}
+
+impl OnAppend for Note {
+    fn keep(&self) -> bool {
+        *self.kept.get_or_init(|| {
+            if self.seq > self.chain.voided_from.load(Ordering::Acquire) {
+                return false;
+            }
+            // Appended only after its predecessor was refused or appended (openraft
+            // takes its messages in order): a refusal has its answer by now.
+            let before_lost = self.before.as_ref().is_some_and(|a| {
+                matches!(
+                    a.clone().now_or_never(),
+                    Some(Said::Refused | Said::Failed(_))
+                )
+            });
+            if before_lost {
+                self.chain.voided_from.fetch_min(self.seq, Ordering::AcqRel);
+            }
+            !before_lost
+        })
+    }
+}
 
 /// Takes batches into this member's Raft as leader, as a prefix of what it is given
 /// (see the module's documentation).
@@ -74,15 +111,9 @@ pub struct Submitter {
     /// The leadership every batch is pinned to, taken with the first batch; `Err`: this
     /// member did not lead then, and refuses every batch.
     pin: Option<Result<CommittedLeaderId, ()>>,
-    /// The answer of the latest write handed over, until it is known to be taken, and
-    /// its number.
-    last: Option<(Answer, u64)>,
-    /// Writes handed over.
-    written: u64,
-    /// The number of the latest write this member's log has taken (its [`AppendNote`]).
-    taken: Arc<Taken>,
-    /// A write was refused: every later one is refused too, and not handed over.
-    refused: bool,
+    /// The latest write handed over: its number and its answer.
+    last: (u64, Option<Answer>),
+    chain: Arc<Chain>,
 }
 
 impl Submitter {
@@ -91,17 +122,18 @@ impl Submitter {
             raft,
             me,
             pin: None,
-            last: None,
-            written: 0,
-            taken: Arc::new(Taken::default()),
-            refused: false,
+            last: (0, None),
+            chain: Arc::new(Chain {
+                voided_from: AtomicU64::new(u64::MAX),
+            }),
         }
     }
 
     /// Hands `batch` to openraft, every Txn stamped with `now_ms` (this member's wall
     /// clock: the time in the log is the leader's alone; see [`super::peer::write_as_leader`]),
     /// and returns its outcome to await. [`ForwardError::NotLeader`] only when no
-    /// entry of the batch was taken (so that it is safe to send it elsewhere).
+    /// entry of the batch was applied, nor will be (so that it is safe to send it
+    /// elsewhere).
     pub async fn submit(&mut self, mut batch: Vec<Proposal>, now_ms: i64) -> Pending {
         let me = self.me;
         let raft = &self.raft;
@@ -120,13 +152,13 @@ impl Submitter {
         let n = batch.len();
         let mut answers = Vec::with_capacity(n);
         for mut p in batch {
-            self.settle().await;
-            if self.refused {
-                break;
-            }
-            self.written += 1;
-            let seq = self.written;
-            p.1 = AppendNote::new(self.taken.clone(), seq);
+            let note = Arc::new(Note {
+                seq: self.last.0 + 1,
+                before: self.last.1.take(),
+                chain: self.chain.clone(),
+                kept: OnceLock::new(),
+            });
+            p.1 = AppendNote::new(note.clone());
             let (responder, answer) = ProgressResponder::complete_only();
             let sent = self
                 .raft
@@ -139,8 +171,11 @@ impl Submitter {
                 let e = e.to_string();
                 return Box::pin(async move { Err(ForwardError::Fatal(e)) });
             }
+            let seq = note.seq;
             let answer: Answer = async move {
                 match answer.await {
+                    // Appended empty: applied as nothing.
+                    Ok(Ok(_)) if note.kept.get() == Some(&false) => Said::Refused,
                     Ok(Ok(resp)) => Said::Applied(resp.log_id.index),
                     Ok(Err(ClientWriteError::ForwardToLeader(_))) => Said::Refused,
                     Ok(Err(e)) => Said::Failed(e.to_string()),
@@ -149,13 +184,11 @@ impl Submitter {
             }
             .boxed()
             .shared();
-            self.last = Some((answer.clone(), seq));
+            self.last = (seq, Some(answer.clone()));
             answers.push(answer);
         }
-        // The writes not handed over, refused with the first refusal.
-        let untaken = n - answers.len();
         Box::pin(async move {
-            let (mut last, mut refused, mut failed) = (0, untaken, None);
+            let (mut last, mut refused, mut failed) = (0, 0, None);
             for a in answers {
                 match a.await {
                     Said::Applied(i) => last = i,
@@ -172,26 +205,6 @@ impl Submitter {
                 None => Ok(last),
             }
         })
-    }
-
-    /// Learns whether the latest write handed over was refused, waiting for its answer
-    /// or for the log to take it, whichever comes first.
-    async fn settle(&mut self) {
-        let Some((last, seq)) = self.last.take() else {
-            return;
-        };
-        let said = match last.clone().now_or_never() {
-            Some(said) => Some(said),
-            None if self.taken.upto() >= seq => None,
-            None => tokio::select! {
-                biased;
-                said = last => Some(said),
-                () = self.taken.reached(seq) => None,
-            },
-        };
-        if matches!(said, Some(Said::Refused)) {
-            self.refused = true;
-        }
     }
 }
 

@@ -56,7 +56,7 @@ pub async fn wait_for(
 /// is one Txn, as entries were first written.
 ///
 /// The second field is in memory only, never encoded: see [`AppendNote`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Proposal(pub Vec<Txn>, pub AppendNote);
 
 impl From<Vec<Txn>> for Proposal {
@@ -65,66 +65,38 @@ impl From<Vec<Txn>> for Proposal {
     }
 }
 
-/// Who is told when this member's Raft log takes the proposal (`log::RaftLog::append`,
-/// on the leader that proposed it): a leader's submitter (`submit::Submitter`), which
-/// numbers its writes and must know that openraft took one before it hands over the
-/// next. Never encoded, so never on a follower; equal to every other.
+/// Asked by this member's Raft log as it appends a proposal this member proposed as
+/// leader (`log::RaftLog::append`), whether to keep it: a leader's submitter
+/// (`submit::Submitter`) has the log append a write whose predecessor was refused
+/// empty. Never encoded, so never on a follower; equal to every other.
 #[derive(Clone, Default)]
-pub struct AppendNote(Option<(std::sync::Arc<Taken>, u64)>);
+pub struct AppendNote(Option<std::sync::Arc<dyn OnAppend>>);
+
+/// What [`AppendNote`] asks.
+pub trait OnAppend: Send + Sync {
+    /// Whether the log keeps the proposal (else it appends it empty). Asked once, in
+    /// log order, on the member that proposed it; the same answer if asked again.
+    fn keep(&self) -> bool;
+}
 
 impl AppendNote {
-    /// Tells `taken` the number `n` once the log takes the proposal.
-    pub fn new(taken: std::sync::Arc<Taken>, n: u64) -> AppendNote {
-        AppendNote(Some((taken, n)))
+    pub fn new(on_append: std::sync::Arc<dyn OnAppend>) -> AppendNote {
+        AppendNote(Some(on_append))
     }
 
-    /// The log took the proposal.
-    pub fn appended(&self) {
-        if let Some((taken, n)) = &self.0 {
-            taken.note(*n);
-        }
-    }
-}
-
-/// The highest number a submitter's log has taken (see [`AppendNote`]), and a wait for
-/// one.
-#[derive(Debug, Default)]
-pub struct Taken {
-    upto: std::sync::atomic::AtomicU64,
-    changed: tokio::sync::Notify,
-}
-
-impl Taken {
-    pub fn upto(&self) -> u64 {
-        self.upto.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Returns once the log has taken number `n`.
-    pub async fn reached(&self, n: u64) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check: a note between the two still wakes it.
-            changed.as_mut().enable();
-            if self.upto() >= n {
-                return;
-            }
-            changed.await;
-        }
-    }
-
-    fn note(&self, n: u64) {
-        self.upto.fetch_max(n, std::sync::atomic::Ordering::Release);
-        self.changed.notify_waiters();
+    /// Whether the log keeps the proposal (see [`OnAppend`]).
+    pub fn keep(&self) -> bool {
+        self.0.as_ref().is_none_or(|a| a.keep())
     }
 }
 
 impl std::fmt::Debug for AppendNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            Some((_, n)) => write!(f, "AppendNote({n})"),
-            None => f.write_str("AppendNote"),
-        }
+        f.write_str(if self.0.is_some() {
+            "AppendNote(asks)"
+        } else {
+            "AppendNote"
+        })
     }
 }
 
@@ -269,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_batch_round_trips_in_order() {
-        let p = Proposal::from((0..5).map(|i| txn(i, 3)).collect());
+        let p = Proposal::from((0..5).map(|i| txn(i, 3)).collect::<Vec<_>>());
         assert_eq!(round_trip(&p), p);
         assert_eq!(
             round_trip(&Proposal::from(Vec::new())),

@@ -32,9 +32,9 @@
 //! A frame refused while later ones are in flight is refused with all of them: openraft
 //! refuses writes for a moment while its leader's lease has lapsed (no quorum heard for
 //! an election timeout) or while it hands its leadership over, and takes them again
-//! under the same leadership, but a leader's [`Submitter`] hands a write over only once
-//! the one before was taken, and refuses everything after a refusal. The refused frames
-//! then go again, in order, as above. Should a frame still be taken after an earlier
+//! under the same leadership, but a leader's [`Submitter`] has its log append empty
+//! (applied as nothing, answered as refused) every write after a refused one. The
+//! refused frames then go again, in order, as above. Should a frame still be taken after an earlier
 //! one was refused, the writer reports the outcome unknown
 //! ([`Unknown::TakenAfterRefused`]) and the refused frame is not sent again.
 
