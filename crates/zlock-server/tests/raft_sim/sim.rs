@@ -440,10 +440,7 @@ impl Sim {
     /// Crashes the member that leads now, if one does, as a `kill -9` right after a
     /// blank member joined: before it has caught up.
     async fn crash_leader(&mut self) {
-        let leader = self.running.iter().find_map(|(id, r)| {
-            (r.raft.metrics().borrow_watched().state == ServerState::Leader).then_some(*id)
-        });
-        if let Some(id) = leader.filter(|_| !self.healed) {
+        if let Some(id) = self.leader().filter(|_| !self.healed) {
             self.event(format!(
                 "the leader, member {id}, crashes as a blank member joins"
             ));
@@ -689,6 +686,23 @@ impl Sim {
         self.observe();
     }
 
+    /// One step of simulated time without faults: blank members settle, elections,
+    /// the checks.
+    async fn calm_step(&mut self) -> Result<(), Failure> {
+        tokio::time::sleep(STEP).await;
+        self.settle().await;
+        self.elections().await;
+        self.observe();
+        self.failed().map_or(Ok(()), Err)
+    }
+
+    /// The member that leads now, if one does.
+    fn leader(&self) -> Option<u64> {
+        self.running.iter().find_map(|(id, r)| {
+            (r.raft.metrics().borrow_watched().state == ServerState::Leader).then_some(*id)
+        })
+    }
+
     /// Every member applied the leader's whole log, all agree on the leader.
     fn converged(&self) -> bool {
         if self.running.len() != self.ids.len() || self.amnesiac.is_some() {
@@ -811,13 +825,7 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     }
     let mut settled = false;
     for _ in 0..len.settle {
-        tokio::time::sleep(STEP).await;
-        sim.settle().await;
-        sim.elections().await;
-        sim.observe();
-        if let Some(f) = sim.failed() {
-            return Err(f);
-        }
+        sim.calm_step().await?;
         if clients.iter().all(|c| c.is_finished()) && sim.converged() {
             settled = true;
             break;
@@ -917,17 +925,9 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
     // An elected leader every member follows, its first entries applied.
     let mut leader = None;
     for _ in 0..1_000 {
-        tokio::time::sleep(STEP).await;
-        sim.settle().await;
-        sim.elections().await;
-        sim.observe();
-        if let Some(f) = sim.failed() {
-            return Err(f);
-        }
+        sim.calm_step().await?;
         if sim.converged() {
-            leader = sim.running.iter().find_map(|(id, r)| {
-                (r.raft.metrics().borrow_watched().state == ServerState::Leader).then_some(*id)
-            });
+            leader = sim.leader();
             break;
         }
     }
