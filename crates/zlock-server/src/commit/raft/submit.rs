@@ -22,13 +22,14 @@
 //!   read is submitted at once, and the answers go back in the order the batches came.
 
 use std::collections::VecDeque;
+use std::future::Future as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use futures_util::future::{FutureExt as _, Shared};
 use openraft::base::BoxFuture;
 use openraft::errors::ClientWriteError;
 use openraft::impls::ProgressResponder;
+use tokio::sync::oneshot::error::TryRecvError;
 
 use super::peer::{ForwardError, Reply};
 use super::types::{AppendNote, OnAppend, Proposal, Raft, Zraft};
@@ -61,8 +62,7 @@ enum Said {
     Failed(String),
 }
 
-/// One write's answer, read by its batch's outcome and by the next write's note.
-type Answer = Shared<BoxFuture<'static, Said>>;
+type Answer = tokio::sync::oneshot::Receiver<openraft::raft::ClientWriteResult<Zraft>>;
 
 /// A submitter's writes, as its log appends them.
 struct Chain {
@@ -70,30 +70,80 @@ struct Chain {
     voided_from: AtomicU64,
 }
 
-/// One write's [`AppendNote`]: whether the log keeps it, decided once, as the leader
-/// appends it.
-struct Note {
+/// One write handed to openraft: its answer, read by its batch's outcome and, as the log
+/// appends the next write, by that write's [`AppendNote`]; and its own note.
+struct Write {
     seq: u64,
-    /// The answer of the submitter's write before this one.
-    before: Option<Answer>,
+    me: u64,
+    /// The submitter's write before this one, until this one is appended.
+    before: Mutex<Option<Arc<Write>>>,
     chain: Arc<Chain>,
+    /// Whether the log kept it, decided once, as the leader appends it.
     kept: OnceLock<bool>,
+    /// openraft's answer: waited for, or come. One lock for both readers, so that the
+    /// log's look never races the batch's wait (and never takes its waker: it only
+    /// tries the channel).
+    answer: Mutex<Result<Said, Answer>>,
 }
 
-impl OnAppend for Note {
+impl Write {
+    /// What openraft's answer says (`None`: openraft dropped it, stopping).
+    fn said(&self, r: Option<openraft::raft::ClientWriteResult<Zraft>>) -> Said {
+        match r {
+            // Appended empty: applied as nothing.
+            Some(Ok(_)) if self.kept.get() == Some(&false) => Said::Refused,
+            Some(Ok(resp)) => Said::Applied(resp.log_id.index),
+            Some(Err(ClientWriteError::ForwardToLeader(_))) => Said::Refused,
+            Some(Err(e)) => Said::Failed(e.to_string()),
+            None => Said::Failed(format!("member {}'s Raft stopped", self.me)),
+        }
+    }
+
+    /// The answer, if it has come.
+    fn said_now(&self) -> Option<Said> {
+        let mut a = lock(&self.answer);
+        let r = match &mut *a {
+            Ok(said) => return Some(said.clone()),
+            Err(rx) => match rx.try_recv() {
+                Ok(r) => Some(r),
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Closed) => None,
+            },
+        };
+        let said = self.said(r);
+        *a = Ok(said.clone());
+        Some(said)
+    }
+
+    /// The answer, once it comes.
+    fn poll_said(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Said> {
+        let mut a = lock(&self.answer);
+        let r = match &mut *a {
+            Ok(said) => return std::task::Poll::Ready(said.clone()),
+            Err(rx) => std::task::ready!(std::pin::Pin::new(rx).poll(cx)).ok(),
+        };
+        let said = self.said(r);
+        *a = Ok(said.clone());
+        std::task::Poll::Ready(said)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl OnAppend for Write {
     fn keep(&self) -> bool {
         *self.kept.get_or_init(|| {
+            // Asked once: the write before is not needed after this.
+            let before = lock(&self.before).take();
             if self.seq > self.chain.voided_from.load(Ordering::Acquire) {
                 return false;
             }
             // Appended only after its predecessor was refused or appended (openraft
             // takes its messages in order): a refusal has its answer by now.
-            let before_lost = self.before.as_ref().is_some_and(|a| {
-                matches!(
-                    a.clone().now_or_never(),
-                    Some(Said::Refused | Said::Failed(_))
-                )
-            });
+            let before_lost = before
+                .is_some_and(|b| matches!(b.said_now(), Some(Said::Refused | Said::Failed(_))));
             if before_lost {
                 self.chain.voided_from.fetch_min(self.seq, Ordering::AcqRel);
             }
@@ -111,8 +161,8 @@ pub struct Submitter {
     /// The leadership every batch is pinned to, taken with the first batch; `Err`: this
     /// member did not lead then, and refuses every batch.
     pin: Option<Result<CommittedLeaderId, ()>>,
-    /// The latest write handed over: its number and its answer.
-    last: (u64, Option<Answer>),
+    /// The latest write handed over.
+    last: Option<Arc<Write>>,
     chain: Arc<Chain>,
 }
 
@@ -122,7 +172,7 @@ impl Submitter {
             raft,
             me,
             pin: None,
-            last: (0, None),
+            last: None,
             chain: Arc::new(Chain {
                 voided_from: AtomicU64::new(u64::MAX),
             }),
@@ -150,16 +200,18 @@ impl Submitter {
             txn.clock = zlock_core::TxnClock::Leader;
         }
         let n = batch.len();
-        let mut answers = Vec::with_capacity(n);
+        let mut writes = Vec::with_capacity(n);
         for mut p in batch {
-            let note = Arc::new(Note {
-                seq: self.last.0 + 1,
-                before: self.last.1.take(),
+            let (responder, answer) = ProgressResponder::complete_only();
+            let w = Arc::new(Write {
+                seq: self.last.as_ref().map_or(1, |l| l.seq + 1),
+                me,
+                before: Mutex::new(self.last.take()),
                 chain: self.chain.clone(),
                 kept: OnceLock::new(),
+                answer: Mutex::new(Err(answer)),
             });
-            p.1 = AppendNote::new(note.clone());
-            let (responder, answer) = ProgressResponder::complete_only();
+            p.1 = AppendNote::new(w.clone());
             let sent = self
                 .raft
                 .write(p)
@@ -171,26 +223,13 @@ impl Submitter {
                 let e = e.to_string();
                 return Box::pin(async move { Err(ForwardError::Fatal(e)) });
             }
-            let seq = note.seq;
-            let answer: Answer = async move {
-                match answer.await {
-                    // Appended empty: applied as nothing.
-                    Ok(Ok(_)) if note.kept.get() == Some(&false) => Said::Refused,
-                    Ok(Ok(resp)) => Said::Applied(resp.log_id.index),
-                    Ok(Err(ClientWriteError::ForwardToLeader(_))) => Said::Refused,
-                    Ok(Err(e)) => Said::Failed(e.to_string()),
-                    Err(_) => Said::Failed(format!("member {me}'s Raft stopped")),
-                }
-            }
-            .boxed()
-            .shared();
-            self.last = (seq, Some(answer.clone()));
-            answers.push(answer);
+            self.last = Some(w.clone());
+            writes.push(w);
         }
         Box::pin(async move {
             let (mut last, mut refused, mut failed) = (0, 0, None);
-            for a in answers {
-                match a.await {
+            for w in writes {
+                match std::future::poll_fn(|cx| w.poll_said(cx)).await {
                     Said::Applied(i) => last = i,
                     Said::Refused => refused += 1,
                     Said::Failed(e) => failed = Some(e),
