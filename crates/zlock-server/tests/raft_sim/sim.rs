@@ -595,11 +595,17 @@ impl Sim {
     }
 
     fn failed(&self) -> Option<Failure> {
+        let first = lock(&self.world).violations.first().cloned();
+        first.map(|v| self.failure(v))
+    }
+
+    /// A failure: what broke, with the latest events.
+    fn failure(&self, what: String) -> Failure {
         let w = lock(&self.world);
-        w.violations.first().map(|v| Failure {
-            what: v.clone(),
+        Failure {
+            what,
             recent: w.trace.recent.iter().cloned().collect(),
-        })
+        }
     }
 
     /// Draws the members' clocks: in half the runs all are right; otherwise each is
@@ -912,13 +918,6 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
         running: BTreeMap::new(),
     }));
     let mut sim = Sim::calm(world.clone(), ids.clone(), members, 2, 3);
-    let fail = |sim: &Sim, what: String| {
-        let w = lock(&sim.world);
-        Failure {
-            what,
-            recent: w.trace.recent.iter().cloned().collect(),
-        }
-    };
     for id in ids.clone() {
         sim.start(id).await;
     }
@@ -932,7 +931,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
         }
     }
     let Some(l) = leader else {
-        return Err(fail(&sim, "no leader within 10 s".into()));
+        return Err(sim.failure("no leader within 10 s".into()));
     };
     let raft = sim.running[&l].raft.clone();
     let host = sim.running[&l].host.clone();
@@ -967,7 +966,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
     let r = tokio::time::timeout(patience, submitter.submit(p, 0).await).await;
     said.push(format!("write {x1}, lease running: {r:?}"));
     if !matches!(r, Ok(Ok(_))) {
-        return Err(fail(&sim, format!("{said:?}")));
+        return Err(sim.failure(format!("{said:?}")));
     }
 
     // 2. The followers' replies cut for longer than the lease: refused.
@@ -988,7 +987,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
             zlock_server::commit::raft::peer::ForwardError::NotLeader(_)
         ))
     ) {
-        return Err(fail(&sim, format!("{said:?}")));
+        return Err(sim.failure(format!("{said:?}")));
     }
 
     // 3. The replies let through again, the lease renewed: the same submitter still
@@ -1031,16 +1030,12 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
         m.current_leader, m.current_term
     ));
     if !matches!(r, Ok(Ok(_))) || m.current_term != term || m.current_leader != Some(l) {
-        return Err(fail(
-            &sim,
-            format!("the lease did not come back as planned: {said:?}"),
-        ));
+        return Err(sim.failure(format!("the lease did not come back as planned: {said:?}")));
     }
     if !refused {
-        return Err(fail(
-            &sim,
-            format!("a write was taken after the one before it was refused: {said:?}"),
-        ));
+        return Err(sim.failure(format!(
+            "a write was taken after the one before it was refused: {said:?}"
+        )));
     }
     // What the leader applied: the first and the last, not the two between.
     let created: Vec<i32> = {
@@ -1052,7 +1047,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
     };
     said.push(format!("sessions made by writes {created:?}"));
     if created != vec![x1, x4] {
-        return Err(fail(&sim, format!("{said:?}")));
+        return Err(sim.failure(format!("{said:?}")));
     }
     for id in ids {
         sim.crash(id).await;

@@ -33,8 +33,7 @@ use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use tokio::sync::oneshot;
 
 use super::codec;
-use super::types::{AppendNote, Proposal};
-use super::types::{Entry, LogId, Vote, Zraft};
+use super::types::{AppendNote, Entry, LogId, Proposal, Vote, Zraft};
 use crate::commit::LogStore;
 use zlock_store::MetaFile;
 

@@ -23,8 +23,9 @@
 
 use std::collections::VecDeque;
 use std::future::Future as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 
 use openraft::base::BoxFuture;
 use openraft::errors::ClientWriteError;
@@ -62,18 +63,18 @@ enum Said {
     Failed(String),
 }
 
-type Answer = tokio::sync::oneshot::Receiver<openraft::raft::ClientWriteResult<Zraft>>;
+type WriteResult = openraft::raft::ClientWriteResult<Zraft>;
+type Answer = tokio::sync::oneshot::Receiver<WriteResult>;
 
-/// A submitter's writes, as its log appends them.
+/// A submitter's writes, as its log appends them (in the order they were handed over).
 struct Chain {
-    /// The first write appended empty; `u64::MAX`: none.
-    voided_from: AtomicU64,
+    /// One was appended empty: so is every later one.
+    voided: AtomicBool,
 }
 
 /// One write handed to openraft: its answer, read by its batch's outcome and, as the log
 /// appends the next write, by that write's [`AppendNote`]; and its own note.
 struct Write {
-    seq: u64,
     me: u64,
     /// The submitter's write before this one, until this one is appended.
     before: Mutex<Option<Arc<Write>>>,
@@ -88,7 +89,7 @@ struct Write {
 
 impl Write {
     /// What openraft's answer says (`None`: openraft dropped it, stopping).
-    fn said(&self, r: Option<openraft::raft::ClientWriteResult<Zraft>>) -> Said {
+    fn said(&self, r: Option<WriteResult>) -> Said {
         match r {
             // Appended empty: applied as nothing.
             Some(Ok(_)) if self.kept.get() == Some(&false) => Said::Refused,
@@ -99,32 +100,35 @@ impl Write {
         }
     }
 
-    /// The answer, if it has come.
-    fn said_now(&self) -> Option<Said> {
+    /// The answer, read from the channel by `read` (`Ready(None)`: openraft dropped it)
+    /// unless it was read before.
+    fn read(&self, read: impl FnOnce(&mut Answer) -> Poll<Option<WriteResult>>) -> Poll<Said> {
         let mut a = lock(&self.answer);
         let r = match &mut *a {
-            Ok(said) => return Some(said.clone()),
-            Err(rx) => match rx.try_recv() {
-                Ok(r) => Some(r),
-                Err(TryRecvError::Empty) => return None,
-                Err(TryRecvError::Closed) => None,
-            },
+            Ok(said) => return Poll::Ready(said.clone()),
+            Err(rx) => std::task::ready!(read(rx)),
         };
         let said = self.said(r);
         *a = Ok(said.clone());
-        Some(said)
+        Poll::Ready(said)
+    }
+
+    /// The answer, if it has come (tries the channel: the waiter's waker stays).
+    fn said_now(&self) -> Option<Said> {
+        let tried = self.read(|rx| match rx.try_recv() {
+            Ok(r) => Poll::Ready(Some(r)),
+            Err(TryRecvError::Empty) => Poll::Pending,
+            Err(TryRecvError::Closed) => Poll::Ready(None),
+        });
+        match tried {
+            Poll::Ready(said) => Some(said),
+            Poll::Pending => None,
+        }
     }
 
     /// The answer, once it comes.
-    fn poll_said(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Said> {
-        let mut a = lock(&self.answer);
-        let r = match &mut *a {
-            Ok(said) => return std::task::Poll::Ready(said.clone()),
-            Err(rx) => std::task::ready!(std::pin::Pin::new(rx).poll(cx)).ok(),
-        };
-        let said = self.said(r);
-        *a = Ok(said.clone());
-        std::task::Poll::Ready(said)
+    fn poll_said(&self, cx: &mut std::task::Context<'_>) -> Poll<Said> {
+        self.read(|rx| std::pin::Pin::new(rx).poll(cx).map(Result::ok))
     }
 }
 
@@ -137,7 +141,7 @@ impl OnAppend for Write {
         *self.kept.get_or_init(|| {
             // Asked once: the write before is not needed after this.
             let before = lock(&self.before).take();
-            if self.seq > self.chain.voided_from.load(Ordering::Acquire) {
+            if self.chain.voided.load(Ordering::Acquire) {
                 return false;
             }
             // Appended only after its predecessor was refused or appended (openraft
@@ -145,7 +149,7 @@ impl OnAppend for Write {
             let before_lost = before
                 .is_some_and(|b| matches!(b.said_now(), Some(Said::Refused | Said::Failed(_))));
             if before_lost {
-                self.chain.voided_from.fetch_min(self.seq, Ordering::AcqRel);
+                self.chain.voided.store(true, Ordering::Release);
             }
             !before_lost
         })
@@ -174,7 +178,7 @@ impl Submitter {
             pin: None,
             last: None,
             chain: Arc::new(Chain {
-                voided_from: AtomicU64::new(u64::MAX),
+                voided: AtomicBool::new(false),
             }),
         }
     }
@@ -204,7 +208,6 @@ impl Submitter {
         for mut p in batch {
             let (responder, answer) = ProgressResponder::complete_only();
             let w = Arc::new(Write {
-                seq: self.last.as_ref().map_or(1, |l| l.seq + 1),
                 me,
                 before: Mutex::new(self.last.take()),
                 chain: self.chain.clone(),

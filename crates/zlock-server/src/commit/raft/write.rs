@@ -34,8 +34,8 @@
 //! an election timeout) or while it hands its leadership over, and takes them again
 //! under the same leadership, but a leader's [`Submitter`] has its log append empty
 //! (applied as nothing, answered as refused) every write after a refused one. The
-//! refused frames then go again, in order, as above. Should a frame still be taken after an earlier
-//! one was refused, the writer reports the outcome unknown
+//! refused frames then go again, in order, as above. Should a frame still be taken
+//! after an earlier one was refused, the writer reports the outcome unknown
 //! ([`Unknown::TakenAfterRefused`]) and the refused frame is not sent again.
 
 use std::collections::VecDeque;
