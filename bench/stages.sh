@@ -14,7 +14,11 @@
 #   in -> seq        the frame read, to the sequencer's Txn (queue, batch)
 #   seq -> sent      to the writer task's hand-over to openraft, or to the forward frame
 #   sent -> fwd      (follower) the forward frame read by the leader's peer server
-#   sent|fwd -> L    the leader's Raft: append, replicate, a quorum's fsync, commit, apply
+#   sent|fwd -> L    the leader's Raft: append, replicate, a quorum's fsync, commit, apply;
+#                    replication in detail, per follower: the leader's append to the append
+#                    frame written on the peer link, to the frame read by the follower, to
+#                    its append; its fsync; its fsync's end to its answer written, to the
+#                    answer read by the leader
 #   L -> O           (follower) the commit notice to the client's member, and its apply
 #   in -> reply      the whole, at the member that holds the client's connection
 set -euo pipefail
@@ -54,14 +58,17 @@ for where in ("leader", "follower"):
     d = os.path.join(tmp, where)
     at = int(open(os.path.join(d, "client-member")).read())
     marks = {}    # (session, xid) -> {(member, stage): ns}
-    flushed = {}  # member -> {entry index: ns}
+    idx = {}      # (member, stage) -> {entry index: [ns, ...]} (flushed, rsent, rread, ...)
     members = set()
     for p in glob.glob(os.path.join(d, "stages-*.csv")):
         for m, stage, s, x, ns in csv.reader(open(p)):
             m, x, ns = int(m), int(x), int(ns)
             members.add(m)
+            if MIN < x < MIN + 1000:
+                stage = f"{stage}@{x - MIN - 1}"
+                x = MIN
             if x == MIN:
-                flushed.setdefault(m, {}).setdefault(int(s), ns)
+                idx.setdefault((m, stage), {}).setdefault(int(s), []).append(ns)
             else:
                 marks.setdefault((s, x), {})[(m, stage)] = ns
     leader = at
@@ -78,7 +85,10 @@ for where in ("leader", "follower"):
         g = lambda m, st: v.get((m, st))
         if g(at, "in") is None or g(at, "applied") is None:
             continue
-        fl = lambda m: flushed.get(m, {}).get(g(m, "ix"))
+        def at_ix(m, st, n=0, of=None):
+            got = idx.get((m, st), {}).get(g(of if of is not None else m, "ix"), [])
+            return sorted(got)[n] if len(got) > n else None
+        fl = lambda m: at_ix(m, "flushed")
         add("in -> seq (to the sequencer, batched)", g(at, "in"), g(at, "seq"))
         add("seq -> sent (to the writer task, handed over)", g(at, "seq"), g(at, "sent"))
         if at != leader:
@@ -91,9 +101,15 @@ for where in ("leader", "follower"):
         firsts = sorted(x for x in (g(f, "append") for f in followers) if x is not None)
         if firsts:
             add("leader append -> first follower append (replication)", g(leader, "append"), firsts[0])
-        ffl = sorted(x for x in (fl(f) for f in followers) if x is not None)
         for f in followers:
+            sent_f = at_ix(leader, f"rsent@{f}", of=leader)
+            add(f"  leader append -> append frame written to follower {f}", g(leader, "append"), sent_f)
+            add(f"  append frame written -> read by follower {f}", sent_f, at_ix(f, "rread", of=leader))
+            add(f"  read -> appended, follower {f}", at_ix(f, "rread", of=leader), g(f, "append"))
             add(f"follower {f}: append -> its fsync done", g(f, "append"), fl(f))
+            add(f"  follower {f}: fsync done -> answer written", fl(f), at_ix(f, "ranswered", of=leader))
+            add(f"  follower {f}: answer written -> read by leader", at_ix(f, "ranswered", of=leader), at_ix(leader, f"racked@{f}", of=leader))
+        ffl = sorted(x for x in (fl(f) for f in followers) if x is not None)
         quorum = sorted(x for x in [fl(leader)] + ffl if x is not None)
         if len(quorum) >= 2:
             add("quorum durable (2nd fsync done) -> applied on leader", quorum[1], g(leader, "applied"))

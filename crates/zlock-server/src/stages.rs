@@ -11,7 +11,10 @@
 //! forwarding connection; only when O is not L), `append` (each member's Raft appended
 //! it to its log; `ix` says which entry holds it), `flushed` (marked by entry: the
 //! member's fsync of it ended), `applied` (each member applied it; on O the reply is
-//! queued then).
+//! queued then). Replication, marked by entry and peer on the peer link
+//! (`commit::raft::stream`): `rsent` (the leader wrote an append frame ending at the
+//! entry to a follower), `rread` (the follower read it), `ranswered` (the follower wrote
+//! its answer), `racked` (the leader read that answer).
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +86,15 @@ pub fn mark_txns<'a>(stage: &'static str, txns: impl IntoIterator<Item = &'a Txn
 pub fn mark_index(stage: &'static str, index: u64) {
     if on() {
         mark(stage, index as i64, i32::MIN, Duration::ZERO);
+    }
+}
+
+/// Marks log entry `index` at `stage` on this member's link with `peer` (an append
+/// written to it, its answer read): the xid field is `i32::MIN + 1 + peer`.
+pub fn mark_index_peer(stage: &'static str, index: u64, peer: u64) {
+    if on() {
+        let xid = i32::MIN.saturating_add(1).saturating_add(peer as i32);
+        mark(stage, index as i64, xid, Duration::ZERO);
     }
 }
 

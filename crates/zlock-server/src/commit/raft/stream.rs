@@ -190,8 +190,12 @@ where
         };
         let (vote, prev, last) = (req.vote, req.prev_log_id, last_of(&req));
         let ticket = acks.as_ref().map(|a| a.ticket(target));
+        let marked = crate::stages::on().then(|| last.map(|l| l.index)).flatten();
         wr.write_all(&encode_frame(&Request::Append(req))?).await?;
         wr.flush().await?;
+        if let Some(i) = marked {
+            crate::stages::mark_index_peer("rsent", i, target);
+        }
         slot.send(Sent {
             ticket,
             vote,
@@ -230,6 +234,9 @@ impl Reading<'_> {
             };
         };
         let reply = tokio::time::timeout_at(sent.due, read_frame::<Reply>(&mut self.rd)).await;
+        if let (Some(l), true) = (sent.last, crate::stages::on()) {
+            crate::stages::mark_index_peer("racked", l.index, target);
+        }
         let resp = match reply {
             Err(_) => {
                 let timeout = Timeout {
@@ -338,6 +345,9 @@ impl Appends {
     /// Hands `req` to this member's Raft.
     pub fn take(&mut self, req: AppendEntriesRequest<Zraft>) {
         let last = last_of(&req);
+        if let (Some(l), true) = (last, crate::stages::on()) {
+            crate::stages::mark_index("rread", l.index);
+        }
         let (tx, _) = self.stream.get_or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             let input = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -382,6 +392,9 @@ impl Appends {
             Some(Err(fatal)) => (Reply::Append(Err(RaftError::Fatal(fatal))), true),
             None => (Reply::Append(Err(RaftError::Fatal(Fatal::Stopped))), true),
         };
+        if let (Some(l), true) = (last, crate::stages::on()) {
+            crate::stages::mark_index("ranswered", l.index);
+        }
         if !ended {
             return (reply, Answered::More);
         }
