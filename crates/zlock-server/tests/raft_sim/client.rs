@@ -24,6 +24,7 @@ use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
 use zlock_server::commit::raft::submit::Submitter;
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::types::WatchReceiver as _;
+use zlock_server::commit::raft::write::Order;
 
 use crate::host;
 use crate::world::{lock, Shared};
@@ -48,16 +49,22 @@ pub struct Ledger {
     /// Batches sent together through one pinned submitter (`write::Submitter`), in
     /// order: the ones applied must be a prefix of each group.
     pub groups: Vec<Vec<Vec<Txn>>>,
+    /// Batches handed to a member's own writer: acknowledged, and not (unknown).
+    pub through_writer: (usize, usize),
     /// A group's outcomes broke the submitter's rule (a batch taken after an earlier
     /// one was refused).
     pub violations: Vec<String>,
 }
 
 /// Where a client finds the members.
+#[derive(Default)]
 pub struct Members {
     /// Running members: their Raft and their host.
     pub running:
         std::collections::BTreeMap<u64, (zlock_server::commit::raft::types::Raft, host::SimHost)>,
+    /// Each running member's own writer (`write::Writer`), as its sequencer hands it
+    /// batches.
+    pub writers: std::collections::BTreeMap<u64, tokio::sync::mpsc::Sender<Order>>,
 }
 
 pub type SharedMembers = Arc<Mutex<Members>>;
@@ -258,9 +265,14 @@ impl Client {
                 (w.clock_of(asked), w.clock_of(to))
             };
             // A third of the time, several batches in flight at once, as a member's
-            // writer keeps them.
-            if self.session.is_some() && self.rng.gen_range(0..3) == 0 {
+            // writer keeps them; a quarter, through the member's own writer.
+            let roll = self.rng.gen_range(0..12);
+            if self.session.is_some() && roll < 4 {
                 self.group(to, raft, host, (own, leaders)).await;
+                continue;
+            }
+            if roll >= 9 {
+                self.through_writer(to, host, own).await;
                 continue;
             }
             let batch = self.batch(own);
@@ -348,6 +360,71 @@ impl Client {
             }
         }
         self.ledger.lock().unwrap().groups.push(batches);
+    }
+
+    /// One batch through member `to`'s own writer (`write::Writer`), as its sequencer
+    /// hands one over: while `to` leads, the writer submits it to its Raft, with any
+    /// batch other clients handed it, several in flight; its outcome is read when the
+    /// writer reports it. The writer stamps the Txns itself, when it hands them to
+    /// openraft (a refused frame again when it goes again), with `to`'s clock: they
+    /// are not in `World::stamps`, so the lock-delay and TTL checks skip them (the
+    /// writer's clock raises `World::max_stamp_offset`, which only loosens those
+    /// checks). A member that does not lead has no address to forward to in the
+    /// simulation: its writer finds no connection, and the batch's outcome is unknown.
+    /// After an unknown outcome the client starts a new session (see the end).
+    async fn through_writer(&mut self, to: u64, host: host::SimHost, own: i64) {
+        let batch = self.batch(own);
+        let orders = self.members.lock().unwrap().writers.get(&to).cloned();
+        let Some(orders) = orders else {
+            return self.unknown(batch);
+        };
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let order = Order::Batch {
+            props: Proposal::split(batch.iter().cloned()),
+            done: Some(done),
+        };
+        let r = tokio::time::timeout(4 * PATIENCE, async move {
+            orders
+                .send(order)
+                .await
+                .map_err(|_| "writer gone".to_string())?;
+            match answer.await {
+                Ok(Ok(i)) => Ok(i),
+                Ok(Err(e)) => Err(format!("failed: {e}")),
+                Err(_) => Err("writer gone".to_string()),
+            }
+        })
+        .await;
+        let what = match &r {
+            Ok(Ok(i)) => format!("acked through {i}"),
+            Ok(Err(e)) => e.clone(),
+            Err(_) => "no answer".to_string(),
+        };
+        lock(&self.world).event(format!(
+            "client {} batch of {} through member {to}'s writer: {what}",
+            self.id,
+            batch.len()
+        ));
+        let mut l = self.ledger.lock().unwrap();
+        if matches!(r, Ok(Ok(_))) {
+            l.through_writer.0 += 1;
+        } else {
+            l.through_writer.1 += 1;
+        }
+        drop(l);
+        match r {
+            Ok(Ok(_)) => self.acked(&batch, &host),
+            _ => {
+                self.unknown(batch);
+                // The batch may still be in the writer, to be proposed later, after
+                // this client's next writes through another route. A real client that
+                // gave up here lost its connection: it reconnects, and at another member
+                // moves its session there (`MoveSession`), which fails the old request
+                // as SessionMoved when it lands (`State::apply`); the simulation does not
+                // model moves, so the client goes on with a new session instead.
+                self.forget_session();
+            }
+        }
     }
 
     /// Reads what the acknowledged batch did from the member that applied it (it

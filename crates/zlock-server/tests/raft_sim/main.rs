@@ -5,7 +5,11 @@
 //! elections, partitions, message loss, delay, reordering and duplication, crashes
 //! (with torn log writes) and restarts, crashes that lose a member's whole disk (it
 //! restarts blank and rejoins through `commit::raft::rejoin`, one such member at a
-//! time), the clients' writes. Appends go one at a time as messages in even seeds, and
+//! time), the clients' writes: through the leader's `write_as_leader`, in groups
+//! through one pinned `Submitter`, or handed to a member's own writer task
+//! (`commit::raft::write::Writer`, started on every member as the server does; its
+//! remote route, forwarding over TCP, finds no address here, so only the member that
+//! leads takes them). Appends go one at a time as messages in even seeds, and
 //! as pipelined streams in odd ones (several in flight on one simulated connection, in
 //! order, through the server's own follower side, `commit::raft::stream::Appends`; a
 //! loss breaks the connection). After a faulty phase the

@@ -11,11 +11,13 @@ use openraft::{BasicNode, ServerState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use zlock_server::commit::raft::log::{RaftLog, Writer};
-use zlock_server::commit::raft::peer::Local;
+use zlock_server::commit::raft::members::Addrs;
+use zlock_server::commit::raft::peer::{Identity, Links, Local};
 use zlock_server::commit::raft::rejoin::{self, Acks, Found, Gate, Standing};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
 use zlock_server::commit::raft::types::WatchReceiver as _;
+use zlock_server::commit::raft::write::{Order, WallClock};
 
 use crate::client::{Client, Ledger, Members};
 use crate::disk::MemDisk;
@@ -25,6 +27,10 @@ use crate::world::{lock, Shared, Weather, World};
 
 /// The simulation's clock step.
 const STEP: Duration = Duration::from_millis(10);
+
+/// How long a member's writer waits for a leader to take a batch (the server's is an
+/// election timeout's multiple plus 2 s: `RaftOptions::patience`).
+const WRITER_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How long a run is, in steps.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +54,8 @@ pub struct Outcome {
     /// refused (in a group or alone).
     pub groups: usize,
     pub refused: usize,
+    /// Batches through a member's own writer: acknowledged, and not.
+    pub through_writer: (usize, usize),
     /// Leaders elected, and terms that had more than one (openraft allows it).
     pub leaders: usize,
     pub shared_terms: usize,
@@ -369,11 +377,12 @@ impl Sim {
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
         }
-        self.members
-            .lock()
-            .unwrap()
-            .running
-            .insert(id, (raft.clone(), host.clone()));
+        let orders = self.spawn_writer(id, &raft);
+        {
+            let mut m = self.members.lock().unwrap();
+            m.running.insert(id, (raft.clone(), host.clone()));
+            m.writers.insert(id, orders);
+        }
         self.running.insert(
             id,
             Running {
@@ -384,6 +393,47 @@ impl Sim {
                 host,
             },
         );
+    }
+
+    /// Starts member `id`'s own writer (`write::Writer`, as `RaftCommit::start` does),
+    /// stamping Txns with `id`'s clock; returns where its batches go.
+    fn spawn_writer(&self, id: u64, raft: &Raft) -> tokio::sync::mpsc::Sender<Order> {
+        let (orders, orders_rx) = tokio::sync::mpsc::channel(2);
+        // Nobody reads its troubles: the client of each batch hears its outcome.
+        let (troubles, _) = tokio::sync::mpsc::unbounded_channel();
+        // Always in touch: the writer's patience decides instead.
+        let (_, touch) = tokio::sync::watch::channel(true);
+        let world = self.world.clone();
+        let wall: WallClock = Arc::new(move || {
+            let mut w = lock(&world);
+            let off = w.clocks.get(&id).copied().unwrap_or(0);
+            w.max_stamp_offset = w.max_stamp_offset.max(off);
+            w.clock_of(id)
+        });
+        let id_info = Identity {
+            ensemble: "sim".into(),
+            me: id,
+            members: self.ids.iter().copied().collect(),
+            open: false,
+            links: Links::default(),
+        };
+        tokio::spawn(
+            zlock_server::commit::raft::write::Writer {
+                raft: raft.clone(),
+                me: id,
+                id: Arc::new(id_info),
+                addrs: Addrs::new(raft.clone(), BTreeMap::new()),
+                patience: WRITER_PATIENCE,
+                silent: Duration::from_secs(3_600),
+                touch,
+                orders: orders_rx,
+                troubles,
+                failed: Arc::new(AtomicBool::new(false)),
+                wall,
+            }
+            .run(),
+        );
+        orders
     }
 
     /// Stops `id` as a `kill -9` would: its Raft is dropped, its disk keeps what was
@@ -397,7 +447,12 @@ impl Sim {
             w.rafts.remove(&id);
             w.locals.remove(&id);
         }
-        self.members.lock().unwrap().running.remove(&id);
+        {
+            let mut m = self.members.lock().unwrap();
+            m.running.remove(&id);
+            // Its writer ends once it has answered what it holds.
+            m.writers.remove(&id);
+        }
         // The disk task still runs meanwhile: openraft may be waiting on its log.
         let _ = r.raft.shutdown().await;
         r.disk_task.abort();
@@ -741,9 +796,7 @@ pub async fn run(seed: u64, len: Length) -> Result<Outcome, Failure> {
     lock(&world).voters = ids.len();
     // From the seed's parity, not its RNG: every other draw of a seed stays as it was.
     lock(&world).streams = seed % 2 == 1;
-    let members = Arc::new(Mutex::new(Members {
-        running: BTreeMap::new(),
-    }));
+    let members = Arc::new(Mutex::new(Members::default()));
     // Drawn in the order they always were: a seed runs as it did.
     let leader_crash_odds = [0, 50, 100][rng.gen_range(0..3)];
     let crash_odds = [0, 2, 5, 10][rng.gen_range(0..4)];
@@ -891,6 +944,7 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         applied,
         groups: ledger.groups.len(),
         refused: ledger.refused,
+        through_writer: ledger.through_writer,
         leaders: w.leaders.len(),
         shared_terms: {
             let terms: BTreeSet<u64> = w.leaders.iter().map(|(t, _)| *t).collect();
@@ -914,9 +968,7 @@ pub async fn lease_lapse() -> Result<Vec<String>, Failure> {
     let ids: Vec<u64> = vec![1, 2, 3];
     let world = World::new(StdRng::seed_from_u64(1));
     lock(&world).voters = ids.len();
-    let members = Arc::new(Mutex::new(Members {
-        running: BTreeMap::new(),
-    }));
+    let members = Arc::new(Mutex::new(Members::default()));
     let mut sim = Sim::calm(world.clone(), ids.clone(), members, 2, 3);
     for id in ids.clone() {
         sim.start(id).await;

@@ -218,6 +218,7 @@ impl RaftCommit {
                 orders: orders_rx,
                 troubles: troubles_tx,
                 failed: failed.clone(),
+                wall: Arc::new(crate::clock::now_ms),
             }
             .run(),
         );

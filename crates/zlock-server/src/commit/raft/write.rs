@@ -132,7 +132,13 @@ pub struct Writer {
     pub troubles: mpsc::UnboundedSender<CommitError>,
     /// Set when this member's Raft failed: nothing more is taken.
     pub failed: Arc<AtomicBool>,
+    /// The wall clock this member stamps Txns with while it leads (ms since the
+    /// epoch; the member's own, `crate::clock::now_ms`, or the simulation's).
+    pub wall: WallClock,
 }
+
+/// A wall clock, in ms since the epoch.
+pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 impl Writer {
     pub async fn run(mut self) {
@@ -318,7 +324,7 @@ impl Writer {
         match route {
             Route::Local(s) => {
                 crate::stages::mark_txns("sent", unit.props.iter().flat_map(|p| p.0.iter()));
-                let pending = s.submit(unit.props.clone(), crate::clock::now_ms()).await;
+                let pending = s.submit(unit.props.clone(), (self.wall)()).await;
                 Ok(Some(Sent {
                     unit,
                     pending: Some(pending),
@@ -372,7 +378,8 @@ impl Writer {
 
     /// A new forwarding connection to `leader`.
     async fn link(&self, leader: u64) -> Result<Link, FrameError> {
-        let Some(addr) = self.addrs.get(leader) else {
+        // An empty address is no address (the simulation gives its members none).
+        let Some(addr) = self.addrs.get(leader).filter(|a| !a.is_empty()) else {
             return Err(FrameError::Io(std::io::Error::other(format!(
                 "unknown leader {leader}"
             ))));
