@@ -405,16 +405,13 @@ impl Client {
             self.id,
             batch.len()
         ));
-        let mut l = self.ledger.lock().unwrap();
-        if matches!(r, Ok(Ok(_))) {
-            l.through_writer.0 += 1;
-        } else {
-            l.through_writer.1 += 1;
-        }
-        drop(l);
         match r {
-            Ok(Ok(_)) => self.acked(&batch, &host),
+            Ok(Ok(_)) => {
+                self.ledger.lock().unwrap().through_writer.0 += 1;
+                self.acked(&batch, &host)
+            }
             _ => {
+                self.ledger.lock().unwrap().through_writer.1 += 1;
                 self.unknown(batch);
                 // The batch may still be in the writer, to be proposed later, after
                 // this client's next writes through another route. A real client that

@@ -190,11 +190,10 @@ where
         };
         let (vote, prev, last) = (req.vote, req.prev_log_id, last_of(&req));
         let ticket = acks.as_ref().map(|a| a.ticket(target));
-        let marked = crate::stages::on().then(|| last.map(|l| l.index)).flatten();
         wr.write_all(&encode_frame(&Request::Append(req))?).await?;
         wr.flush().await?;
-        if let Some(i) = marked {
-            crate::stages::mark_index_peer("rsent", i, target);
+        if let Some(l) = last {
+            crate::stages::mark_index_peer("rsent", l.index, target);
         }
         slot.send(Sent {
             ticket,
@@ -234,9 +233,6 @@ impl Reading<'_> {
             };
         };
         let reply = tokio::time::timeout_at(sent.due, read_frame::<Reply>(&mut self.rd)).await;
-        if let (Some(l), true) = (sent.last, crate::stages::on()) {
-            crate::stages::mark_index_peer("racked", l.index, target);
-        }
         let resp = match reply {
             Err(_) => {
                 let timeout = Timeout {
@@ -253,7 +249,12 @@ impl Reading<'_> {
                     None,
                 )
             }
-            Ok(Ok(Reply::Append(Ok(resp)))) => resp,
+            Ok(Ok(Reply::Append(Ok(resp)))) => {
+                if let Some(l) = sent.last {
+                    crate::stages::mark_index_peer("racked", l.index, target);
+                }
+                resp
+            }
             Ok(Ok(Reply::Append(Err(e)))) => {
                 let e = NetworkError::from_string(format!("member {target}: {e}"));
                 return (Some(Err(RPCError::Network(e))), None);
@@ -345,7 +346,7 @@ impl Appends {
     /// Hands `req` to this member's Raft.
     pub fn take(&mut self, req: AppendEntriesRequest<Zraft>) {
         let last = last_of(&req);
-        if let (Some(l), true) = (last, crate::stages::on()) {
+        if let Some(l) = last {
             crate::stages::mark_index("rread", l.index);
         }
         let (tx, _) = self.stream.get_or_insert_with(|| {
@@ -392,7 +393,7 @@ impl Appends {
             Some(Err(fatal)) => (Reply::Append(Err(RaftError::Fatal(fatal))), true),
             None => (Reply::Append(Err(RaftError::Fatal(Fatal::Stopped))), true),
         };
-        if let (Some(l), true) = (last, crate::stages::on()) {
+        if let Some(l) = last {
             crate::stages::mark_index("ranswered", l.index);
         }
         if !ended {

@@ -378,8 +378,7 @@ impl Writer {
 
     /// A new forwarding connection to `leader`.
     async fn link(&self, leader: u64) -> Result<Link, FrameError> {
-        // An empty address is no address (the simulation gives its members none).
-        let Some(addr) = self.addrs.get(leader).filter(|a| !a.is_empty()) else {
+        let Some(addr) = self.addrs.get(leader) else {
             return Err(FrameError::Io(std::io::Error::other(format!(
                 "unknown leader {leader}"
             ))));
