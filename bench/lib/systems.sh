@@ -53,7 +53,7 @@
 #                              trap); with SYS_KEEP_LOGS=DIR the instances' logs and
 #                              configs are copied there first, and with a non-zero exit
 #                              status the last lines of each log are printed
-#   sys_free_port              a free loopback port not handed out before by this shell
+#   sys_free_port              a free loopback port not handed out before since sys_init
 #   sys_4lw PORT WORD          a four-letter word's answer (2 s at most)
 #   sys_config NAME            prints the instance's config file(s), for the reports
 #   sys_tls_certs              makes (once per sys_init) a throwaway CA, a member
@@ -90,7 +90,6 @@
 
 SYS_LIB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SYS_WORK=""
-SYS_USED_PORTS=" "
 declare -gA SYS_KIND=() SYS_DIR=() SYS_HOSTS=() SYS_PORT=() SYS_PID=() SYS_N=() SYS_LOG=() SYS_TLS=() SYS_NETTY=()
 SYS_TLS_CA="" SYS_TLS_CERT="" SYS_TLS_KEY=""
 # Debian's libnetty-java: ZooKeeper's TLS client port needs NettyServerCnxnFactory
@@ -149,15 +148,47 @@ sys_tls_cfg() { # secure-port ensemble(0|1)
     fi
 }
 
+# A port for a member to bind later, and to bind again after a kill (sys_restart).
+# Picked below the kernel's ephemeral range (ip_local_port_range), as the Rust tests'
+# zlock_testkit::free_port does: a port from that range, once released, can be taken
+# meanwhile as the local port of any client connection, or handed out again by another
+# bind to port 0. Callers take the port as $(sys_free_port), in a subshell, so the ports
+# handed out are kept in a file under SYS_WORK: a subshell's variables die with it (the
+# record used to be one, and CI once got one port for a member's client port and for
+# another's quorum port). The walk starts at an offset of this shell's pid, so shells
+# running side by side rarely meet; each port is checked free by a bind.
 sys_free_port() {
-    local p
-    while :; do
-        p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-        case $SYS_USED_PORTS in *" $p "*) continue ;; esac
-        SYS_USED_PORTS="$SYS_USED_PORTS$p "
-        echo "$p"
-        return
-    done
+    [[ -n $SYS_WORK ]] || { sys_log "sys_free_port: call sys_init first"; return 1; }
+    local used="$SYS_WORK/ports-handed-out" p
+    touch "$used"
+    p=$(python3 - "$used" "$$" <<'PY'
+import socket, sys
+used = set(open(sys.argv[1]).read().split())
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError):
+    low = 32768
+first = 10000
+span = max(low - first, 1000)
+start = (int(sys.argv[2]) * 7919 + len(used)) % span
+for i in range(min(span, 4000)):
+    port = first + (start + i) % span
+    if str(port) in used:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+PY
+)
+    [[ -n $p ]] || { sys_log "sys_free_port: no free port found below the ephemeral range"; return 1; }
+    echo "$p" >>"$used"
+    echo "$p"
 }
 
 sys_port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -41,9 +41,6 @@ COMPAT_INSTANCE=""
 
 compat_log() { printf '[compat] %s\n' "$*" >&2; }
 
-# Print a free TCP port on 127.0.0.1 (the kernel picks it; we release it at once).
-compat_free_port() { sys_free_port; }
-
 # compat_port_open <port>: true if a TCP connect to 127.0.0.1:<port> succeeds.
 compat_port_open() { sys_port_open "$1"; }
 

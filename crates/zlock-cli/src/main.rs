@@ -365,7 +365,28 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+/// An error ends the program with its message and its causes, as anyhow prints them, but
+/// never with a stack backtrace: a bad `zoo.cfg` or a port in use is the operator's to
+/// fix, and `RUST_BACKTRACE=1` in their environment should not bury the one line that
+/// says what to fix under forty lines of frames.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            let mut causes = e.chain().skip(1).peekable();
+            if causes.peek().is_some() {
+                eprintln!("\nCaused by:");
+                for cause in causes {
+                    eprintln!("    {cause}");
+                }
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse_from(cmd::zk::zkcli_spellings(std::env::args_os().collect()));
     if let Cmd::Zk(c) = cli.cmd {
         // Their own exit codes and zkCli-style messages; no log lines on stderr.
