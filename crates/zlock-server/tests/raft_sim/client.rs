@@ -6,7 +6,8 @@
 //! (setData) and asked to be removed as expired (a `DeleteExpired` naming them, as a
 //! leader's ticker proposes one, early or not: the state machine decides at apply
 //! time, by the Txn's time) and, now and then, closing its session. A batch is
-//! acknowledged when the write returns Ok.
+//! acknowledged when the write returns Ok. A quarter of the batches go through a
+//! member's own writer instead (see [`Client::through_writer`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,6 +84,9 @@ pub struct Client {
     /// The TTL nodes this client asked for (made, or perhaps made, or perhaps
     /// removed since: a request on one that is gone fails harmlessly).
     ttl_nodes: Vec<String>,
+    /// The member whose writer this client's session is held to (see
+    /// [`Client::through_writer`]).
+    held_to: Option<u64>,
 }
 
 impl Client {
@@ -105,6 +109,7 @@ impl Client {
             xid: 0,
             nodes: Vec::new(),
             ttl_nodes: Vec::new(),
+            held_to: None,
         }
     }
 
@@ -255,6 +260,24 @@ impl Client {
             }
             let think = self.rng.gen_range(2..60);
             tokio::time::sleep(Duration::from_millis(think)).await;
+            if let Some(m) = self.held_to.filter(|_| self.session.is_some()) {
+                let host = self
+                    .members
+                    .lock()
+                    .unwrap()
+                    .running
+                    .get(&m)
+                    .map(|r| r.1.clone());
+                match host {
+                    Some(host) => {
+                        let own = lock(&self.world).clock_of(m);
+                        self.through_writer(m, host, own).await;
+                    }
+                    // Gone: a real client would move its session elsewhere.
+                    None => self.forget_session(),
+                }
+                continue;
+            }
             let Some((asked, to, raft, host)) = self.target() else {
                 continue;
             };
@@ -272,6 +295,21 @@ impl Client {
                 continue;
             }
             if roll >= 9 {
+                // The member the client is connected to, which forwards to the leader
+                // it knows; or the one it believes leads.
+                if roll == 11 {
+                    let host = self
+                        .members
+                        .lock()
+                        .unwrap()
+                        .running
+                        .get(&asked)
+                        .map(|r| r.1.clone());
+                    if let Some(host) = host {
+                        self.through_writer(asked, host, own).await;
+                        continue;
+                    }
+                }
                 self.through_writer(to, host, own).await;
                 continue;
             }
@@ -364,14 +402,20 @@ impl Client {
 
     /// One batch through member `to`'s own writer (`write::Writer`), as its sequencer
     /// hands one over: while `to` leads, the writer submits it to its Raft, with any
-    /// batch other clients handed it, several in flight; its outcome is read when the
-    /// writer reports it. The writer stamps the Txns itself, when it hands them to
-    /// openraft (a refused frame again when it goes again), with `to`'s clock: they
-    /// are not in `World::stamps`, so the lock-delay and TTL checks skip them (the
-    /// writer's clock raises `World::max_stamp_offset`, which only loosens those
-    /// checks). A member that does not lead has no address to forward to in the
-    /// simulation: its writer finds no connection, and the batch's outcome is unknown.
-    /// After an unknown outcome the client starts a new session (see the end).
+    /// batch other clients handed it, several in flight; else it forwards it to the
+    /// leader it knows over a forwarding connection (`forward`). Its outcome is read when
+    /// the writer reports it. The writer (or the leader, for a forwarded frame) stamps
+    /// the Txns itself, with its own clock: they are not in `World::stamps`, so the
+    /// lock-delay and TTL checks skip them (those clocks raise
+    /// `World::max_stamp_offset`, which only loosens those checks).
+    ///
+    /// After an unknown outcome the client keeps its session, as a real one reconnects
+    /// and resumes it, and sends every later batch of it through `to`'s writer again:
+    /// the session stays at `to`, where its earlier requests may still be on their way.
+    /// (A real client that reconnects to another member moves its session there
+    /// (`MoveSession`), which fails a request still on its way from the old member as
+    /// SessionMoved when it lands (`State::apply`); the simulation does not model moves.
+    /// If `to` is gone, the client starts a new session.)
     async fn through_writer(&mut self, to: u64, host: host::SimHost, own: i64) {
         let batch = self.batch(own);
         let orders = self.members.lock().unwrap().writers.get(&to).cloned();
@@ -413,13 +457,9 @@ impl Client {
             _ => {
                 self.ledger.lock().unwrap().through_writer.1 += 1;
                 self.unknown(batch);
-                // The batch may still be in the writer, to be proposed later, after
-                // this client's next writes through another route. A real client that
-                // gave up here lost its connection: it reconnects, and at another member
-                // moves its session there (`MoveSession`), which fails the old request
-                // as SessionMoved when it lands (`State::apply`); the simulation does not
-                // model moves, so the client goes on with a new session instead.
-                self.forget_session();
+                if self.session.is_some() {
+                    self.held_to = Some(to);
+                }
             }
         }
     }
@@ -480,6 +520,7 @@ impl Client {
     }
 
     fn forget_session(&mut self) {
+        self.held_to = None;
         self.session = None;
         self.nodes.clear();
     }

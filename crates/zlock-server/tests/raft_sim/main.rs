@@ -7,9 +7,10 @@
 //! restarts blank and rejoins through `commit::raft::rejoin`, one such member at a
 //! time), the clients' writes: through the leader's `write_as_leader`, in groups
 //! through one pinned `Submitter`, or handed to a member's own writer task
-//! (`commit::raft::write::Writer`, started on every member as the server does; its
-//! remote route, forwarding over TCP, finds no address here, so only the member that
-//! leads takes them). Appends go one at a time as messages in even seeds, and
+//! (`commit::raft::write::Writer`, started on every member as the server does; a
+//! member that does not lead forwards them to the leader over a simulated connection
+//! that behaves as TCP does, `forward`, taken there by the server's own
+//! `submit::Forwards`). Appends go one at a time as messages in even seeds, and
 //! as pipelined streams in odd ones (several in flight on one simulated connection, in
 //! order, through the server's own follower side, `commit::raft::stream::Appends`; a
 //! loss breaks the connection). After a faulty phase the
@@ -61,9 +62,10 @@
 //!   Split votes and competing candidates still happen, chosen by the seed.
 //! - **No unbiased `select!`.** tokio's `select!` picks among ready branches with its
 //!   unseeded thread-local RNG. openraft 0.10 selects through its runtime, biased
-//!   (first ready branch in order); the simulation's own code has no `select!`. (The
-//!   zlock code it runs has a `select!` only in the peer server, which is not
-//!   simulated, and in the snapshot sender, which is never called.)
+//!   (first ready branch in order); the simulation's own `select!`s are biased (in
+//!   `forward`), as is the writer's. (The zlock code it runs has an unbiased `select!`
+//!   only in the peer server's connection handling, which is not simulated, and in the snapshot
+//!   sender, which is never called.)
 //! - **Watch channels wake in order.** tokio's watch spreads its waiters over eight
 //!   queues chosen by tokio's unseeded RNG; openraft's watches (metrics, heartbeat and
 //!   replication events) are zlock's runtime's instead, which wakes waiters in the
@@ -76,16 +78,17 @@
 //!
 //! # What is not simulated
 //!
-//! Snapshots (building, sending, installing; log purging), the TCP peer protocol and
-//! forwarding through a follower (`RaftCommit`'s write path: clients write through the
-//! leader's `write_as_leader`), session expiry and the server's pipeline above the
-//! commit stage (sequencer, router), membership changes.
+//! Snapshots (building, sending, installing; log purging), the TCP peer protocol's own
+//! code (appends and forwarded frames go over simulated connections), session expiry
+//! and the server's pipeline above the commit stage (sequencer, router), membership
+//! changes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod check;
 mod client;
 mod disk;
+mod forward;
 mod host;
 mod net;
 mod sim;

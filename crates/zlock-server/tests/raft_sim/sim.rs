@@ -56,6 +56,8 @@ pub struct Outcome {
     pub refused: usize,
     /// Batches through a member's own writer: acknowledged, and not.
     pub through_writer: (usize, usize),
+    /// Forwarded frames a leader took, and refused for coming on a stale connection.
+    pub forwards: (usize, usize),
     /// Leaders elected, and terms that had more than one (openraft allows it).
     pub leaders: usize,
     pub shared_terms: usize,
@@ -323,6 +325,7 @@ impl Sim {
             gate,
             acks: Arc::new(Acks::default()),
             snapshot_dir: b.meta.path().join("snapshots"),
+            forwards: Arc::default(),
         };
         let host = SimHost::new(id, self.world.clone(), log.get_log_reader().await);
         let (sm, _applied) = StateMachine::open(
@@ -373,6 +376,7 @@ impl Sim {
             let mut w = lock(&self.world);
             w.rafts.insert(id, raft.clone());
             w.locals.insert(id, local);
+            *w.incarnations.entry(id).or_default() += 1;
             let now = w.now_ms();
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
@@ -430,6 +434,7 @@ impl Sim {
                 troubles,
                 failed: Arc::new(AtomicBool::new(false)),
                 wall,
+                dial: Some(crate::forward::dial(self.world.clone(), id)),
             }
             .run(),
         );
@@ -945,6 +950,7 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         groups: ledger.groups.len(),
         refused: ledger.refused,
         through_writer: ledger.through_writer,
+        forwards: w.forwards,
         leaders: w.leaders.len(),
         shared_terms: {
             let terms: BTreeSet<u64> = w.leaders.iter().map(|(t, _)| *t).collect();

@@ -123,6 +123,12 @@ pub struct World {
     /// order, several in flight, as `commit::raft::stream` sends them) or one at a
     /// time as messages (lost, late, duplicated independently): half the seeds each.
     pub streams: bool,
+    /// How many times each member has started: a forwarding connection to one lives as
+    /// long as the incarnation it was opened to (`forward`).
+    pub incarnations: BTreeMap<u64, u64>,
+    /// Frames leaders took from forwarding connections, and frames refused there for
+    /// coming on a stale connection (`submit::Fence`).
+    pub forwards: (usize, usize),
 }
 
 /// Wall-clock time at the simulation's start (ms since the epoch).
@@ -154,6 +160,8 @@ impl World {
             max_stamp_offset: 0,
             lasted_checks: BTreeMap::new(),
             streams: false,
+            incarnations: BTreeMap::new(),
+            forwards: (0, 0),
         }))
     }
 

@@ -84,6 +84,7 @@ impl RaftCommit {
             gate,
             acks: acks.clone(),
             snapshot_dir: opts.snapshot_dir.clone(),
+            forwards: Arc::default(),
         };
         let snapshot_due = Arc::new(tokio::sync::Notify::new());
         let (sm, applied) = sm::StateMachine::open(
@@ -219,6 +220,7 @@ impl RaftCommit {
                 troubles: troubles_tx,
                 failed: failed.clone(),
                 wall: Arc::new(crate::clock::now_ms),
+                dial: None,
             }
             .run(),
         );

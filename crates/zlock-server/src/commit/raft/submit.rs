@@ -20,10 +20,34 @@
 //!     if it was refused. Nothing waits for it: writes are handed over as they come.
 //! - [`Forwards`]: the leader's side of a follower's forwarding connection: each batch
 //!   read is submitted at once, and the answers go back in the order the batches came.
+//!
+//! # A member's older forwarding connections are fenced off
+//!
+//! A member forwards over one connection at a time, and opens a new one after it gave
+//! up on the old (no answer within its patience, a broken connection): its clients were
+//! told ConnectionLoss, and resume their sessions with requests that go on the new
+//! connection. But what it wrote on the old one may still arrive. TCP loses nothing: a
+//! frame held by a partition is retransmitted after the heal, at the sender's next
+//! retransmission (whose interval doubled while the link was cut), and closing a socket
+//! sends its FIN after the data. A connection opened after the heal can be read first,
+//! and the old frame would then land after the newer requests of its session, against
+//! per-session FIFO (the simulation found this: `tests/raft_sim/forward.rs`). So:
+//!
+//! - the leader numbers its peer connections as it accepts them ([`Fence::admit`]), and
+//!   takes a member's forwarded frame only if no connection from that member accepted
+//!   after this one has had a frame taken; a stale connection is closed. A member
+//!   opens a connection only after it stopped using the one before, so accepted later
+//!   is opened later. (ZooKeeper does the same with its session owner, which is the
+//!   learner's connection: a session revalidated over a new connection refuses requests
+//!   from the old one as SessionMoved.)
+//! - the fence is the leader's memory, so a connection's frames are pinned to the
+//!   leadership its member held when it accepted the connection (not its first frame,
+//!   which may arrive terms later): a member that leads again after another led in
+//!   between refuses them.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future as _;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
 
@@ -34,7 +58,7 @@ use tokio::sync::oneshot::error::TryRecvError;
 
 use super::peer::{ForwardError, Reply};
 use super::types::{AppendNote, OnAppend, Proposal, Raft, Zraft};
-use super::write::IN_FLIGHT;
+use super::write::{WallClock, IN_FLIGHT};
 
 /// Forwarded frames the leader takes from one connection before it answers some: a
 /// member sends at most [`IN_FLIGHT`]; this bounds what a peer that does not follow the
@@ -171,6 +195,17 @@ pub struct Submitter {
 }
 
 impl Submitter {
+    /// Pins the submitter to the leadership this member holds now, unless it is pinned
+    /// already (see the module's documentation).
+    fn pin_now(&mut self) -> &Result<CommittedLeaderId, ()> {
+        let raft = &self.raft;
+        self.pin.get_or_insert_with(|| {
+            raft.as_leader()
+                .map(|l| l.to_committed_leader_id())
+                .map_err(|_| ())
+        })
+    }
+
     pub fn new(raft: Raft, me: u64) -> Submitter {
         Submitter {
             raft,
@@ -190,13 +225,8 @@ impl Submitter {
     /// elsewhere).
     pub async fn submit(&mut self, mut batch: Vec<Proposal>, now_ms: i64) -> Pending {
         let me = self.me;
-        let raft = &self.raft;
-        let pin = self.pin.get_or_insert_with(|| {
-            raft.as_leader()
-                .map(|l| l.to_committed_leader_id())
-                .map_err(|_| ())
-        });
-        let Ok(pin) = *pin else {
+        let pin = *self.pin_now();
+        let Ok(pin) = pin else {
             return Box::pin(async move { Err(ForwardError::NotLeader(me)) });
         };
         for txn in batch.iter_mut().flat_map(|p| p.0.iter_mut()) {
@@ -250,18 +280,80 @@ impl Submitter {
     }
 }
 
+/// Which peer connection of each member may forward to this member (see the module's
+/// documentation): shared by the peer server's connections.
+#[derive(Debug, Default)]
+pub struct Fence {
+    /// Connections accepted so far.
+    accepted: AtomicU64,
+    /// By member: the number of the latest connection of its whose frame was taken. Held
+    /// while a frame is handed to openraft, so that a frame checked is in the log's
+    /// order before any frame of a later connection.
+    taken: tokio::sync::Mutex<HashMap<u64, u64>>,
+}
+
+/// A connection's place in its member's order (see [`Fence`]).
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    fence: Arc<Fence>,
+    from: u64,
+    number: u64,
+}
+
+impl Fence {
+    /// Numbers a connection from member `from`, accepted now.
+    pub fn admit(self: &Arc<Self>, from: u64) -> Admitted {
+        Admitted {
+            fence: self.clone(),
+            from,
+            number: self.accepted.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl Admitted {
+    /// Whether a frame of this connection may be taken, given the latest connection of
+    /// each member whose frame was (which this one becomes if it may).
+    fn may_take(&self, taken: &mut HashMap<u64, u64>) -> Result<(), Stale> {
+        let latest = taken.entry(self.from).or_insert(self.number);
+        if *latest > self.number {
+            return Err(Stale { from: self.from });
+        }
+        *latest = self.number;
+        Ok(())
+    }
+}
+
+/// A forwarded frame came on a connection older than one its member forwarded over
+/// since: it is not taken, and the connection is closed.
+#[derive(Debug, thiserror::Error)]
+#[error("a forwarded frame from member {from} came on a connection older than one it forwarded over since")]
+pub struct Stale {
+    pub from: u64,
+}
+
 /// The leader's side of one forwarding connection: batches submitted as they are read,
 /// answered in the order they came.
 pub struct Forwards {
     submitter: Submitter,
     waiting: VecDeque<Pending>,
+    /// This member's wall clock, that stamps the batches.
+    wall: WallClock,
+    /// The connection's place among its member's.
+    admitted: Admitted,
 }
 
 impl Forwards {
-    pub fn new(raft: Raft, me: u64) -> Forwards {
+    /// The leader's side of a connection accepted now; its frames are pinned to the
+    /// leadership this member holds now (see the module's documentation).
+    pub fn new(raft: Raft, me: u64, wall: WallClock, admitted: Admitted) -> Forwards {
+        let mut submitter = Submitter::new(raft, me);
+        submitter.pin_now();
         Forwards {
-            submitter: Submitter::new(raft, me),
+            submitter,
             waiting: VecDeque::new(),
+            wall,
+            admitted,
         }
     }
 
@@ -275,11 +367,16 @@ impl Forwards {
         self.waiting.len() < FORWARDS_HELD
     }
 
-    /// Submits `batch` (stamped with this member's clock now).
-    pub async fn take(&mut self, batch: Vec<Proposal>) {
+    /// Submits `batch` (stamped with this member's clock now), unless a later
+    /// connection of its member has had a frame taken.
+    pub async fn take(&mut self, batch: Vec<Proposal>) -> Result<(), Stale> {
+        let mut taken = self.admitted.fence.taken.lock().await;
+        self.admitted.may_take(&mut taken)?;
         crate::stages::mark_txns("fwd", batch.iter().flat_map(|p| p.0.iter()));
-        let p = self.submitter.submit(batch, crate::clock::now_ms()).await;
+        let p = self.submitter.submit(batch, (self.wall)()).await;
+        drop(taken);
         self.waiting.push_back(p);
+        Ok(())
     }
 
     /// The oldest waiting batch's answer (cancel-safe: it stays first until it is
@@ -291,5 +388,35 @@ impl Forwards {
         let r = front.as_mut().await;
         self.waiting.pop_front();
         Reply::Forward(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member's connection is fenced off once a connection of its accepted later has
+    /// had a frame taken; until then both may forward (the older one's frames are in the
+    /// log first), and other members' connections are not touched.
+    #[test]
+    fn a_members_older_forwarding_connection_is_fenced_off_by_a_newer_ones_frame() {
+        let fence = Arc::new(Fence::default());
+        let mut taken = HashMap::new();
+        let (old, new, other) = (fence.admit(1), fence.admit(1), fence.admit(2));
+        assert!(old.may_take(&mut taken).is_ok());
+        assert!(
+            new.may_take(&mut taken).is_ok(),
+            "a newer connection may always take"
+        );
+        let stale = old
+            .may_take(&mut taken)
+            .expect_err("the older one is fenced off");
+        assert_eq!(stale.from, 1);
+        assert!(
+            other.may_take(&mut taken).is_ok(),
+            "another member's is not"
+        );
+        assert!(new.may_take(&mut taken).is_ok());
+        assert!(old.may_take(&mut taken).is_err(), "for good");
     }
 }

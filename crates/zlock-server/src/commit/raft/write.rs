@@ -25,9 +25,12 @@
 //!   [`CommitError::Unavailable`], drops everything in flight and queued, and discards
 //!   every batch that reaches it until the sequencer says it has dropped every client
 //!   connection ([`Order::Dropped`]). Nobody waits for the discarded requests: their
-//!   clients were told ConnectionLoss, and reconnect and resume their sessions. A
-//!   request is never proposed after its client was told so (it would land after the
-//!   client decided it had not).
+//!   clients were told ConnectionLoss, and reconnect and resume their sessions. The
+//!   writer never proposes a request after its client was told so (it would land after
+//!   the client decided it had not). A frame already written to a connection this member
+//!   gave up on may still reach the leader (TCP delivers it, late): the leader takes it
+//!   only while this member has forwarded nothing over a newer connection, so it lands
+//!   before any request sent after it, never behind one (`submit`'s fence).
 //!
 //! A frame refused while later ones are in flight is refused with all of them: openraft
 //! refuses writes for a moment while its leader's lease has lapsed (no quorum heard for
@@ -49,9 +52,7 @@ use tokio::time::Instant;
 
 use super::members::Addrs;
 use super::peer::Request;
-use super::peer::{
-    read_frame, write_frame, ForwardError, FrameError, Identity, LinkWrite, Peer, Reply,
-};
+use super::peer::{read_frame, write_frame, ForwardError, FrameError, Identity, Peer, Reply};
 use super::submit::{Pending, Submitter};
 use super::types::{Proposal, Raft, WatchReceiver as _};
 use super::FORWARD_PROPOSALS;
@@ -95,7 +96,7 @@ enum Route {
 /// read in order.
 struct Link {
     leader: u64,
-    wr: LinkWrite,
+    wr: ForwardWrite,
     replies: std::pin::Pin<Box<dyn Stream<Item = Result<Reply, FrameError>> + Send>>,
 }
 
@@ -135,10 +136,28 @@ pub struct Writer {
     /// The wall clock this member stamps Txns with while it leads (ms since the
     /// epoch; the member's own, `crate::clock::now_ms`, or the simulation's).
     pub wall: WallClock,
+    /// How a forwarding connection to the leader is opened: `None`, over the peer link
+    /// to the leader's address (the server); the simulation opens its own.
+    pub dial: Option<Dial>,
 }
 
 /// A wall clock, in ms since the epoch.
 pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The read end of a forwarding connection.
+pub type ForwardRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+/// The write end of a forwarding connection.
+pub type ForwardWrite = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+/// Opens a forwarding connection to the leader of the given id.
+pub type Dial = Arc<
+    dyn Fn(
+            u64,
+        ) -> futures_util::future::BoxFuture<
+            'static,
+            Result<(ForwardRead, ForwardWrite), FrameError>,
+        > + Send
+        + Sync,
+>;
 
 impl Writer {
     pub async fn run(mut self) {
@@ -378,14 +397,19 @@ impl Writer {
 
     /// A new forwarding connection to `leader`.
     async fn link(&self, leader: u64) -> Result<Link, FrameError> {
-        let Some(addr) = self.addrs.get(leader) else {
-            return Err(FrameError::Io(std::io::Error::other(format!(
-                "unknown leader {leader}"
-            ))));
+        let (rd, wr) = match &self.dial {
+            Some(dial) => dial(leader).await?,
+            None => {
+                let Some(addr) = self.addrs.get(leader) else {
+                    return Err(FrameError::Io(std::io::Error::other(format!(
+                        "unknown leader {leader}"
+                    ))));
+                };
+                let mut peer = Peer::new(self.id.clone(), leader, addr);
+                let (rd, wr) = peer.open(self.patience).await?.into_split();
+                (Box::new(rd) as ForwardRead, Box::new(wr) as ForwardWrite)
+            }
         };
-        let mut peer = Peer::new(self.id.clone(), leader, addr);
-        let s = peer.open(self.patience).await?;
-        let (rd, wr) = s.into_split();
         // Buffered: one read takes in every answer that has come, not two per answer.
         let rd = tokio::io::BufReader::new(rd);
         let replies = futures_util::stream::unfold(rd, |mut rd| async move {

@@ -47,6 +47,8 @@ pub struct Local {
     pub acks: Arc<Acks>,
     /// Where snapshots from the leader are received.
     pub snapshot_dir: std::path::PathBuf,
+    /// Which connection of each member may forward to this member, as leader.
+    pub forwards: Arc<crate::commit::raft::submit::Fence>,
 }
 
 impl Local {
@@ -335,7 +337,15 @@ async fn serve_requests(
     let mut appends = Appends::new(raft.clone());
     // Forwarded batches are taken into the log as they are read, and answered in order
     // (see `write`).
-    let mut forwards = Forwards::new(raft.clone(), id.me);
+    // Numbered as accepted: no await since the hello was answered, so before the peer
+    // can have sent a frame on it (see `submit`'s fence).
+    let admitted = local.forwards.admit(from);
+    let mut forwards = Forwards::new(
+        raft.clone(),
+        id.me,
+        Arc::new(crate::clock::now_ms),
+        admitted,
+    );
     loop {
         let req = tokio::select! {
             biased;
@@ -379,7 +389,15 @@ async fn serve_requests(
                 continue;
             }
             Request::Forward(batch) => {
-                forwards.take(batch).await;
+                if let Err(stale) = forwards.take(batch).await {
+                    // Its member gave up on this connection and forwards over a newer
+                    // one: nobody reads what this one would answer.
+                    tracing::info!(
+                        peer = from,
+                        "closing a stale forwarding connection: {stale}"
+                    );
+                    return Ok(());
+                }
                 continue;
             }
             Request::Vote(r) => {
