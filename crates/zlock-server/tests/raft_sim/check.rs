@@ -55,8 +55,9 @@ pub fn histories(histories: &[(u64, Vec<Rec>)], ledger: &Ledger) -> Result<usize
             return Err(format!("a refused write was applied: {t:?}"));
         }
     }
-    // Batches in flight together: what was applied of them is a prefix.
-    for g in &ledger.groups {
+    // Batches in flight together, or handed over one connection: what was applied of
+    // them is a prefix.
+    for g in ledger.groups.iter().chain(&ledger.conns) {
         let applied: Vec<bool> = g
             .iter()
             .map(|b| b.iter().any(|t| seen.contains_key(&key(t))))

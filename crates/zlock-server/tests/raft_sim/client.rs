@@ -27,6 +27,7 @@ use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::types::WatchReceiver as _;
 use zlock_server::commit::raft::write::Order;
 
+use crate::desk::{Conn, Handed};
 use crate::host;
 use crate::world::{lock, Shared};
 
@@ -52,6 +53,13 @@ pub struct Ledger {
     pub groups: Vec<Vec<Vec<Txn>>>,
     /// Batches handed to a member's own writer: acknowledged, and not (unknown).
     pub through_writer: (usize, usize),
+    /// Batches pipelined through a member's sequencer (`desk`): answered, and not
+    /// (unknown); and how often the client's connection was dropped meanwhile.
+    pub pipelined: (usize, usize, usize),
+    /// The batches handed over each client connection to a sequencer, in order: what was
+    /// applied of them must be a prefix (the writer discards what it is handed after an
+    /// unknown outcome until the sequencer has dropped the connections).
+    pub conns: Vec<Vec<Vec<Txn>>>,
     /// A group's outcomes broke the submitter's rule (a batch taken after an earlier
     /// one was refused).
     pub violations: Vec<String>,
@@ -63,9 +71,11 @@ pub struct Members {
     /// Running members: their Raft and their host.
     pub running:
         std::collections::BTreeMap<u64, (zlock_server::commit::raft::types::Raft, host::SimHost)>,
-    /// Each running member's own writer (`write::Writer`), as its sequencer hands it
-    /// batches.
+    /// Each running member's own writer (`write::Writer`), as a synchronous proposer
+    /// hands it a batch.
     pub writers: std::collections::BTreeMap<u64, tokio::sync::mpsc::Sender<Order>>,
+    /// Each running member's sequencer, as a client connection hands it batches.
+    pub desks: std::collections::BTreeMap<u64, tokio::sync::mpsc::UnboundedSender<Handed>>,
 }
 
 pub type SharedMembers = Arc<Mutex<Members>>;
@@ -87,6 +97,9 @@ pub struct Client {
     /// The member whose writer this client's session is held to (see
     /// [`Client::through_writer`]).
     held_to: Option<u64>,
+    /// The client's connection to a member's sequencer, while it has one, and its
+    /// batches' place in `Ledger::conns`.
+    conn: Option<(u64, Arc<Conn>, usize)>,
 }
 
 impl Client {
@@ -110,6 +123,7 @@ impl Client {
             nodes: Vec::new(),
             ttl_nodes: Vec::new(),
             held_to: None,
+            conn: None,
         }
     }
 
@@ -271,7 +285,11 @@ impl Client {
                 match host {
                     Some(host) => {
                         let own = lock(&self.world).clock_of(m);
-                        self.through_writer(m, host, own).await;
+                        if self.rng.gen_bool(0.5) {
+                            self.pipelined(m, host, own).await;
+                        } else {
+                            self.through_writer(m, host, own).await;
+                        }
                     }
                     // Gone: a real client would move its session elsewhere.
                     None => self.forget_session(),
@@ -293,6 +311,22 @@ impl Client {
             if self.session.is_some() && roll < 4 {
                 self.group(to, raft, host, (own, leaders)).await;
                 continue;
+            }
+            if roll == 8 && self.session.is_some() {
+                // Pipelined through the sequencer of the member the client is connected
+                // to, or of the one it believes leads.
+                let at = if self.rng.gen_bool(0.5) { asked } else { to };
+                let host = self
+                    .members
+                    .lock()
+                    .unwrap()
+                    .running
+                    .get(&at)
+                    .map(|r| r.1.clone());
+                if let Some(host) = host {
+                    self.pipelined(at, host, own).await;
+                    continue;
+                }
             }
             if roll >= 9 {
                 // The member the client is connected to, which forwards to the leader
@@ -460,6 +494,116 @@ impl Client {
                 if self.session.is_some() {
                     self.held_to = Some(to);
                 }
+            }
+        }
+    }
+
+    /// 2-4 batches of this client's session handed to member `to`'s sequencer (`desk`)
+    /// at once over its connection there, as a client that pipelines its requests does:
+    /// the sequencer hands them to the member's writer without waiting, and the client
+    /// hears a batch answered when `to` has applied all of it. If the sequencer drops its
+    /// connection (the writer reported an outcome it cannot know) or nothing comes in
+    /// time, the batches not answered end unknown, and the client resumes its session at
+    /// `to` over a new connection (see [`Client::through_writer`] for why at `to`).
+    async fn pipelined(&mut self, to: u64, host: host::SimHost, own: i64) {
+        let desk = self.members.lock().unwrap().desks.get(&to).cloned();
+        let Some(desk) = desk else { return };
+        let (conn, at) = match &self.conn {
+            Some((m, c, at)) if *m == to && !c.dropped() => (c.clone(), *at),
+            _ => {
+                let c = Arc::new(Conn::default());
+                let at = {
+                    let mut l = self.ledger.lock().unwrap();
+                    l.conns.push(Vec::new());
+                    l.conns.len() - 1
+                };
+                self.conn = Some((to, c.clone(), at));
+                (c, at)
+            }
+        };
+        let k = self.rng.gen_range(2..=4);
+        let mut batches: Vec<Vec<Txn>> = Vec::new();
+        for _ in 0..k {
+            let b = self.batch(own);
+            let ends = b.iter().any(|t| {
+                matches!(
+                    t.body,
+                    TxnBody::CreateSession { .. }
+                        | TxnBody::Request {
+                            request: Request::CloseSession,
+                            ..
+                        }
+                )
+            });
+            let handed = Handed {
+                conn: conn.clone(),
+                props: Proposal::split(b.iter().cloned()),
+            };
+            let sent = desk.send(handed).is_ok();
+            self.ledger.lock().unwrap().conns[at].push(b.clone());
+            batches.push(b);
+            if ends || !sent {
+                break;
+            }
+        }
+        // Answered: every Txn of the batch applied at `to` (which replies as it applies).
+        let answered = |b: &[Txn]| {
+            let h = host::lock(&host.inner);
+            b.iter()
+                .all(|t| h.replies.contains_key(&(t.origin.session.0, t.origin.xid)))
+        };
+        let deadline = tokio::time::Instant::now() + 4 * PATIENCE;
+        loop {
+            if batches.iter().all(|b| answered(b)) || conn.dropped() {
+                break;
+            }
+            // `to` crashed (its host is a new one, or none): the connection went with it.
+            let same = self
+                .members
+                .lock()
+                .unwrap()
+                .running
+                .get(&to)
+                .is_some_and(|r| Arc::ptr_eq(&r.1.inner, &host.inner));
+            if !same || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let dropped = conn.dropped();
+        let mut unknown = false;
+        for (i, b) in batches.into_iter().enumerate() {
+            let ok = answered(&b);
+            lock(&self.world).event(format!(
+                "client {} pipelined batch {i} ({} Txns) at member {to}: {}",
+                self.id,
+                b.len(),
+                if ok {
+                    "answered"
+                } else if dropped {
+                    "dropped"
+                } else {
+                    "no answer"
+                }
+            ));
+            if ok && !unknown {
+                self.ledger.lock().unwrap().pipelined.0 += 1;
+                self.acked(&b, &host);
+            } else {
+                // A later batch answered after an earlier one was not: still unknown to
+                // this client, which lost the earlier one's answer with its connection.
+                self.ledger.lock().unwrap().pipelined.1 += 1;
+                unknown = true;
+                self.unknown(b);
+            }
+        }
+        if dropped {
+            self.ledger.lock().unwrap().pipelined.2 += 1;
+        }
+        if unknown {
+            self.conn = None;
+            if self.session.is_some() {
+                self.held_to = Some(to);
             }
         }
     }

@@ -10,7 +10,9 @@
 //! (`commit::raft::write::Writer`, started on every member as the server does; a
 //! member that does not lead forwards them to the leader over a simulated connection
 //! that behaves as TCP does, `forward`, taken there by the server's own
-//! `submit::Forwards`). Appends go one at a time as messages in even seeds, and
+//! `submit::Forwards`), or pipelined through a member's sequencer (`desk`: several
+//! batches of one session at once, its connection dropped when the writer reports an
+//! outcome it cannot know). Appends go one at a time as messages in even seeds, and
 //! as pipelined streams in odd ones (several in flight on one simulated connection, in
 //! order, through the server's own follower side, `commit::raft::stream::Appends`; a
 //! loss breaks the connection). After a faulty phase the
@@ -31,7 +33,9 @@
 //! no two sessions hold one lock at any applied point (holders: told so by their
 //! reply or a pushed grant, node still there); each lock's fencing tokens (the
 //! grant's czxid) rise. At the end: one history on every member, every acknowledged
-//! write in it exactly once, each session's writes in the order it sent them.
+//! write in it exactly once, each session's writes in the order it sent them, and of
+//! the batches handed together (to one submitter, or over one client connection) only
+//! a prefix applied.
 //!
 //! # Running
 //!
@@ -87,6 +91,7 @@
 
 mod check;
 mod client;
+mod desk;
 mod disk;
 mod forward;
 mod host;

@@ -56,6 +56,8 @@ pub struct Outcome {
     pub refused: usize,
     /// Batches through a member's own writer: acknowledged, and not.
     pub through_writer: (usize, usize),
+    /// Batches pipelined through a member's sequencer: answered, not, and drops.
+    pub pipelined: (usize, usize, usize),
     /// Forwarded frames a leader took, and refused for coming on a stale connection.
     pub forwards: (usize, usize),
     /// Leaders elected, and terms that had more than one (openraft allows it).
@@ -381,11 +383,12 @@ impl Sim {
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
         }
-        let orders = self.spawn_writer(id, &raft);
+        let (orders, desk) = self.spawn_writer(id, &raft);
         {
             let mut m = self.members.lock().unwrap();
             m.running.insert(id, (raft.clone(), host.clone()));
             m.writers.insert(id, orders);
+            m.desks.insert(id, desk);
         }
         self.running.insert(
             id,
@@ -400,11 +403,26 @@ impl Sim {
     }
 
     /// Starts member `id`'s own writer (`write::Writer`, as `RaftCommit::start` does),
-    /// stamping Txns with `id`'s clock; returns where its batches go.
-    fn spawn_writer(&self, id: u64, raft: &Raft) -> tokio::sync::mpsc::Sender<Order> {
+    /// stamping Txns with `id`'s clock, and its sequencer's part for it (`desk`); returns
+    /// where a synchronous proposer's batches go, and where a client connection's go.
+    fn spawn_writer(
+        &self,
+        id: u64,
+        raft: &Raft,
+    ) -> (
+        tokio::sync::mpsc::Sender<Order>,
+        tokio::sync::mpsc::UnboundedSender<crate::desk::Handed>,
+    ) {
         let (orders, orders_rx) = tokio::sync::mpsc::channel(2);
-        // Nobody reads its troubles: the client of each batch hears its outcome.
-        let (troubles, _) = tokio::sync::mpsc::unbounded_channel();
+        let (troubles, troubles_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (desk, desk_rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(crate::desk::run(
+            self.world.clone(),
+            id,
+            desk_rx,
+            orders.clone(),
+            troubles_rx,
+        ));
         // Always in touch: the writer's patience decides instead.
         let (_, touch) = tokio::sync::watch::channel(true);
         let world = self.world.clone();
@@ -438,7 +456,7 @@ impl Sim {
             }
             .run(),
         );
-        orders
+        (orders, desk)
     }
 
     /// Stops `id` as a `kill -9` would: its Raft is dropped, its disk keeps what was
@@ -457,6 +475,7 @@ impl Sim {
             m.running.remove(&id);
             // Its writer ends once it has answered what it holds.
             m.writers.remove(&id);
+            m.desks.remove(&id);
         }
         // The disk task still runs meanwhile: openraft may be waiting on its log.
         let _ = r.raft.shutdown().await;
@@ -950,6 +969,7 @@ fn final_checks(sim: &Sim, ledger: &Ledger) -> Result<Outcome, Failure> {
         groups: ledger.groups.len(),
         refused: ledger.refused,
         through_writer: ledger.through_writer,
+        pipelined: ledger.pipelined,
         forwards: w.forwards,
         leaders: w.leaders.len(),
         shared_terms: {

@@ -51,10 +51,6 @@ pub enum RaftFailure {
 pub enum Unknown {
     #[error("no leader elected within {0:?}")]
     NoLeader(Duration),
-    /// Behind a batch whose outcome was unknown, before the sequencer dropped its
-    /// clients: nobody waits for it.
-    #[error("discarded behind a batch whose outcome is unknown")]
-    Discarded,
     #[error("entry {0} committed but not applied here in time")]
     NotApplied(u64),
     /// The leader took a frame after it had refused an earlier one: the order of what

@@ -169,7 +169,9 @@ impl Writer {
         let mut poisoned = false;
         loop {
             // Send what may go.
-            while held == Held::No && !poisoned && in_flight.len() < IN_FLIGHT {
+            // (Nothing is queued while batches are discarded, but a synchronous
+            // proposer's.)
+            while held == Held::No && in_flight.len() < IN_FLIGHT {
                 let Some(unit) = queue.pop_front() else { break };
                 match self.send(unit, &mut route, in_flight.is_empty()).await {
                     Ok(Some(sent)) => in_flight.push_back(sent),
@@ -269,21 +271,15 @@ impl Writer {
                 order = self.orders.recv(), if can_take => match order {
                     None => return, // stopping
                     Some(Order::Dropped) => poisoned = false,
-                    Some(Order::Batch { props, done }) => {
-                        // A synchronous proposer heard every earlier failure itself.
-                        if done.is_some() {
-                            poisoned = false;
-                        }
-                        if poisoned {
-                            // Its clients were dropped, or are being dropped: nobody
-                            // waits for it.
-                            if let Some(d) = done {
-                                let _ = d.send(Err(Unknown::Discarded.into()));
-                            }
-                        } else {
-                            cut(props, done, &mut queue);
-                        }
-                    }
+                    // A synchronous proposer heard every earlier failure itself: its
+                    // batch goes. It does not end the discarding of the others: batches
+                    // handed over after it, before the sequencer has dropped their
+                    // clients, would land without the ones discarded before it (the
+                    // simulation, which mixes the two, found such gaps).
+                    Some(Order::Batch { props, done: Some(done) }) => cut(props, Some(done), &mut queue),
+                    // Its clients were dropped, or are being dropped: nobody waits for it.
+                    Some(Order::Batch { .. }) if poisoned => {}
+                    Some(Order::Batch { props, done: None }) => cut(props, None, &mut queue),
                 },
             }
         }
