@@ -16,11 +16,9 @@
 //!   delivered, as a FIN follows the data; the answers to it are lost;
 //! - the leader's crash breaks the connection: the writer reads its end.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-use rand::Rng;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
@@ -29,7 +27,8 @@ use zlock_server::commit::raft::submit::Forwards;
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::write::{Dial, ForwardRead, ForwardWrite, WallClock};
 
-use crate::world::{lock, Shared, World};
+use crate::net::one_way;
+use crate::world::{lock, Shared};
 
 /// Whether a connection broke (the leader died, or a frame was given up), for every
 /// task of it. Not a tokio watch: its waiters wake in an order drawn from tokio's
@@ -73,16 +72,6 @@ pub fn dial(world: Shared, from: u64) -> Dial {
         let world = world.clone();
         Box::pin(async move { open(world, from, to).await })
     })
-}
-
-fn one_way(w: &mut World) -> Duration {
-    let weather = w.weather;
-    let ms = if w.odds(weather.late) {
-        w.rng.gen_range(40..=400)
-    } else {
-        w.rng.gen_range(0..=weather.max_delay)
-    };
-    Duration::from_micros(ms * 1000 + w.rng.gen_range(0..1000))
 }
 
 /// Whether `from` reaches `to` now, and the leader is the incarnation `life` still.

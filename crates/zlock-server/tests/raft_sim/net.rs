@@ -61,7 +61,8 @@ struct Fate {
     twice: Option<Duration>,
 }
 
-fn one_way(w: &mut crate::world::World) -> Duration {
+/// A message's one-way delay in the current weather (late now and then).
+pub fn one_way(w: &mut crate::world::World) -> Duration {
     let weather = w.weather;
     let ms = if w.odds(weather.late) {
         w.rng.gen_range(40..=400)
