@@ -653,3 +653,127 @@ async fn bad_input_on_the_peer_port_is_refused() {
         assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
     }
 }
+
+/// A leader takes a member's forwarded frames over the member's newest connection only
+/// (`commit::raft::submit::Fence`), through the real peer protocol: two forwarding
+/// connections of one follower to the leader, both accepted before either forwards.
+/// The older may forward until the newer has had a frame taken (its frames are then in
+/// the log first); after that, a frame on the older is not taken, and the leader closes
+/// it. This is what keeps a frame that TCP delivers late, on a connection its member
+/// gave up on, from landing after the session's newer requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer_one_forwards() {
+    use std::sync::Arc;
+    use tokio::io::AsyncReadExt;
+    use zlock_core::{MemberId, Origin, SessionId, Txn};
+    use zlock_proto::records::{Acl, CreateRequest};
+    use zlock_proto::{OpCode, Request as ZkRequest};
+    use zlock_server::commit::raft::peer::{
+        read_frame, write_frame, Hello, Reply, Request, PROTOCOL,
+    };
+    use zlock_server::commit::raft::types::Proposal;
+
+    let _serial = SERIAL.lock().await;
+    let mut ms = start_ensemble(3).await;
+    let l = leader(&ms).await;
+    let f = (l + 1) % 3;
+    let (leader_id, follower_id) = (l as u64 + 1, f as u64 + 1);
+    let ensemble = format!(
+        "1=127.0.0.1:{},2=127.0.0.1:{},3=127.0.0.1:{}",
+        ms[0].quorum.port(),
+        ms[1].quorum.port(),
+        ms[2].quorum.port()
+    );
+    // A session whose owner is the follower: the requests it forwards act for it.
+    let client = RawClient::connect(ms[f].client).await.unwrap();
+    let mut xid = 1_000;
+    let mut create = |path: &str| {
+        xid += 1;
+        let origin = Origin {
+            member: MemberId(follower_id),
+            session: SessionId(client.session_id),
+            xid,
+        };
+        let req = ZkRequest::Create(
+            OpCode::Create,
+            CreateRequest {
+                path: path.into(),
+                data: Some(b"x".to_vec()),
+                acl: Acl::open_unsafe(),
+                flags: 0,
+            },
+        );
+        Request::Forward(Proposal::split([Txn::request(
+            origin,
+            0,
+            Arc::new(Vec::new()),
+            req,
+        )]))
+    };
+    // Two connections of the follower's, the older accepted first.
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(ms[l].quorum).await.unwrap();
+        let hello = Hello {
+            ensemble: ensemble.clone(),
+            from: follower_id,
+            to: leader_id,
+            protocol: PROTOCOL,
+        };
+        write_frame(&mut s, &hello).await.unwrap();
+        match read_frame::<Reply>(&mut s).await {
+            Ok(Reply::Hello(Ok(()))) => {}
+            other => panic!("hello: {other:?}"),
+        }
+        conns.push(s);
+    }
+    let (older, newer) = conns.split_at_mut(1);
+    let (older, newer) = (&mut older[0], &mut newer[0]);
+    async fn forward(s: &mut tokio::net::TcpStream, req: Request) -> Reply {
+        write_frame(s, &req).await.unwrap();
+        tokio::time::timeout(DEADLINE, read_frame::<Reply>(s))
+            .await
+            .expect("an answer in time")
+            .expect("an answer")
+    }
+    let r = forward(older, create("/by-older-first")).await;
+    assert!(
+        matches!(r, Reply::Forward(Ok(_))),
+        "older, before the newer forwards: {r:?}"
+    );
+    let r = forward(newer, create("/by-newer")).await;
+    assert!(matches!(r, Reply::Forward(Ok(_))), "newer: {r:?}");
+    // The older again: not taken, and closed without an answer.
+    write_frame(older, &create("/by-older-late")).await.unwrap();
+    let mut rest = Vec::new();
+    let r = tokio::time::timeout(DEADLINE, older.read_to_end(&mut rest)).await;
+    assert!(r.is_ok(), "the leader did not close the older connection");
+    assert!(
+        rest.is_empty(),
+        "no answer on the older connection: {rest:?}"
+    );
+    // The newer goes on.
+    let r = forward(newer, create("/by-newer-after")).await;
+    assert!(matches!(r, Reply::Forward(Ok(_))), "newer, after: {r:?}");
+
+    let check = connect(&[ms[l].client]).await;
+    let kids = check.list_children("/").await.unwrap();
+    for taken in ["by-older-first", "by-newer", "by-newer-after"] {
+        assert!(
+            kids.contains(&taken.to_string()),
+            "{taken} missing: {kids:?}"
+        );
+    }
+    assert!(
+        !kids.contains(&"by-older-late".to_string()),
+        "the stale connection's frame was taken: {kids:?}"
+    );
+    drop((client, conns));
+    for m in &mut ms {
+        let _ = m.stop.take().unwrap().send(());
+    }
+    for m in ms {
+        let r = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
+        assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
+    }
+}

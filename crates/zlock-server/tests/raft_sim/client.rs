@@ -238,6 +238,12 @@ impl Client {
         Some(Txn::new(origin, now, TxnBody::DeleteExpired { paths }))
     }
 
+    /// Member `id`'s host, if it runs.
+    fn host_of(&self, id: u64) -> Option<host::SimHost> {
+        let m = self.members.lock().unwrap();
+        m.running.get(&id).map(|r| r.1.clone())
+    }
+
     /// The member to write to: the leader as a random member sees it (stale at times,
     /// as a client's view is), or any member if that one knows none.
     /// Returns the member asked and the one written to.
@@ -275,14 +281,7 @@ impl Client {
             let think = self.rng.gen_range(2..60);
             tokio::time::sleep(Duration::from_millis(think)).await;
             if let Some(m) = self.held_to.filter(|_| self.session.is_some()) {
-                let host = self
-                    .members
-                    .lock()
-                    .unwrap()
-                    .running
-                    .get(&m)
-                    .map(|r| r.1.clone());
-                match host {
+                match self.host_of(m) {
                     Some(host) => {
                         let own = lock(&self.world).clock_of(m);
                         if self.rng.gen_bool(0.5) {
@@ -316,14 +315,7 @@ impl Client {
                 // Pipelined through the sequencer of the member the client is connected
                 // to, or of the one it believes leads.
                 let at = if self.rng.gen_bool(0.5) { asked } else { to };
-                let host = self
-                    .members
-                    .lock()
-                    .unwrap()
-                    .running
-                    .get(&at)
-                    .map(|r| r.1.clone());
-                if let Some(host) = host {
+                if let Some(host) = self.host_of(at) {
                     self.pipelined(at, host, own).await;
                     continue;
                 }
@@ -332,14 +324,7 @@ impl Client {
                 // The member the client is connected to, which forwards to the leader
                 // it knows; or the one it believes leads.
                 if roll == 11 {
-                    let host = self
-                        .members
-                        .lock()
-                        .unwrap()
-                        .running
-                        .get(&asked)
-                        .map(|r| r.1.clone());
-                    if let Some(host) = host {
+                    if let Some(host) = self.host_of(asked) {
                         self.through_writer(asked, host, own).await;
                         continue;
                     }
