@@ -41,9 +41,9 @@
 //!   learner's connection: a session revalidated over a new connection refuses requests
 //!   from the old one as SessionMoved.)
 //! - the fence is the leader's memory, so a connection's frames are pinned to the
-//!   leadership its member held when it accepted the connection (not its first frame,
-//!   which may arrive terms later): a member that leads again after another led in
-//!   between refuses them.
+//!   leadership this member held when it accepted the connection (not when its first
+//!   frame came, which may be terms later): a member that leads again after another
+//!   led in between refuses them.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future as _;
