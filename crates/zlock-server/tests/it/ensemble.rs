@@ -462,6 +462,16 @@ async fn a_request_from_the_member_a_session_left_is_refused() {
     }
 }
 
+/// The ensemble's name in the peer protocol's hello: its member lines
+/// (`EnsembleConfig::member_lines`), as `start_first` makes them.
+fn peer_name(ms: &[Member]) -> String {
+    ms.iter()
+        .enumerate()
+        .map(|(i, m)| format!("{}=127.0.0.1:{}", i + 1, m.quorum.port()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The `error` field (as JSON) of AdminServer command `command`'s answer.
 async fn admin_error(addr: SocketAddr, command: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -547,12 +557,7 @@ async fn bad_input_on_the_peer_port_is_refused() {
     let l = leader(&ms).await;
     let c = connect(&[ms[l].client]).await;
     c.create("/before", b"", &persistent()).await.unwrap();
-    let ensemble = format!(
-        "1=127.0.0.1:{},2=127.0.0.1:{},3=127.0.0.1:{}",
-        ms[0].quorum.port(),
-        ms[1].quorum.port(),
-        ms[2].quorum.port()
-    );
+    let ensemble = peer_name(&ms);
 
     /// Reads until the peer closes (bounded); returns what it sent.
     async fn closed(s: &mut tokio::net::TcpStream) -> Vec<u8> {
@@ -678,12 +683,7 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
     let l = leader(&ms).await;
     let f = (l + 1) % 3;
     let (leader_id, follower_id) = (l as u64 + 1, f as u64 + 1);
-    let ensemble = format!(
-        "1=127.0.0.1:{},2=127.0.0.1:{},3=127.0.0.1:{}",
-        ms[0].quorum.port(),
-        ms[1].quorum.port(),
-        ms[2].quorum.port()
-    );
+    let ensemble = peer_name(&ms);
     // A session whose owner is the follower: the requests it forwards act for it.
     let client = RawClient::connect(ms[f].client).await.unwrap();
     let mut xid = 1_000;

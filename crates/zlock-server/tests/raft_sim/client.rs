@@ -510,16 +510,7 @@ impl Client {
         let mut batches: Vec<Vec<Txn>> = Vec::new();
         for _ in 0..k {
             let b = self.batch(own);
-            let ends = b.iter().any(|t| {
-                matches!(
-                    t.body,
-                    TxnBody::CreateSession { .. }
-                        | TxnBody::Request {
-                            request: Request::CloseSession,
-                            ..
-                        }
-                )
-            });
+            let ends = makes_or_ends_session(&b);
             let handed = Handed {
                 conn: conn.clone(),
                 props: Proposal::split(b.iter().cloned()),
@@ -544,12 +535,8 @@ impl Client {
             }
             // `to` crashed (its host is a new one, or none): the connection went with it.
             let same = self
-                .members
-                .lock()
-                .unwrap()
-                .running
-                .get(&to)
-                .is_some_and(|r| Arc::ptr_eq(&r.1.inner, &host.inner));
+                .host_of(to)
+                .is_some_and(|h| Arc::ptr_eq(&h.inner, &host.inner));
             if !same || tokio::time::Instant::now() >= deadline {
                 break;
             }
@@ -633,16 +620,7 @@ impl Client {
     /// new session if it was making one or closing one (a real client would resume
     /// it; its lock nodes stay with the old session until that one is closed).
     fn unknown(&mut self, batch: Vec<Txn>) {
-        if batch.iter().any(|t| {
-            matches!(
-                t.body,
-                TxnBody::CreateSession { .. }
-                    | TxnBody::Request {
-                        request: Request::CloseSession,
-                        ..
-                    }
-            )
-        }) {
+        if makes_or_ends_session(&batch) {
             self.forget_session();
         }
         self.ledger.lock().unwrap().unknown.extend(batch);
@@ -653,4 +631,18 @@ impl Client {
         self.session = None;
         self.nodes.clear();
     }
+}
+
+/// Whether `batch` makes a session or closes one.
+fn makes_or_ends_session(batch: &[Txn]) -> bool {
+    batch.iter().any(|t| {
+        matches!(
+            t.body,
+            TxnBody::CreateSession { .. }
+                | TxnBody::Request {
+                    request: Request::CloseSession,
+                    ..
+                }
+        )
+    })
 }

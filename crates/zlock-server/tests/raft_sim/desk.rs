@@ -12,18 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::write::Order;
 use zlock_server::commit::CommitError;
 
 use crate::world::{lock, Shared};
 
-/// One client connection at a member: dropped once, for good.
+/// One client connection at a member: dropped once, for good (its client looks).
 #[derive(Default)]
 pub struct Conn {
     dropped: AtomicBool,
-    notify: Notify,
 }
 
 impl Conn {
@@ -33,7 +32,6 @@ impl Conn {
 
     fn drop_now(&self) {
         self.dropped.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
     }
 }
 

@@ -16,46 +16,32 @@
 //!   delivered, as a FIN follows the data; the answers to it are lost;
 //! - the leader's crash breaks the connection: the writer reads its end.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Notify};
+use openraft::async_runtime::watch::{Watch as _, WatchReceiver as _, WatchSender as _};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zlock_server::commit::raft::peer::{read_frame, write_frame, FrameError, Reply, Request};
+use zlock_server::commit::raft::runtime::{ZWatch, ZWatchSender};
 use zlock_server::commit::raft::submit::Forwards;
 use zlock_server::commit::raft::types::Proposal;
-use zlock_server::commit::raft::write::{Dial, ForwardRead, ForwardWrite, WallClock};
+use zlock_server::commit::raft::write::{Dial, ForwardRead, ForwardWrite};
 
 use crate::net::one_way;
-use crate::world::{lock, Shared};
+use crate::world::{lock, wall_of, Shared};
 
 /// Whether a connection broke (the leader died, or a frame was given up), for every
-/// task of it. Not a tokio watch: its waiters wake in an order drawn from tokio's
-/// unseeded RNG (see the crate's documentation).
-#[derive(Default)]
-struct Dead {
-    broke: AtomicBool,
-    notify: Notify,
-}
-
-impl Dead {
-    fn set(&self) {
-        self.broke.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-}
+/// task of it: zlock's runtime's watch, whose waiters wake in the order they began to
+/// wait (tokio's draws the order from its unseeded RNG; see the crate's documentation).
+type Dead = ZWatchSender<bool>;
 
 /// Resolves once the connection breaks.
 async fn broke(dead: &Dead) {
-    loop {
-        let notified = dead.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if dead.broke.load(Ordering::SeqCst) {
-            return;
-        }
-        notified.await;
+    let mut rx = dead.subscribe();
+    while !*rx.borrow_watched() {
+        // `dead` is a sender still: the channel cannot close under this wait.
+        let _ = rx.changed().await;
     }
 }
 
@@ -148,10 +134,13 @@ impl Way {
             "forwarding connection {}->{} broken: {why}",
             self.from, self.to
         ));
-        self.dead.set();
+        // Not `send`, which changes nothing while no task waits.
+        self.dead.send_if_modified(|d| !std::mem::replace(d, true));
     }
 }
 
+/// Opens a connection from `from` to the leader `to`, with its tasks: the frames' way
+/// there, the leader's end, the answers' way back.
 async fn open(
     world: Shared,
     from: u64,
@@ -178,7 +167,7 @@ async fn open(
     lock(&world).event(format!("forwarding connection {from}->{to} opened"));
     let (mine, theirs) = tokio::io::duplex(1 << 20);
     let (their_rd, their_wr) = tokio::io::split(theirs);
-    let dead = Arc::new(Dead::default());
+    let dead = Arc::new(ZWatch::channel(false).0);
     let there = Way {
         world: world.clone(),
         from,
@@ -207,17 +196,6 @@ async fn open(
     tokio::spawn(outbound(their_wr, back_rx, dead));
     let (rd, wr) = tokio::io::split(mine);
     Ok((Box::new(rd), Box::new(wr)))
-}
-
-/// `to`'s wall clock, as its writer's.
-fn wall_of(world: &Shared, to: u64) -> WallClock {
-    let world = world.clone();
-    Arc::new(move || {
-        let mut w = lock(&world);
-        let off = w.clocks.get(&to).copied().unwrap_or(0);
-        w.max_stamp_offset = w.max_stamp_offset.max(off);
-        w.clock_of(to)
-    })
 }
 
 /// The frames as the writer writes them, until it closes its end (what it wrote still

@@ -17,7 +17,7 @@ use zlock_server::commit::raft::rejoin::{self, Acks, Found, Gate, Standing};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
 use zlock_server::commit::raft::types::WatchReceiver as _;
-use zlock_server::commit::raft::write::{Order, WallClock};
+use zlock_server::commit::raft::write::Order;
 
 use crate::client::{Client, Ledger, Members};
 use crate::disk::MemDisk;
@@ -425,13 +425,6 @@ impl Sim {
         ));
         // Always in touch: the writer's patience decides instead.
         let (_, touch) = tokio::sync::watch::channel(true);
-        let world = self.world.clone();
-        let wall: WallClock = Arc::new(move || {
-            let mut w = lock(&world);
-            let off = w.clocks.get(&id).copied().unwrap_or(0);
-            w.max_stamp_offset = w.max_stamp_offset.max(off);
-            w.clock_of(id)
-        });
         let id_info = Identity {
             ensemble: "sim".into(),
             me: id,
@@ -451,7 +444,7 @@ impl Sim {
                 orders: orders_rx,
                 troubles,
                 failed: Arc::new(AtomicBool::new(false)),
-                wall,
+                wall: crate::world::wall_of(&self.world, id),
                 dial: Some(crate::forward::dial(self.world.clone(), id)),
             }
             .run(),

@@ -10,6 +10,7 @@ use rand::Rng;
 use zlock_server::commit::raft::codec;
 use zlock_server::commit::raft::peer::Local;
 use zlock_server::commit::raft::types::{Entry, Raft};
+use zlock_server::commit::raft::write::WallClock;
 
 use crate::disk::MemDisk;
 
@@ -321,6 +322,18 @@ impl World {
     pub fn odds(&mut self, per_mille: u32) -> bool {
         per_mille > 0 && self.rng.gen_range(0..1000) < per_mille
     }
+}
+
+/// `member`'s wall clock, as it stamps Txns (its writer's, or as a leader taking
+/// forwarded frames): each reading raises `World::max_stamp_offset` to its offset.
+pub fn wall_of(world: &Shared, member: u64) -> WallClock {
+    let world = world.clone();
+    Arc::new(move || {
+        let mut w = lock(&world);
+        let off = w.clocks.get(&member).copied().unwrap_or(0);
+        w.max_stamp_offset = w.max_stamp_offset.max(off);
+        w.clock_of(member)
+    })
 }
 
 pub fn lock(w: &Shared) -> MutexGuard<'_, World> {

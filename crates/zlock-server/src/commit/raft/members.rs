@@ -50,17 +50,14 @@ impl Addrs {
         }
     }
 
-    /// Member `id`'s quorum address, if it is known. An empty one is none: nothing can
-    /// dial it (the deterministic simulation's members have none, and must not reach
-    /// for a real connection).
+    /// Member `id`'s quorum address, if it is known.
     pub fn get(&self, id: u64) -> Option<String> {
         let m = self.raft.metrics();
         let m = m.borrow_watched();
-        let addr = match m.membership_config.membership().get_node(&id) {
+        match m.membership_config.membership().get_node(&id) {
             Some(n) => Some(quorum_addr(id, n)),
             None => self.fixed.get(&id).cloned(),
-        };
-        addr.filter(|a| !a.is_empty())
+        }
     }
 
     /// The voters in id order: the membership's, or the configured ones (those with

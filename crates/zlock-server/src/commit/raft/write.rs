@@ -271,15 +271,15 @@ impl Writer {
                 order = self.orders.recv(), if can_take => match order {
                     None => return, // stopping
                     Some(Order::Dropped) => poisoned = false,
-                    // A synchronous proposer heard every earlier failure itself: its
-                    // batch goes. It does not end the discarding of the others: batches
-                    // handed over after it, before the sequencer has dropped their
-                    // clients, would land without the ones discarded before it (the
+                    // While discarding: its clients were dropped, or are being dropped,
+                    // and nobody waits for it.
+                    Some(Order::Batch { done: None, .. }) if poisoned => {}
+                    // A synchronous proposer heard every earlier failure itself, so its
+                    // batch goes even then. It does not end the discarding of the others:
+                    // batches handed over after it, before the sequencer has dropped
+                    // their clients, would land without the ones discarded before it (the
                     // simulation, which mixes the two, found such gaps).
-                    Some(Order::Batch { props, done: Some(done) }) => cut(props, Some(done), &mut queue),
-                    // Its clients were dropped, or are being dropped: nobody waits for it.
-                    Some(Order::Batch { .. }) if poisoned => {}
-                    Some(Order::Batch { props, done: None }) => cut(props, None, &mut queue),
+                    Some(Order::Batch { props, done }) => cut(props, done, &mut queue),
                 },
             }
         }
