@@ -25,7 +25,6 @@ use zlock_server::commit::raft::peer::{write_as_leader, ForwardError};
 use zlock_server::commit::raft::submit::Submitter;
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::types::WatchReceiver as _;
-use zlock_server::commit::raft::write::Order;
 
 use crate::desk::{Conn, Handed};
 use crate::host;
@@ -71,9 +70,6 @@ pub struct Members {
     /// Running members: their Raft and their host.
     pub running:
         std::collections::BTreeMap<u64, (zlock_server::commit::raft::types::Raft, host::SimHost)>,
-    /// Each running member's own writer (`write::Writer`), as a synchronous proposer
-    /// hands it a batch.
-    pub writers: std::collections::BTreeMap<u64, tokio::sync::mpsc::Sender<Order>>,
     /// Each running member's sequencer, as a client connection hands it batches.
     pub desks: std::collections::BTreeMap<u64, tokio::sync::mpsc::UnboundedSender<Handed>>,
 }
@@ -419,11 +415,12 @@ impl Client {
         self.ledger.lock().unwrap().groups.push(batches);
     }
 
-    /// One batch through member `to`'s own writer (`write::Writer`), as its sequencer
-    /// hands one over: while `to` leads, the writer submits it to its Raft, with any
-    /// batch other clients handed it, several in flight; else it forwards it to the
-    /// leader it knows over a forwarding connection (`forward`). Its outcome is read when
-    /// the writer reports it. The writer (or the leader, for a forwarded frame) stamps
+    /// One batch through member `to`'s own writer (`write::Writer`), handed over by its
+    /// sequencer (`desk`) in turn with every other batch there, with the outcome asked
+    /// for (`Order::Batch`'s `done`, as a synchronous proposer does): while `to` leads,
+    /// the writer submits it to its Raft, with any batch other clients handed it,
+    /// several in flight; else it forwards it to the leader it knows over a forwarding
+    /// connection (`forward`). Its outcome is read when the writer reports it. The writer (or the leader, for a forwarded frame) stamps
     /// the Txns itself, with its own clock: they are not in `World::stamps`, so the
     /// lock-delay and TTL checks skip them (those clocks raise
     /// `World::max_stamp_offset`, which only loosens those checks).
@@ -437,20 +434,21 @@ impl Client {
     /// If `to` is gone, the client starts a new session.)
     async fn through_writer(&mut self, to: u64, host: host::SimHost, own: i64) {
         let batch = self.batch(own);
-        let orders = self.members.lock().unwrap().writers.get(&to).cloned();
-        let Some(orders) = orders else {
+        let desk = self.members.lock().unwrap().desks.get(&to).cloned();
+        let Some(desk) = desk else {
             return self.unknown(batch);
         };
         let (done, answer) = tokio::sync::oneshot::channel();
-        let order = Order::Batch {
+        // A connection of its own: its batch is in order behind everything this
+        // client handed the sequencer before (pipelined batches it gave up on may still
+        // be waiting there), as a real client's resumed session's requests are.
+        let handed = Handed {
+            conn: Arc::new(Conn::default()),
             props: Proposal::split(batch.iter().cloned()),
             done: Some(done),
         };
         let r = tokio::time::timeout(4 * PATIENCE, async move {
-            orders
-                .send(order)
-                .await
-                .map_err(|_| "writer gone".to_string())?;
+            desk.send(handed).map_err(|_| "writer gone".to_string())?;
             match answer.await {
                 Ok(Ok(i)) => Ok(i),
                 Ok(Err(e)) => Err(format!("failed: {e}")),
@@ -514,6 +512,7 @@ impl Client {
             let handed = Handed {
                 conn: conn.clone(),
                 props: Proposal::split(b.iter().cloned()),
+                done: None,
             };
             let sent = desk.send(handed).is_ok();
             self.ledger.lock().unwrap().conns[at].push(b.clone());

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use zlock_server::commit::raft::types::Proposal;
 use zlock_server::commit::raft::write::Order;
 use zlock_server::commit::CommitError;
@@ -39,6 +39,9 @@ impl Conn {
 pub struct Handed {
     pub conn: Arc<Conn>,
     pub props: Vec<Proposal>,
+    /// Told the batch's outcome (a synchronous proposer's, `Order::Batch`'s `done`);
+    /// dropped untold if the sequencer does not hand the batch over.
+    pub done: Option<oneshot::Sender<Result<u64, CommitError>>>,
 }
 
 /// Runs member `id`'s sequencer for its writer: until the member stops (its clients'
@@ -81,7 +84,7 @@ pub async fn run(
                 drop_at = Some((tokio::time::Instant::now() + wait, trouble));
             }
             handed = input.recv() => {
-                let Some(Handed { conn, props }) = handed else { return };
+                let Some(Handed { conn, props, done }) = handed else { return };
                 if conn.dropped() {
                     // Its connection is gone: the sequencer has nobody to take it from.
                     continue;
@@ -89,7 +92,7 @@ pub async fn run(
                 if !conns.iter().any(|c| Arc::ptr_eq(c, &conn)) {
                     conns.push(conn);
                 }
-                if orders.send(Order::Batch { props, done: None }).await.is_err() {
+                if orders.send(Order::Batch { props, done }).await.is_err() {
                     return;
                 }
             }

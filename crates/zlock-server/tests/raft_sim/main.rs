@@ -6,7 +6,8 @@
 //! (with torn log writes) and restarts, crashes that lose a member's whole disk (it
 //! restarts blank and rejoins through `commit::raft::rejoin`, one such member at a
 //! time), the clients' writes: through the leader's `write_as_leader`, in groups
-//! through one pinned `Submitter`, or handed to a member's own writer task
+//! through one pinned `Submitter`, or handed by a member's sequencer (`desk`) to its own
+//! writer task, one batch at a time with its outcome asked for
 //! (`commit::raft::write::Writer`, started on every member as the server does; a
 //! member that does not lead forwards them to the leader over a simulated connection
 //! that behaves as TCP does, `forward`, taken there by the server's own
@@ -45,7 +46,7 @@
 //! `ZLOCK_SIM_SEED=<seed>` replays one seed, with its event trace's tail on failure;
 //! `ZLOCK_SIM_STEPS` sets the faulty phase's length (10 ms steps, default 1500). A
 //! failing seed is printed with the command that replays it. Long batches: add
-//! `--release` (about 13 times faster; 3,000 seeds in 6 minutes on 2 threads).
+//! `--release` (about 13 times faster; 6,000 seeds in 12 minutes on 2 threads).
 //!
 //! # Determinism, and what it takes
 //!

@@ -17,7 +17,6 @@ use zlock_server::commit::raft::rejoin::{self, Acks, Found, Gate, Standing};
 use zlock_server::commit::raft::sm::StateMachine;
 use zlock_server::commit::raft::types::Raft;
 use zlock_server::commit::raft::types::WatchReceiver as _;
-use zlock_server::commit::raft::write::Order;
 
 use crate::client::{Client, Ledger, Members};
 use crate::disk::MemDisk;
@@ -383,11 +382,10 @@ impl Sim {
             w.heard.insert(id, now);
             w.event(format!("member {id} started"));
         }
-        let (orders, desk) = self.spawn_writer(id, &raft);
+        let desk = self.spawn_writer(id, &raft);
         {
             let mut m = self.members.lock().unwrap();
             m.running.insert(id, (raft.clone(), host.clone()));
-            m.writers.insert(id, orders);
             m.desks.insert(id, desk);
         }
         self.running.insert(
@@ -404,15 +402,12 @@ impl Sim {
 
     /// Starts member `id`'s own writer (`write::Writer`, as `RaftCommit::start` does),
     /// stamping Txns with `id`'s clock, and its sequencer's part for it (`desk`); returns
-    /// where a synchronous proposer's batches go, and where a client connection's go.
+    /// where clients hand the sequencer their batches.
     fn spawn_writer(
         &self,
         id: u64,
         raft: &Raft,
-    ) -> (
-        tokio::sync::mpsc::Sender<Order>,
-        tokio::sync::mpsc::UnboundedSender<crate::desk::Handed>,
-    ) {
+    ) -> tokio::sync::mpsc::UnboundedSender<crate::desk::Handed> {
         let (orders, orders_rx) = tokio::sync::mpsc::channel(2);
         let (troubles, troubles_rx) = tokio::sync::mpsc::unbounded_channel();
         let (desk, desk_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -420,7 +415,7 @@ impl Sim {
             self.world.clone(),
             id,
             desk_rx,
-            orders.clone(),
+            orders,
             troubles_rx,
         ));
         // Always in touch: the writer's patience decides instead.
@@ -449,7 +444,7 @@ impl Sim {
             }
             .run(),
         );
-        (orders, desk)
+        desk
     }
 
     /// Stops `id` as a `kill -9` would: its Raft is dropped, its disk keeps what was
@@ -466,8 +461,7 @@ impl Sim {
         {
             let mut m = self.members.lock().unwrap();
             m.running.remove(&id);
-            // Its writer ends once it has answered what it holds.
-            m.writers.remove(&id);
+            // Its sequencer and writer end once they have answered what they hold.
             m.desks.remove(&id);
         }
         // The disk task still runs meanwhile: openraft may be waiting on its log.
