@@ -48,8 +48,16 @@ async fn start_ensemble(n: u64) -> Vec<Member> {
 
 /// Members 1 to `started` of an ensemble of `n`; the others never start.
 async fn start_first(n: u64, started: u64) -> Vec<Member> {
+    // Shown for a failing test only (the test writer): errors, and what the peer link
+    // and the writers decide (a connection closed, a frame given up on), unless RUST_LOG
+    // says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "error,zlock_server::commit::raft::peer=info,zlock_server::commit::raft::write=info",
+        )
+    });
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_test_writer()
         .try_init();
     let members: BTreeMap<u64, MemberSpec> = (1..=n)
@@ -666,6 +674,10 @@ async fn bad_input_on_the_peer_port_is_refused() {
 /// the log first); after that, a frame on the older is not taken, and the leader closes
 /// it. This is what keeps a frame that TCP delivers late, on a connection its member
 /// gave up on, from landing after the session's newer requests.
+///
+/// The test's connections speak for the follower that has no client (`g`), so that
+/// nothing that member's own writer forwards can fence them off midway; the requests
+/// they carry act for a session the other follower (`f`) owns, made by a real client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer_one_forwards() {
     use std::sync::Arc;
@@ -681,8 +693,8 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
     let _serial = SERIAL.lock().await;
     let mut ms = start_ensemble(3).await;
     let l = leader(&ms).await;
-    let f = (l + 1) % 3;
-    let (leader_id, follower_id) = (l as u64 + 1, f as u64 + 1);
+    let (f, g) = ((l + 1) % 3, (l + 2) % 3);
+    let (leader_id, follower_id, speaker_id) = (l as u64 + 1, f as u64 + 1, g as u64 + 1);
     let ensemble = peer_name(&ms);
     // A session whose owner is the follower: the requests it forwards act for it.
     let client = RawClient::connect(ms[f].client).await.unwrap();
@@ -710,13 +722,13 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
             req,
         )]))
     };
-    // Two connections of the follower's, the older accepted first.
+    // Two connections of member g's, the older accepted first.
     let mut conns = Vec::new();
     for _ in 0..2 {
         let mut s = tokio::net::TcpStream::connect(ms[l].quorum).await.unwrap();
         let hello = Hello {
             ensemble: ensemble.clone(),
-            from: follower_id,
+            from: speaker_id,
             to: leader_id,
             protocol: PROTOCOL,
         };
@@ -729,19 +741,20 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
     }
     let (older, newer) = conns.split_at_mut(1);
     let (older, newer) = (&mut older[0], &mut newer[0]);
-    async fn forward(s: &mut tokio::net::TcpStream, req: Request) -> Reply {
+    async fn forward(s: &mut tokio::net::TcpStream, req: Request, what: &str) -> Reply {
         write_frame(s, &req).await.unwrap();
-        tokio::time::timeout(DEADLINE, read_frame::<Reply>(s))
-            .await
-            .expect("an answer in time")
-            .expect("an answer")
+        match tokio::time::timeout(DEADLINE, read_frame::<Reply>(s)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => panic!("{what}: no answer: {e}"),
+            Err(_) => panic!("{what}: no answer in time"),
+        }
     }
-    let r = forward(older, create("/by-older-first")).await;
+    let r = forward(older, create("/by-older-first"), "older, first").await;
     assert!(
         matches!(r, Reply::Forward(Ok(_))),
         "older, before the newer forwards: {r:?}"
     );
-    let r = forward(newer, create("/by-newer")).await;
+    let r = forward(newer, create("/by-newer"), "newer").await;
     assert!(matches!(r, Reply::Forward(Ok(_))), "newer: {r:?}");
     // The older again: not taken, and closed without an answer.
     write_frame(older, &create("/by-older-late")).await.unwrap();
@@ -753,7 +766,7 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
         "no answer on the older connection: {rest:?}"
     );
     // The newer goes on.
-    let r = forward(newer, create("/by-newer-after")).await;
+    let r = forward(newer, create("/by-newer-after"), "newer, after").await;
     assert!(matches!(r, Reply::Forward(Ok(_))), "newer, after: {r:?}");
 
     let check = connect(&[ms[l].client]).await;
