@@ -354,17 +354,7 @@ async fn an_ensemble_serves_zookeeper_clients_through_a_leader_change() {
         "still owned by the moved session"
     );
 
-    for m in &mut ms {
-        if let Some(s) = m.stop.take() {
-            let _ = s.send(());
-        }
-    }
-    for m in ms {
-        if let Some(d) = m.done {
-            let r = tokio::time::timeout(DEADLINE, d).await;
-            assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
-        }
-    }
+    stop_all(ms).await;
 }
 
 /// A member that loses its quorum (here the leader, both followers stopped) closes its
@@ -382,9 +372,7 @@ async fn a_member_without_its_quorum_serves_no_client() {
     let mut state = c.state_watcher();
     for (i, m) in ms.iter_mut().enumerate() {
         if i != l {
-            m.stop.take().unwrap().send(()).unwrap();
-            let d = tokio::time::timeout(DEADLINE, m.done.take().unwrap()).await;
-            assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+            stop_one(m).await;
         }
     }
     let closed = tokio::time::timeout(DEADLINE, async {
@@ -425,9 +413,7 @@ async fn a_member_without_its_quorum_serves_no_client() {
             "{command}"
         );
     }
-    ms[l].stop.take().unwrap().send(()).unwrap();
-    let d = tokio::time::timeout(DEADLINE, ms[l].done.take().unwrap()).await;
-    assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+    stop_one(&mut ms[l]).await;
 }
 
 /// A session that resumes at another member moves there (a MoveSession through the
@@ -437,7 +423,7 @@ async fn a_member_without_its_quorum_serves_no_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_request_from_the_member_a_session_left_is_refused() {
     let _serial = SERIAL.lock().await;
-    let mut ms = start_ensemble(3).await;
+    let ms = start_ensemble(3).await;
     let l = leader(&ms).await;
     // Both followers: their writes are forwarded.
     let (a, b) = ((l + 1) % 3, (l + 2) % 3);
@@ -461,13 +447,7 @@ async fn a_request_from_the_member_a_session_left_is_refused() {
         "the refused write left no node"
     );
     drop((old, moved));
-    for m in &mut ms {
-        m.stop.take().unwrap().send(()).unwrap();
-    }
-    for m in ms {
-        let d = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
-        assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
-    }
+    stop_all(ms).await;
 }
 
 /// The ensemble's name in the peer protocol's hello: its member lines
@@ -478,6 +458,44 @@ fn peer_name(ms: &[Member]) -> String {
         .map(|(i, m)| format!("{}=127.0.0.1:{}", i + 1, m.quorum.port()))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// Stops one member and checks that it stopped cleanly.
+async fn stop_one(m: &mut Member) {
+    m.stop.take().unwrap().send(()).unwrap();
+    let d = tokio::time::timeout(DEADLINE, m.done.take().unwrap()).await;
+    assert!(matches!(d, Ok(Ok(Ok(())))), "stopped cleanly: {d:?}");
+}
+
+/// Stops every member still running, all at once, and checks that each stopped cleanly.
+async fn stop_all(mut ms: Vec<Member>) {
+    for m in &mut ms {
+        if let Some(s) = m.stop.take() {
+            let _ = s.send(());
+        }
+    }
+    for m in ms {
+        if let Some(d) = m.done {
+            let r = tokio::time::timeout(DEADLINE, d).await;
+            assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
+        }
+    }
+}
+
+/// Opens a connection to a member's quorum port and sends `hello`: the connection, and
+/// the member's answer.
+async fn greet(
+    quorum: SocketAddr,
+    hello: &zlock_server::commit::raft::peer::Hello,
+) -> (
+    tokio::net::TcpStream,
+    Result<zlock_server::commit::raft::peer::Reply, zlock_server::commit::raft::peer::FrameError>,
+) {
+    use zlock_server::commit::raft::peer::{read_frame, write_frame, Reply};
+    let mut s = tokio::net::TcpStream::connect(quorum).await.unwrap();
+    write_frame(&mut s, hello).await.unwrap();
+    let answer = read_frame::<Reply>(&mut s).await;
+    (s, answer)
 }
 
 /// The `error` field (as JSON) of AdminServer command `command`'s answer.
@@ -561,7 +579,7 @@ async fn bad_input_on_the_peer_port_is_refused() {
     };
 
     let _one_at_a_time = SERIAL.lock().await;
-    let mut ms = start_ensemble(3).await;
+    let ms = start_ensemble(3).await;
     let l = leader(&ms).await;
     let c = connect(&[ms[l].client]).await;
     c.create("/before", b"", &persistent()).await.unwrap();
@@ -633,9 +651,8 @@ async fn bad_input_on_the_peer_port_is_refused() {
                 protocol: PROTOCOL + 1,
             },
         ] {
-            let mut s = tokio::net::TcpStream::connect(m.quorum).await.unwrap();
-            write_frame(&mut s, &hello).await.unwrap();
-            match read_frame::<Reply>(&mut s).await {
+            let (mut s, answer) = greet(m.quorum, &hello).await;
+            match answer {
                 Ok(Reply::Hello(Err(why))) => assert!(!why.is_empty()),
                 // The hello was meant for another member id than this one's: refused
                 // the same way, or (for member 7) refused as not this member.
@@ -658,13 +675,7 @@ async fn bad_input_on_the_peer_port_is_refused() {
         kids.contains(&"before".to_string()) && kids.contains(&"after".to_string()),
         "{kids:?}"
     );
-    for m in &mut ms {
-        let _ = m.stop.take().unwrap().send(());
-    }
-    for m in ms {
-        let r = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
-        assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
-    }
+    stop_all(ms).await;
 }
 
 /// A leader takes a member's forwarded frames over the member's newest connection only
@@ -691,7 +702,7 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
     use zlock_server::commit::raft::types::Proposal;
 
     let _serial = SERIAL.lock().await;
-    let mut ms = start_ensemble(3).await;
+    let ms = start_ensemble(3).await;
     let l = leader(&ms).await;
     let (f, g) = ((l + 1) % 3, (l + 2) % 3);
     let (leader_id, follower_id, speaker_id) = (l as u64 + 1, f as u64 + 1, g as u64 + 1);
@@ -725,19 +736,16 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
     // Two connections of member g's, the older accepted first.
     let mut conns = Vec::new();
     for _ in 0..2 {
-        let mut s = tokio::net::TcpStream::connect(ms[l].quorum).await.unwrap();
         let hello = Hello {
             ensemble: ensemble.clone(),
             from: speaker_id,
             to: leader_id,
             protocol: PROTOCOL,
         };
-        write_frame(&mut s, &hello).await.unwrap();
-        match read_frame::<Reply>(&mut s).await {
-            Ok(Reply::Hello(Ok(()))) => {}
-            other => panic!("hello: {other:?}"),
+        match greet(ms[l].quorum, &hello).await {
+            (s, Ok(Reply::Hello(Ok(())))) => conns.push(s),
+            (_, other) => panic!("hello: {other:?}"),
         }
-        conns.push(s);
     }
     let (older, newer) = conns.split_at_mut(1);
     let (older, newer) = (&mut older[0], &mut newer[0]);
@@ -782,11 +790,5 @@ async fn a_forwarded_frame_on_a_members_older_connection_is_refused_once_a_newer
         "the stale connection's frame was taken: {kids:?}"
     );
     drop((client, conns));
-    for m in &mut ms {
-        let _ = m.stop.take().unwrap().send(());
-    }
-    for m in ms {
-        let r = tokio::time::timeout(DEADLINE, m.done.unwrap()).await;
-        assert!(matches!(r, Ok(Ok(Ok(())))), "stopped cleanly: {r:?}");
-    }
+    stop_all(ms).await;
 }

@@ -420,10 +420,10 @@ impl Client {
     /// for (`Order::Batch`'s `done`, as a synchronous proposer does): while `to` leads,
     /// the writer submits it to its Raft, with any batch other clients handed it,
     /// several in flight; else it forwards it to the leader it knows over a forwarding
-    /// connection (`forward`). Its outcome is read when the writer reports it. The writer (or the leader, for a forwarded frame) stamps
-    /// the Txns itself, with its own clock: they are not in `World::stamps`, so the
-    /// lock-delay and TTL checks skip them (those clocks raise
-    /// `World::max_stamp_offset`, which only loosens those checks).
+    /// connection (`forward`). Its outcome is read when the writer reports it. The
+    /// writer (or the leader, for a forwarded frame) stamps the Txns itself, with its own
+    /// clock: they are not in `World::stamps`, so the lock-delay and TTL checks skip them
+    /// (those clocks raise `World::max_stamp_offset`, which only loosens those checks).
     ///
     /// After an unknown outcome the client keeps its session, as a real one reconnects
     /// and resumes it, and sends every later batch of it through `to`'s writer again:
@@ -448,7 +448,8 @@ impl Client {
             done: Some(done),
         };
         let r = tokio::time::timeout(4 * PATIENCE, async move {
-            desk.send(handed).map_err(|_| "writer gone".to_string())?;
+            desk.send(handed)
+                .map_err(|_| "sequencer gone".to_string())?;
             match answer.await {
                 Ok(Ok(i)) => Ok(i),
                 Ok(Err(e)) => Err(format!("failed: {e}")),
